@@ -1,0 +1,145 @@
+#pragma once
+// The embeddable engine: start the troupe in-process from a config, submit
+// requests with a sink for their events, cancel, read statistics, shut down.
+// Installed as <troupe/engine.hpp>. No CAF, Beast or JSON types here: a
+// caller that wants to use its own caf::actor_system includes
+// <troupe/engine_caf.hpp> instead.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "troupe/request.hpp"
+
+namespace troupe {
+
+/// Everything an engine needs to start. Field names follow the CLI flags
+/// (`--max-num-batched-tokens` is max_num_batched_tokens).
+struct engine_config {
+  std::string model_dir;              ///< HF directory; empty: the built-in demo model
+  std::string served_model_name;      ///< name clients use; default: the directory's name
+  std::string device = "auto";        ///< "cpu", "cuda" or "auto"
+  int threads = 0;                    ///< cpu backend threads (0: all cores)
+  int max_num_batched_tokens = 2048;  ///< token budget per step
+  int max_num_seqs = 256;             ///< running sequences at most
+  int max_prefill_chunk = 512;        ///< tokens of one prompt per step at most
+  int block_size = 16;                ///< KV tokens per block
+  std::int64_t kv_cache_bytes = 0;    ///< device KV pool size (0: derived from free memory)
+  std::int64_t swap_space_bytes = std::int64_t{1} << 30;  ///< host swap pool size
+  int max_model_len = 0;              ///< context length limit (0: the model's)
+  std::string policy = "fcfs";        ///< fcfs | priority | mlfq | deadline | fair
+  std::string preemption_mode = "auto";  ///< swap | recompute | auto
+  bool enable_prefix_caching = true;
+  int max_waiting_requests = 4096;    ///< queue bound; more is rejected as overloaded
+  int max_n = 16;                     ///< limit on `n`
+  int max_stop_strings = 16;          ///< limit on `stop` entries
+  int max_stop_string_bytes = 256;    ///< limit on each stop string
+  int max_logit_bias = 1024;          ///< limit on `logit_bias` entries
+  int max_top_logprobs = 20;          ///< limit on `top_logprobs`
+  int tokenizer_workers = 2;          ///< tokenizer actors in the pool
+  double request_timeout_s = 600;     ///< default per-request timeout
+};
+
+/// Receives one request's events. Called from engine threads: return quickly
+/// (post to your own executor). Events of one request arrive in order.
+class request_sink {
+ public:
+  virtual ~request_sink() = default;
+  virtual void on_accepted(const accepted_event& event) = 0;
+  virtual void on_delta(const delta_event& event) = 0;
+  virtual void on_finished(const finished_event& event) = 0;
+  virtual void on_error(const error_event& event) = 0;
+};
+
+/// A histogram snapshot: cumulative counts per upper bound, Prometheus style.
+struct histogram_snapshot {
+  std::vector<double> upper_bounds;       ///< ascending; +Inf is implicit
+  std::vector<std::uint64_t> bucket_counts;  ///< cumulative, one per bound, then +Inf
+  double sum = 0.0;
+  std::uint64_t count = 0;
+};
+
+/// A consistent snapshot of the engine's counters and gauges.
+struct engine_stats {
+  int num_requests_running = 0;
+  int num_requests_waiting = 0;
+  int num_requests_swapped = 0;
+  double kv_cache_usage = 0.0;        ///< device pool, fraction in [0, 1]
+  double host_kv_cache_usage = 0.0;   ///< swap pool, fraction in [0, 1]
+  std::int64_t kv_blocks_total = 0;
+  std::int64_t kv_blocks_free = 0;
+  std::uint64_t prefix_cache_queries = 0;  ///< prompt tokens looked up
+  std::uint64_t prefix_cache_hits = 0;     ///< prompt tokens found
+  std::uint64_t prompt_tokens = 0;
+  std::uint64_t generation_tokens = 0;
+  std::map<std::string, std::uint64_t> preemptions;       ///< by kind: swap, recompute
+  std::map<std::string, std::uint64_t> request_success;   ///< by finish reason
+  std::uint64_t steps = 0;
+  histogram_snapshot time_to_first_token_s;
+  histogram_snapshot inter_token_latency_s;
+  histogram_snapshot e2e_request_latency_s;
+  histogram_snapshot request_queue_time_s;
+  histogram_snapshot iteration_tokens;
+  std::string policy;                 ///< current scheduling policy
+  bool healthy = true;                ///< false when an executor died or is stuck
+  std::string health_detail;
+};
+
+/// Static facts about the loaded model, for /v1/models and validation.
+struct model_info {
+  std::string served_model_name;
+  std::string model_dir;
+  int vocab_size = 0;
+  int max_model_len = 0;
+  std::string device;
+};
+
+/// An in-process engine. Thread-safe: submit/cancel/stats from any thread.
+class engine {
+ public:
+  /// Loads the model and spawns the troupe in an actor system of its own.
+  /// Throws std::runtime_error naming the file or field that is wrong.
+  static std::unique_ptr<engine> start(const engine_config& config);
+
+  virtual ~engine() = default;
+
+  /// Submits a request; every event goes to `sink`. Returns the request id
+  /// (the caller's, or one assigned). Validation errors arrive as on_error.
+  virtual std::string submit(generation_request request, std::shared_ptr<request_sink> sink) = 0;
+  /// Cancels a request; its choices finish with reason `abort` and its KV
+  /// blocks are free within one step. Unknown ids are ignored.
+  virtual void cancel(const std::string& request_id) = 0;
+  /// A snapshot of counters and gauges (waits for the scheduler, bounded).
+  virtual engine_stats stats() = 0;
+  virtual const model_info& info() const = 0;
+
+  /// Text ↔ ids with the model's tokenizer (for /tokenize and /detokenize).
+  virtual std::vector<std::int32_t> tokenize(const std::string& text, bool add_special_tokens) = 0;
+  virtual std::string detokenize(const std::vector<std::int32_t>& ids, bool skip_special_tokens) = 0;
+  /// Renders chat messages (JSON) through the model's template.
+  virtual std::string apply_chat_template(const std::string& messages_json, const std::string& tools_json,
+                                          bool add_generation_prompt) = 0;
+
+  /// Stops admitting, lets running requests finish for up to `drain`, aborts
+  /// the rest, and stops every actor. Idempotent.
+  virtual void shutdown(std::chrono::milliseconds drain) = 0;
+};
+
+/// A sink built from lambdas (any may be empty).
+struct callback_sink final : request_sink {
+  std::function<void(const accepted_event&)> accepted;
+  std::function<void(const delta_event&)> delta;
+  std::function<void(const finished_event&)> finished;
+  std::function<void(const error_event&)> error;
+
+  void on_accepted(const accepted_event& e) override { if (accepted) accepted(e); }
+  void on_delta(const delta_event& e) override { if (delta) delta(e); }
+  void on_finished(const finished_event& e) override { if (finished) finished(e); }
+  void on_error(const error_event& e) override { if (error) error(e); }
+};
+
+}  // namespace troupe

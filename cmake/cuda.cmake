@@ -1,0 +1,20 @@
+# CUDA is optional: enabled when nvcc exists (also in /usr/local/cuda), and
+# compiled for sm_80 and sm_90 only to keep build times down.
+set(TROUPE_HAVE_CUDA OFF)
+if(TROUPE_ENABLE_CUDA)
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    set(CMAKE_CUDA_ARCHITECTURES 80 90)
+    # CMake 3.25 cannot request C++20 from nvcc; device code is C++17.
+    set(CMAKE_CUDA_STANDARD 17)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(TROUPE_HAVE_CUDA ON)
+  endif()
+endif()
+message(STATUS "Troupe CUDA backend: ${TROUPE_HAVE_CUDA}")

@@ -1,0 +1,66 @@
+#pragma once
+// What a request asks of the sampler, and what the sampler returns.
+//
+// Semantics every backend implements identically, in this order, on one
+// float32 logits row of the vocabulary:
+//  1. add `logit_bias`; set suppressed ids (eos/stop ids before min_tokens) to -inf;
+//  2. repetition penalty over ids in prompt or output (positive logits divided,
+//     negative multiplied); then logit -= frequency_penalty * count_in_output
+//     + presence_penalty * (count_in_output > 0);
+//  3. logprobs are log_softmax of the row at this point (before temperature
+//     and truncation), so they describe the model, as OpenAI reports them;
+//  4. temperature == 0 (or top_k == 1): argmax, ties to the lowest id;
+//  5. otherwise divide by temperature, keep the top_k largest, then the
+//     smallest set whose probability reaches top_p (largest first, ties by
+//     lower id), then drop ids below min_p × the largest probability;
+//  6. draw u = philox_uniform(seed, token_index) and return the first id, in
+//     ascending id order over the kept ids, whose cumulative renormalised
+//     probability exceeds u (the last kept id if rounding leaves none).
+
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace troupe {
+
+/// Per-request sampling settings (OpenAI / vLLM field meanings).
+struct sampling_params {
+  float temperature = 1.0f;         ///< 0 means greedy
+  int top_k = 0;                    ///< <= 0: disabled
+  float top_p = 1.0f;               ///< (0, 1]
+  float min_p = 0.0f;               ///< [0, 1]
+  float repetition_penalty = 1.0f;  ///< > 0; 1 disables
+  float presence_penalty = 0.0f;    ///< [-2, 2]
+  float frequency_penalty = 0.0f;   ///< [-2, 2]
+  std::vector<std::pair<std::int32_t, float>> logit_bias;  ///< (token id, bias added to its logit)
+  int top_logprobs = 0;             ///< alternatives to return per token (0..20)
+  bool logprobs = false;            ///< return the sampled token's logprob
+};
+
+/// One logits row to sample in a step: the request's settings and the
+/// context the penalties and the RNG need. Spans point into state the
+/// caller keeps alive until `backend::sample` returns.
+struct sampling_row {
+  const sampling_params* params = nullptr;
+  std::uint64_t seed = 0;         ///< request seed (assigned at admission when the client gives none)
+  std::uint64_t token_index = 0;  ///< index of the token being drawn among the request's outputs
+  std::span<const std::int32_t> prompt_tokens;      ///< for the repetition penalty
+  std::span<const std::int32_t> output_tokens;      ///< for all penalties
+  std::span<const std::int32_t> suppressed_tokens;  ///< forced to -inf (e.g. eos before min_tokens)
+};
+
+/// A token and its log-probability.
+struct token_logprob {
+  std::int32_t token = 0;
+  float logprob = 0.0f;
+};
+
+/// What sampling one row produced.
+struct sample_output {
+  std::int32_t token = 0;
+  float logprob = 0.0f;             ///< of `token`, valid when params->logprobs or top_logprobs > 0
+  std::vector<token_logprob> top;   ///< the top_logprobs most likely ids, most likely first
+};
+
+}  // namespace troupe

@@ -1,0 +1,57 @@
+#include "kernels/step_batch.hpp"
+
+#include <string>
+
+namespace troupe {
+
+namespace {
+
+std::string check_csr(const std::vector<std::int32_t>& indptr, std::size_t expected_rows, std::size_t total,
+                      const char* name) {
+  if (indptr.size() != expected_rows + 1) return std::string(name) + " has the wrong length";
+  if (indptr.front() != 0) return std::string(name) + " must start at 0";
+  for (std::size_t i = 1; i < indptr.size(); ++i) {
+    if (indptr[i] < indptr[i - 1]) return std::string(name) + " is not monotone";
+  }
+  if (static_cast<std::size_t>(indptr.back()) != total) return std::string(name) + " does not end at its total";
+  return {};
+}
+
+}  // namespace
+
+std::string validate_step_batch(const step_batch& batch, const kv_cache_spec& spec) {
+  const std::size_t num_tokens = batch.token_ids.size();
+  if (batch.query_start.empty()) return "query_start is empty";
+  const std::size_t num_seqs = batch.query_start.size() - 1;
+  if (batch.positions.size() != num_tokens) return "positions and token_ids differ in length";
+  if (batch.slot_mapping.size() != num_tokens) return "slot_mapping and token_ids differ in length";
+  if (auto e = check_csr(batch.query_start, num_seqs, num_tokens, "query_start"); !e.empty()) return e;
+  if (batch.seq_lens.size() != num_seqs) return "seq_lens has the wrong length";
+  if (batch.kv_last_page_len.size() != num_seqs) return "kv_last_page_len has the wrong length";
+  if (auto e = check_csr(batch.kv_indptr, num_seqs, batch.kv_indices.size(), "kv_indptr"); !e.empty()) return e;
+  for (std::int32_t block : batch.kv_indices) {
+    if (block < 0 || block >= spec.num_blocks) return "kv_indices holds a block outside the pool";
+  }
+  for (std::size_t s = 0; s < num_seqs; ++s) {
+    const std::int64_t pages = batch.kv_indptr[s + 1] - batch.kv_indptr[s];
+    const std::int64_t last = batch.kv_last_page_len[s];
+    if (pages <= 0 || last < 1 || last > spec.block_size) return "kv_last_page_len out of range";
+    if ((pages - 1) * spec.block_size + last != batch.seq_lens[s]) return "seq_lens disagrees with the page table";
+    for (std::int32_t t = batch.query_start[s]; t < batch.query_start[s + 1]; ++t) {
+      if (batch.positions[static_cast<std::size_t>(t)] < 0 || batch.positions[static_cast<std::size_t>(t)] >= batch.seq_lens[s])
+        return "a position is not below its sequence length";
+    }
+  }
+  const std::int64_t slots = spec.num_blocks * spec.block_size;
+  for (std::int64_t slot : batch.slot_mapping) {
+    if (slot < 0 || slot >= slots) return "slot_mapping holds a slot outside the pool";
+  }
+  for (std::int32_t row : batch.logits_indices) {
+    if (row < 0 || static_cast<std::size_t>(row) >= num_tokens) return "logits_indices holds a row outside the step";
+  }
+  if (!batch.sampling.empty() && batch.sampling.size() != batch.logits_indices.size())
+    return "sampling and logits_indices differ in length";
+  return {};
+}
+
+}  // namespace troupe

@@ -1,0 +1,72 @@
+#pragma once
+// The step contract: one flat, variable-length batch per iteration, the same
+// for every backend, for chunked prefill, decode and verification alike.
+// T = tokens in the step, S = sequences, L = rows that need logits.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/dtype.hpp"
+#include "kernels/sampling.hpp"
+
+namespace troupe {
+
+/// Geometry of the paged KV cache. Block b holds, contiguously, for every
+/// layer l: K then V, each [num_kv_heads][block_size][head_dim], so one block
+/// moves between device and host with a single copy.
+struct kv_cache_spec {
+  int num_layers = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  int block_size = 16;         ///< tokens per block
+  std::int64_t num_blocks = 0;
+  dtype type = dtype::f32;
+
+  /// Elements of one K (or V) tile: one layer, one block, all kv heads.
+  std::int64_t tile_elements() const { return static_cast<std::int64_t>(num_kv_heads) * block_size * head_dim; }
+  /// Elements of one whole block (all layers, K and V).
+  std::int64_t block_elements() const { return tile_elements() * 2 * num_layers; }
+  std::size_t block_bytes() const { return static_cast<std::size_t>(block_elements()) * dtype_size(type); }
+  /// Element offset of layer `layer`'s K tile (V follows at + tile_elements()) inside a block.
+  std::int64_t layer_offset(int layer) const { return tile_elements() * 2 * layer; }
+};
+
+/// Where a KV block lives.
+enum class block_location : std::uint8_t { device, host };
+
+/// One whole-block copy, run before the step's forward pass (swap out, swap
+/// in, copy-on-write).
+struct block_copy {
+  block_location from = block_location::device;
+  std::int32_t src = 0;
+  block_location to = block_location::device;
+  std::int32_t dst = 0;
+};
+
+/// The flat varlen batch the scheduler emits and a backend runs.
+struct step_batch {
+  std::vector<std::int32_t> token_ids;         ///< [T]
+  std::vector<std::int32_t> positions;         ///< [T] position of each token in its sequence
+  std::vector<std::int32_t> query_start;       ///< [S+1] CSR: sequence s owns tokens [qs[s], qs[s+1])
+  std::vector<std::int32_t> seq_lens;          ///< [S] context length after this step
+  std::vector<std::int32_t> kv_indptr;         ///< [S+1] CSR into kv_indices
+  std::vector<std::int32_t> kv_indices;        ///< [kv_indptr[S]] block ids, in sequence order
+  std::vector<std::int32_t> kv_last_page_len;  ///< [S] tokens used in each sequence's last block (1..block_size)
+  std::vector<std::int64_t> slot_mapping;      ///< [T] block * block_size + offset where each token's K/V goes
+  std::vector<std::int32_t> logits_indices;    ///< [L] token rows that need logits
+  std::vector<sampling_row> sampling;          ///< [L] how to sample each logits row (empty: logits only)
+  std::vector<block_copy> block_copies;        ///< run before the forward pass
+
+  std::int64_t num_tokens() const { return static_cast<std::int64_t>(token_ids.size()); }
+  std::int64_t num_sequences() const { return query_start.empty() ? 0 : static_cast<std::int64_t>(query_start.size()) - 1; }
+  std::int64_t num_logits_rows() const { return static_cast<std::int64_t>(logits_indices.size()); }
+};
+
+/// Checks the internal consistency of `batch` against `spec` (CSR monotone,
+/// sizes agree, block ids and slots in range, positions below seq_lens).
+/// Returns an empty string when valid, else what is wrong.
+std::string validate_step_batch(const step_batch& batch, const kv_cache_spec& spec);
+
+}  // namespace troupe

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs everything Troupe's build and tests need on Debian 12.
+# Idempotent: safe to re-run. Python test tools go into .venv at the repo root.
+set -euo pipefail
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+sudo_cmd=""
+if [ "$(id -u)" -ne 0 ]; then sudo_cmd="sudo"; fi
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config git curl
+  libcaf-dev libboost1.81-dev libboost-json1.81-dev libdnnl-dev
+  libpcre2-dev libutf8proc-dev libspdlog-dev libfmt-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3-venv
+)
+$sudo_cmd apt-get update
+DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y --no-install-recommends "${packages[@]}"
+
+python_bin="${PYTHON:-python3}"
+if [ ! -x "$repo_root/.venv/bin/python" ]; then
+  "$python_bin" -m venv "$repo_root/.venv"
+fi
+"$repo_root/.venv/bin/pip" install --quiet --upgrade pip
+"$repo_root/.venv/bin/pip" install --quiet -r "$repo_root/tools/requirements-test.txt"
+echo "setup done: packages installed, Python test tools in $repo_root/.venv"
