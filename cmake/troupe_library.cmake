@@ -32,6 +32,9 @@ endfunction()
 function(troupe_test_suite name)
   cmake_parse_arguments(ARG "" "DIR" "DEPS;LABELS" ${ARGN})
   file(GLOB sources CONFIGURE_DEPENDS ${ARG_DIR}/*.cpp)
+  if(NOT sources)
+    return()  # the area has no tests yet
+  endif()
   add_executable(${name} ${sources})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main troupe_warnings)
   target_compile_definitions(${name} PRIVATE
