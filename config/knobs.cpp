@@ -1,0 +1,87 @@
+// The declaration of every knob. Defaults here are the defaults users get;
+// api/troupe/engine.hpp's engine_config mirrors the engine group.
+
+#include "config/config_store.hpp"
+
+namespace troupe {
+
+namespace {
+
+knob_spec integer(std::string name, std::int64_t fallback, double min, double max, std::string unit, std::string help,
+                  bool live = false) {
+  return {std::move(name), knob_kind::integer, std::to_string(fallback), min, max, {}, std::move(unit),
+          std::move(help), live, {}};
+}
+
+knob_spec real(std::string name, std::string fallback, double min, double max, std::string unit, std::string help,
+               bool live = false) {
+  return {std::move(name), knob_kind::real, std::move(fallback), min, max, {}, std::move(unit), std::move(help),
+          live, {}};
+}
+
+knob_spec text(std::string name, std::string fallback, std::vector<std::string> choices, std::string help,
+               bool live = false) {
+  return {std::move(name), knob_kind::text, std::move(fallback), std::nullopt, std::nullopt, std::move(choices), {},
+          std::move(help), live, {}};
+}
+
+knob_spec boolean(std::string name, bool fallback, std::string help, bool live = false) {
+  return {std::move(name), knob_kind::boolean, fallback ? "true" : "false", std::nullopt, std::nullopt, {}, {},
+          std::move(help), live, {}};
+}
+
+std::vector<knob_spec> in_group(std::vector<knob_spec> knobs, const std::string& group) {
+  for (auto& knob : knobs) knob.group = group;
+  return knobs;
+}
+
+}  // namespace
+
+std::vector<knob_spec> engine_knobs() {
+  constexpr double giga = 1024.0 * 1024 * 1024;
+  return in_group(
+      {
+          text("model", "", {}, "Hugging Face model directory (empty: the built-in demo model)"),
+          text("served_model_name", "", {}, "model name clients use (default: the directory name)"),
+          text("device", "auto", {"auto", "cpu", "cuda"}, "backend to run on"),
+          integer("threads", 0, 0, 1024, "threads", "CPU backend threads (0: all cores)"),
+          integer("max_num_batched_tokens", 2048, 1, 1 << 20, "tokens", "token budget of one step", true),
+          integer("max_num_seqs", 256, 1, 65536, "sequences", "running sequences at most", true),
+          integer("max_prefill_chunk", 512, 1, 1 << 20, "tokens", "tokens of one prompt per step at most", true),
+          integer("block_size", 16, 1, 256, "tokens", "KV cache tokens per block"),
+          integer("kv_cache_bytes", 0, 0, 4096 * giga, "bytes", "device KV pool size (0: sized automatically)"),
+          integer("swap_space_bytes", 1 << 30, 0, 4096 * giga, "bytes", "host memory for swapped-out KV blocks"),
+          integer("max_model_len", 0, 0, 1 << 24, "tokens", "context length limit (0: the model's)"),
+          text("policy", "fcfs", {"fcfs", "priority", "mlfq", "deadline", "fair"}, "scheduling policy", true),
+          text("preemption_mode", "auto", {"auto", "swap", "recompute"}, "how preempted requests give up KV", true),
+          boolean("enable_prefix_caching", true, "reuse KV blocks of identical prompt prefixes"),
+          integer("max_waiting_requests", 4096, 1, 1 << 24, "requests", "queue bound; more is rejected", true),
+          integer("max_n", 16, 1, 1024, "choices", "limit on the request field n", true),
+          integer("max_stop_strings", 16, 0, 1024, "strings", "limit on entries of `stop`", true),
+          integer("max_stop_string_bytes", 256, 1, 65536, "bytes", "limit on each stop string", true),
+          integer("max_logit_bias", 1024, 0, 1 << 20, "entries", "limit on entries of `logit_bias`", true),
+          integer("max_top_logprobs", 20, 0, 1024, "alternatives", "limit on `top_logprobs`", true),
+          integer("tokenizer_workers", 2, 1, 256, "actors", "tokenizer actors in the pool"),
+          real("request_timeout_s", "600", 0.001, 86400.0 * 7, "s", "default per-request timeout", true),
+      },
+      "engine");
+}
+
+std::vector<knob_spec> server_knobs() {
+  return in_group(
+      {
+          text("host", "127.0.0.1", {}, "address to listen on"),
+          integer("port", 8000, 0, 65535, "", "TCP port (0: pick a free one)"),
+          text("api_key", "", {}, "require `Authorization: Bearer <key>` when set"),
+          integer("io_threads", 2, 1, 256, "threads", "HTTP I/O threads"),
+          integer("max_body_bytes", 8 << 20, 1024, 1 << 30, "bytes", "largest request body accepted"),
+          integer("max_header_bytes", 16 << 10, 1024, 1 << 20, "bytes", "largest request header accepted"),
+          real("idle_timeout_s", "60", 0.1, 86400, "s", "close connections idle this long"),
+          integer("max_connections", 4096, 1, 1 << 20, "connections", "open connections at most"),
+          real("shutdown_timeout_s", "30", 0, 86400, "s", "on SIGTERM, drain in-flight requests this long"),
+          text("config", "", {}, "JSON file of knob values (lower precedence than env and flags)"),
+      },
+      "server");
+}
+
+}  // namespace troupe

@@ -1,0 +1,95 @@
+// The knob registry: parsing, ranges, layering of sources, live-only changes.
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "config/config_store.hpp"
+
+namespace troupe {
+namespace {
+
+config_store engine_store() { return config_store(engine_knobs()); }
+
+TEST(ConfigStore, DefaultsParse) {
+  auto store = engine_store();
+  EXPECT_EQ(store.get_int("max_num_batched_tokens"), 2048);
+  EXPECT_EQ(store.get_text("policy"), "fcfs");
+  EXPECT_TRUE(store.get_bool("enable_prefix_caching"));
+  EXPECT_DOUBLE_EQ(store.get_real("request_timeout_s"), 600.0);
+  EXPECT_EQ(store.source_of("policy"), config_source::defaults);
+  config_store server(server_knobs());
+  EXPECT_EQ(server.get_int("port"), 8000);
+}
+
+TEST(ConfigStore, RejectsBadValuesNamingTheKnob) {
+  auto store = engine_store();
+  EXPECT_THROW(
+      {
+        try {
+          store.set("max_num_seqs", "0", config_source::command_line);
+        } catch (const config_error& e) {
+          EXPECT_STREQ(e.what(), "knob 'max_num_seqs' (from command_line): 0 is outside [1, 65536]");
+          throw;
+        }
+      },
+      config_error);
+  EXPECT_THROW(store.set("max_num_seqs", "12x", config_source::command_line), config_error);
+  EXPECT_THROW(store.set("policy", "lifo", config_source::command_line), config_error);
+  EXPECT_THROW(store.set("no_such_knob", "1", config_source::command_line), config_error);
+  EXPECT_THROW(store.set("enable_prefix_caching", "maybe", config_source::command_line), config_error);
+}
+
+TEST(ConfigStore, ByteSuffixes) {
+  auto store = engine_store();
+  store.set("swap_space_bytes", "2G", config_source::command_line);
+  EXPECT_EQ(store.get_int("swap_space_bytes"), std::int64_t{2} << 30);
+  store.set("kv_cache_bytes", "512M", config_source::command_line);
+  EXPECT_EQ(store.get_int("kv_cache_bytes"), std::int64_t{512} << 20);
+}
+
+TEST(ConfigStore, HigherSourcesWinRegardlessOfOrder) {
+  auto store = engine_store();
+  store.set("max_num_seqs", "64", config_source::command_line);
+  store.set("max_num_seqs", "32", config_source::file);
+  EXPECT_EQ(store.get_int("max_num_seqs"), 64);
+  EXPECT_EQ(store.source_of("max_num_seqs"), config_source::command_line);
+  store.set("max_num_seqs", "16", config_source::runtime);
+  EXPECT_EQ(store.get_int("max_num_seqs"), 16);
+}
+
+TEST(ConfigStore, RuntimeChangesOnlyLiveKnobs) {
+  auto store = engine_store();
+  store.set("policy", "mlfq", config_source::runtime);
+  EXPECT_EQ(store.get_text("policy"), "mlfq");
+  EXPECT_THROW(store.set("block_size", "32", config_source::runtime), config_error);
+}
+
+TEST(ConfigStore, FileAndEnvironmentLayers) {
+  const auto path = std::filesystem::temp_directory_path() / "troupe_config_test.json";
+  std::ofstream(path) << R"({"max_num_seqs": 8, "policy": "fair", "enable_prefix_caching": false})";
+  auto store = engine_store();
+  store.load_file(path);
+  EXPECT_EQ(store.get_int("max_num_seqs"), 8);
+  EXPECT_FALSE(store.get_bool("enable_prefix_caching"));
+  ::setenv("TROUPE_POLICY", "priority", 1);
+  store.load_environment();
+  ::unsetenv("TROUPE_POLICY");
+  EXPECT_EQ(store.get_text("policy"), "priority");
+  EXPECT_EQ(store.source_of("policy"), config_source::environment);
+
+  std::ofstream(path) << R"({"max_num_seqs": [1]})";
+  EXPECT_THROW(store.load_file(path), config_error);
+  std::ofstream(path) << R"({"max_num_seqs": )";
+  EXPECT_THROW(store.load_file(path), config_error);
+  std::filesystem::remove(path);
+}
+
+TEST(ConfigStore, FlagAndEnvironmentNames) {
+  EXPECT_EQ(knob_flag("max_num_batched_tokens"), "--max-num-batched-tokens");
+  EXPECT_EQ(knob_env_var("max_num_seqs"), "TROUPE_MAX_NUM_SEQS");
+}
+
+}  // namespace
+}  // namespace troupe
