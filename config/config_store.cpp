@@ -52,8 +52,8 @@ bool parse_boolean(const knob_spec& spec, std::string_view text, config_source s
 void check_range(const knob_spec& spec, double value, config_source source) {
   std::ostringstream bounds;
   if ((spec.min && value < *spec.min) || (spec.max && value > *spec.max)) {
-    bounds << describe(spec, source) << ": " << value << " is outside [" << (spec.min ? *spec.min : -INFINITY)
-           << ", " << (spec.max ? *spec.max : INFINITY) << "]";
+    bounds << describe(spec, source) << ": " << value << " is outside [" << (spec.min ? *spec.min : -INFINITY) << ", "
+           << (spec.max ? *spec.max : INFINITY) << "]";
     throw config_error(bounds.str());
   }
 }
@@ -68,11 +68,16 @@ std::string json_scalar_text(const boost::json::value& value) {
 
 std::string_view config_source_name(config_source source) {
   switch (source) {
-    case config_source::defaults: return "defaults";
-    case config_source::file: return "file";
-    case config_source::environment: return "environment";
-    case config_source::command_line: return "command_line";
-    case config_source::runtime: return "runtime";
+    case config_source::defaults:
+      return "defaults";
+    case config_source::file:
+      return "file";
+    case config_source::environment:
+      return "environment";
+    case config_source::command_line:
+      return "command_line";
+    case config_source::runtime:
+      return "runtime";
   }
   return "?";
 }
@@ -95,8 +100,10 @@ knob_value config_store::parse(const knob_spec& spec, std::string_view text, con
       check_range(spec, value, source);
       return value;
     }
-    case knob_kind::boolean: return parse_boolean(spec, text, source);
-    case knob_kind::text: break;
+    case knob_kind::boolean:
+      return parse_boolean(spec, text, source);
+    case knob_kind::text:
+      break;
   }
   if (!spec.choices.empty()) {
     bool allowed = false;
@@ -142,7 +149,8 @@ void config_store::load_file(const std::filesystem::path& path) {
 
 void config_store::load_environment() {
   for (const auto& knob : specs_) {
-    if (const char* text = std::getenv(knob_env_var(knob.name).c_str())) set(knob.name, text, config_source::environment);
+    if (const char* text = std::getenv(knob_env_var(knob.name).c_str()))
+      set(knob.name, text, config_source::environment);
   }
 }
 

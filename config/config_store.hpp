@@ -26,16 +26,16 @@ std::string_view config_source_name(config_source source);
 
 /// Declaration of one knob.
 struct knob_spec {
-  std::string name;           ///< snake_case; CLI flag is --name-with-dashes, env TROUPE_NAME
+  std::string name;  ///< snake_case; CLI flag is --name-with-dashes, env TROUPE_NAME
   knob_kind kind = knob_kind::integer;
   std::string default_value;  ///< textual, parsed like any other source
   std::optional<double> min;  ///< inclusive bounds for integer and real knobs
   std::optional<double> max;
   std::vector<std::string> choices;  ///< allowed values of a text knob (empty: any)
-  std::string unit;           ///< "tokens", "bytes", "s", ... (empty when unitless)
+  std::string unit;                  ///< "tokens", "bytes", "s", ... (empty when unitless)
   std::string help;
-  bool live = false;          ///< may change while the engine runs
-  std::string group;          ///< "engine", "server", ...
+  bool live = false;  ///< may change while the engine runs
+  std::string group;  ///< "engine", "server", ...
 };
 
 /// A parsed knob value.

@@ -9,25 +9,49 @@ namespace {
 
 knob_spec integer(std::string name, std::int64_t fallback, double min, double max, std::string unit, std::string help,
                   bool live = false) {
-  return {std::move(name), knob_kind::integer, std::to_string(fallback), min, max, {}, std::move(unit),
-          std::move(help), live, {}};
+  return {std::move(name),
+          knob_kind::integer,
+          std::to_string(fallback),
+          min,
+          max,
+          {},
+          std::move(unit),
+          std::move(help),
+          live,
+          {}};
 }
 
 knob_spec real(std::string name, std::string fallback, double min, double max, std::string unit, std::string help,
                bool live = false) {
-  return {std::move(name), knob_kind::real, std::move(fallback), min, max, {}, std::move(unit), std::move(help),
-          live, {}};
+  return {
+      std::move(name), knob_kind::real, std::move(fallback), min, max, {}, std::move(unit), std::move(help), live, {}};
 }
 
 knob_spec text(std::string name, std::string fallback, std::vector<std::string> choices, std::string help,
                bool live = false) {
-  return {std::move(name), knob_kind::text, std::move(fallback), std::nullopt, std::nullopt, std::move(choices), {},
-          std::move(help), live, {}};
+  return {std::move(name),
+          knob_kind::text,
+          std::move(fallback),
+          std::nullopt,
+          std::nullopt,
+          std::move(choices),
+          {},
+          std::move(help),
+          live,
+          {}};
 }
 
 knob_spec boolean(std::string name, bool fallback, std::string help, bool live = false) {
-  return {std::move(name), knob_kind::boolean, fallback ? "true" : "false", std::nullopt, std::nullopt, {}, {},
-          std::move(help), live, {}};
+  return {std::move(name),
+          knob_kind::boolean,
+          fallback ? "true" : "false",
+          std::nullopt,
+          std::nullopt,
+          {},
+          {},
+          std::move(help),
+          live,
+          {}};
 }
 
 std::vector<knob_spec> in_group(std::vector<knob_spec> knobs, const std::string& group) {

@@ -24,7 +24,7 @@ struct attention_geometry {
   int num_q_heads = 0;
   int num_kv_heads = 0;  ///< divides num_q_heads (GQA group = q / kv)
   int head_dim = 0;
-  float scale = 0.0f;    ///< softmax scale, usually 1 / sqrt(head_dim)
+  float scale = 0.0f;  ///< softmax scale, usually 1 / sqrt(head_dim)
   rope_spec rope;
 };
 

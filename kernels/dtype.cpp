@@ -41,9 +41,9 @@ std::uint16_t float_to_f16(float value) {
   std::memcpy(&bits, &value, sizeof bits);
   const std::uint32_t sign = (bits >> 16) & 0x8000u;
   const std::uint32_t abs_bits = bits & 0x7fffffffu;
-  if (abs_bits > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);  // NaN
+  if (abs_bits > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);   // NaN
   if (abs_bits >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // overflow -> inf
-  if (abs_bits < 0x38800000u) {  // result is subnormal or zero
+  if (abs_bits < 0x38800000u) {                                                    // result is subnormal or zero
     if (abs_bits < 0x33000000u) return static_cast<std::uint16_t>(sign);
     const std::uint32_t exponent = abs_bits >> 23;
     const std::uint32_t mantissa = (abs_bits & 0x7fffffu) | 0x800000u;
@@ -62,18 +62,27 @@ namespace {
 
 float load_element(const void* src, dtype type, std::size_t i) {
   switch (type) {
-    case dtype::f32: return static_cast<const float*>(src)[i];
-    case dtype::f16: return f16_to_float(static_cast<const std::uint16_t*>(src)[i]);
-    case dtype::bf16: return bf16_to_float(static_cast<const std::uint16_t*>(src)[i]);
+    case dtype::f32:
+      return static_cast<const float*>(src)[i];
+    case dtype::f16:
+      return f16_to_float(static_cast<const std::uint16_t*>(src)[i]);
+    case dtype::bf16:
+      return bf16_to_float(static_cast<const std::uint16_t*>(src)[i]);
   }
   return 0.0f;
 }
 
 void store_element(void* dst, dtype type, std::size_t i, float value) {
   switch (type) {
-    case dtype::f32: static_cast<float*>(dst)[i] = value; return;
-    case dtype::f16: static_cast<std::uint16_t*>(dst)[i] = float_to_f16(value); return;
-    case dtype::bf16: static_cast<std::uint16_t*>(dst)[i] = float_to_bf16(value); return;
+    case dtype::f32:
+      static_cast<float*>(dst)[i] = value;
+      return;
+    case dtype::f16:
+      static_cast<std::uint16_t*>(dst)[i] = float_to_f16(value);
+      return;
+    case dtype::bf16:
+      static_cast<std::uint16_t*>(dst)[i] = float_to_bf16(value);
+      return;
   }
 }
 

@@ -19,9 +19,12 @@ constexpr std::size_t dtype_size(dtype t) { return t == dtype::f32 ? 4 : 2; }
 /// Lower-case name as used in CLI flags and errors ("f32", "f16", "bf16").
 constexpr std::string_view dtype_name(dtype t) {
   switch (t) {
-    case dtype::f32: return "f32";
-    case dtype::f16: return "f16";
-    case dtype::bf16: return "bf16";
+    case dtype::f32:
+      return "f32";
+    case dtype::f16:
+      return "f16";
+    case dtype::bf16:
+      return "bf16";
   }
   return "?";
 }

@@ -41,7 +41,8 @@ TROUPE_HOST_DEVICE inline philox_block philox4x32_raw(philox_block counter, std:
 
 /// Philox block for key `seed` and counter (`counter`, `stream`, 0).
 TROUPE_HOST_DEVICE inline philox_block philox4x32(std::uint64_t seed, std::uint64_t counter, std::uint32_t stream = 0) {
-  const philox_block words{{static_cast<std::uint32_t>(counter), static_cast<std::uint32_t>(counter >> 32), stream, 0u}};
+  const philox_block words{
+      {static_cast<std::uint32_t>(counter), static_cast<std::uint32_t>(counter >> 32), stream, 0u}};
   return philox4x32_raw(words, static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32));
 }
 

@@ -15,10 +15,10 @@ struct rope_spec {
   int head_dim = 0;        ///< rotated dimensions per head (HF rotates the full head_dim)
   double theta = 10000.0;  ///< `rope_theta`
   rope_scaling_kind scaling = rope_scaling_kind::none;
-  double factor = 1.0;                        ///< linear / dynamic / llama3 `factor`
-  double low_freq_factor = 1.0;               ///< llama3 only
-  double high_freq_factor = 4.0;              ///< llama3 only
-  std::int64_t original_max_position = 8192;  ///< llama3: `original_max_position_embeddings`
+  double factor = 1.0;                          ///< linear / dynamic / llama3 `factor`
+  double low_freq_factor = 1.0;                 ///< llama3 only
+  double high_freq_factor = 4.0;                ///< llama3 only
+  std::int64_t original_max_position = 8192;    ///< llama3: `original_max_position_embeddings`
   std::int64_t max_position_embeddings = 2048;  ///< config `max_position_embeddings` (dynamic)
 };
 

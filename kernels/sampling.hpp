@@ -26,16 +26,16 @@ namespace troupe {
 
 /// Per-request sampling settings (OpenAI / vLLM field meanings).
 struct sampling_params {
-  float temperature = 1.0f;         ///< 0 means greedy
-  int top_k = 0;                    ///< <= 0: disabled
-  float top_p = 1.0f;               ///< (0, 1]
-  float min_p = 0.0f;               ///< [0, 1]
-  float repetition_penalty = 1.0f;  ///< > 0; 1 disables
-  float presence_penalty = 0.0f;    ///< [-2, 2]
-  float frequency_penalty = 0.0f;   ///< [-2, 2]
+  float temperature = 1.0f;                                ///< 0 means greedy
+  int top_k = 0;                                           ///< <= 0: disabled
+  float top_p = 1.0f;                                      ///< (0, 1]
+  float min_p = 0.0f;                                      ///< [0, 1]
+  float repetition_penalty = 1.0f;                         ///< > 0; 1 disables
+  float presence_penalty = 0.0f;                           ///< [-2, 2]
+  float frequency_penalty = 0.0f;                          ///< [-2, 2]
   std::vector<std::pair<std::int32_t, float>> logit_bias;  ///< (token id, bias added to its logit)
-  int top_logprobs = 0;             ///< alternatives to return per token (0..20)
-  bool logprobs = false;            ///< return the sampled token's logprob
+  int top_logprobs = 0;                                    ///< alternatives to return per token (0..20)
+  bool logprobs = false;                                   ///< return the sampled token's logprob
 };
 
 /// One logits row to sample in a step: the request's settings and the
@@ -43,8 +43,8 @@ struct sampling_params {
 /// caller keeps alive until `backend::sample` returns.
 struct sampling_row {
   const sampling_params* params = nullptr;
-  std::uint64_t seed = 0;         ///< request seed (assigned at admission when the client gives none)
-  std::uint64_t token_index = 0;  ///< index of the token being drawn among the request's outputs
+  std::uint64_t seed = 0;                           ///< request seed (assigned at admission when the client gives none)
+  std::uint64_t token_index = 0;                    ///< index of the token being drawn among the request's outputs
   std::span<const std::int32_t> prompt_tokens;      ///< for the repetition penalty
   std::span<const std::int32_t> output_tokens;      ///< for all penalties
   std::span<const std::int32_t> suppressed_tokens;  ///< forced to -inf (e.g. eos before min_tokens)
@@ -59,8 +59,8 @@ struct token_logprob {
 /// What sampling one row produced.
 struct sample_output {
   std::int32_t token = 0;
-  float logprob = 0.0f;             ///< of `token`, valid when params->logprobs or top_logprobs > 0
-  std::vector<token_logprob> top;   ///< the top_logprobs most likely ids, most likely first
+  float logprob = 0.0f;            ///< of `token`, valid when params->logprobs or top_logprobs > 0
+  std::vector<token_logprob> top;  ///< the top_logprobs most likely ids, most likely first
 };
 
 }  // namespace troupe

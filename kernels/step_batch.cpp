@@ -38,7 +38,8 @@ std::string validate_step_batch(const step_batch& batch, const kv_cache_spec& sp
     if (pages <= 0 || last < 1 || last > spec.block_size) return "kv_last_page_len out of range";
     if ((pages - 1) * spec.block_size + last != batch.seq_lens[s]) return "seq_lens disagrees with the page table";
     for (std::int32_t t = batch.query_start[s]; t < batch.query_start[s + 1]; ++t) {
-      if (batch.positions[static_cast<std::size_t>(t)] < 0 || batch.positions[static_cast<std::size_t>(t)] >= batch.seq_lens[s])
+      if (batch.positions[static_cast<std::size_t>(t)] < 0 ||
+          batch.positions[static_cast<std::size_t>(t)] >= batch.seq_lens[s])
         return "a position is not below its sequence length";
     }
   }

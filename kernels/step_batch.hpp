@@ -20,7 +20,7 @@ struct kv_cache_spec {
   int num_layers = 0;
   int num_kv_heads = 0;
   int head_dim = 0;
-  int block_size = 16;         ///< tokens per block
+  int block_size = 16;  ///< tokens per block
   std::int64_t num_blocks = 0;
   dtype type = dtype::f32;
 
@@ -60,7 +60,9 @@ struct step_batch {
   std::vector<block_copy> block_copies;        ///< run before the forward pass
 
   std::int64_t num_tokens() const { return static_cast<std::int64_t>(token_ids.size()); }
-  std::int64_t num_sequences() const { return query_start.empty() ? 0 : static_cast<std::int64_t>(query_start.size()) - 1; }
+  std::int64_t num_sequences() const {
+    return query_start.empty() ? 0 : static_cast<std::int64_t>(query_start.size()) - 1;
+  }
   std::int64_t num_logits_rows() const { return static_cast<std::int64_t>(logits_indices.size()); }
 };
 

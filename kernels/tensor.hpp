@@ -84,7 +84,9 @@ class device_buffer {
   void* data() const { return data_; }
   std::size_t bytes() const { return bytes_; }
   /// Views the buffer as a packed rows × cols matrix of `type`.
-  tensor_view view(dtype type, std::int64_t rows, std::int64_t cols) const { return make_view(data_, type, rows, cols); }
+  tensor_view view(dtype type, std::int64_t rows, std::int64_t cols) const {
+    return make_view(data_, type, rows, cols);
+  }
 
  private:
   void release();
