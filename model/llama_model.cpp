@@ -1,0 +1,212 @@
+#include "model/llama_model.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace troupe {
+
+struct llama_model::layer {
+  std::unique_ptr<linear_weight> qkv;      // [(Hq + 2 Hkv) * D, hidden]
+  std::unique_ptr<linear_weight> o;        // [hidden, Hq * D]
+  std::unique_ptr<linear_weight> gate_up;  // [2 F, hidden]
+  std::unique_ptr<linear_weight> down;     // [hidden, F]
+  device_tensor input_norm;                // [hidden]
+  device_tensor post_attention_norm;       // [hidden]
+  device_tensor q_norm;                    // [D] (Qwen3 only)
+  device_tensor k_norm;                    // [D] (Qwen3 only)
+};
+
+// Activation buffers sized for the largest step seen so far.
+struct llama_model::workspace {
+  std::int64_t token_capacity = 0;
+  std::int64_t logits_capacity = 0;
+  device_buffer residual;  // [T, hidden] the residual stream
+  device_buffer normed;    // [T, hidden] input of the next projection
+  device_buffer qkv;       // [T, (Hq + 2 Hkv) * D]
+  device_buffer attn;      // [T, Hq * D]
+  device_buffer proj;      // [T, hidden] output of o_proj / down_proj
+  device_buffer gate_up;   // [T, 2 F]
+  device_buffer act;       // [T, F]
+  device_buffer rows;      // [L, hidden] final hidden states of logits rows
+  device_buffer logits;    // [L, vocab] f32
+};
+
+namespace {
+
+std::vector<host_tensor> present(std::initializer_list<const host_tensor*> tensors) {
+  std::vector<host_tensor> out;
+  for (const host_tensor* t : tensors) {
+    if (t != nullptr) out.push_back(*t);
+  }
+  return out;
+}
+
+std::int64_t grown(std::int64_t needed, std::int64_t current) {
+  std::int64_t capacity = current > 0 ? current : 16;
+  while (capacity < needed) capacity *= 2;
+  return capacity;
+}
+
+}  // namespace
+
+llama_model::llama_model(const model_config& config, const model_weights& weights, backend& backend)
+    : config_(config), backend_(backend), workspace_(std::make_unique<workspace>()) {
+  geometry_.num_q_heads = static_cast<int>(config.num_attention_heads);
+  geometry_.num_kv_heads = static_cast<int>(config.num_key_value_heads);
+  geometry_.head_dim = static_cast<int>(config.head_dim);
+  geometry_.scale = 1.0f / std::sqrt(static_cast<float>(config.head_dim));
+  geometry_.rope = config.rope;
+  upload_weights(weights);
+}
+
+llama_model::~llama_model() = default;
+
+void llama_model::upload_weights(const model_weights& weights) {
+  embed_tokens_ = backend_.upload(*weights.embed_tokens);
+  final_norm_ = backend_.upload(*weights.final_norm);
+  const host_tensor lm_head = *weights.lm_head;
+  lm_head_ = backend_.prepare_linear({&lm_head, 1}, {});
+  layers_.resize(weights.layers.size());
+  for (std::size_t i = 0; i < weights.layers.size(); ++i) {
+    const layer_weights& w = weights.layers[i];
+    layer& l = layers_[i];
+    l.qkv = backend_.prepare_linear(present({w.q_proj, w.k_proj, w.v_proj}), present({w.q_bias, w.k_bias, w.v_bias}));
+    l.o = backend_.prepare_linear(present({w.o_proj}), present({w.o_bias}));
+    l.gate_up = backend_.prepare_linear(present({w.gate_proj, w.up_proj}), {});
+    l.down = backend_.prepare_linear(present({w.down_proj}), {});
+    l.input_norm = backend_.upload(*w.input_norm);
+    l.post_attention_norm = backend_.upload(*w.post_attention_norm);
+    if (w.q_norm != nullptr) l.q_norm = backend_.upload(*w.q_norm);
+    if (w.k_norm != nullptr) l.k_norm = backend_.upload(*w.k_norm);
+  }
+}
+
+kv_cache_spec llama_model::kv_spec(int block_size, std::int64_t num_blocks, dtype type) const {
+  kv_cache_spec spec;
+  spec.num_layers = static_cast<int>(config_.num_hidden_layers);
+  spec.num_kv_heads = static_cast<int>(config_.num_key_value_heads);
+  spec.head_dim = static_cast<int>(config_.head_dim);
+  spec.block_size = block_size;
+  spec.num_blocks = num_blocks;
+  spec.type = type;
+  return spec;
+}
+
+std::size_t llama_model::kv_block_bytes(int block_size, dtype type) const {
+  return kv_spec(block_size, 1, type).block_bytes();
+}
+
+void llama_model::ensure_workspace(std::int64_t tokens, std::int64_t logits_rows) {
+  workspace& ws = *workspace_;
+  const std::size_t act = dtype_size(backend_.activation_type());
+  const auto hidden = static_cast<std::size_t>(config_.hidden_size);
+  const auto q_width = static_cast<std::size_t>(config_.num_attention_heads) * config_.head_dim;
+  const auto qkv_width = q_width + 2 * static_cast<std::size_t>(config_.num_key_value_heads) * config_.head_dim;
+  const auto ffn = static_cast<std::size_t>(config_.intermediate_size);
+  if (tokens > ws.token_capacity) {
+    ws.token_capacity = grown(tokens, ws.token_capacity);
+    const auto t = static_cast<std::size_t>(ws.token_capacity);
+    ws.residual = backend_.allocate(t * hidden * act);
+    ws.normed = backend_.allocate(t * hidden * act);
+    ws.qkv = backend_.allocate(t * qkv_width * act);
+    ws.attn = backend_.allocate(t * q_width * act);
+    ws.proj = backend_.allocate(t * hidden * act);
+    ws.gate_up = backend_.allocate(t * 2 * ffn * act);
+    ws.act = backend_.allocate(t * ffn * act);
+  }
+  if (logits_rows > ws.logits_capacity) {
+    ws.logits_capacity = grown(logits_rows, ws.logits_capacity);
+    const auto l = static_cast<std::size_t>(ws.logits_capacity);
+    ws.rows = backend_.allocate(l * hidden * act);
+    ws.logits = backend_.allocate(l * static_cast<std::size_t>(config_.vocab_size) * sizeof(float));
+  }
+}
+
+void llama_model::run_layer(const layer& w, int index, const step_plan& plan, kv_cache& cache, std::int64_t tokens,
+                            bool first) {
+  workspace& ws = *workspace_;
+  const dtype act = backend_.activation_type();
+  const std::int64_t hidden = config_.hidden_size;
+  const std::int64_t head_dim = config_.head_dim;
+  const std::int64_t q_width = config_.num_attention_heads * head_dim;
+  const std::int64_t kv_width = config_.num_key_value_heads * head_dim;
+  const auto eps = static_cast<float>(config_.rms_norm_eps);
+
+  const tensor_view residual = ws.residual.view(act, tokens, hidden);
+  const tensor_view normed = ws.normed.view(act, tokens, hidden);
+  const tensor_view proj = ws.proj.view(act, tokens, hidden);
+  // The previous layer's MLP output joins the residual stream here, fused
+  // with this layer's input norm.
+  if (first) {
+    backend_.rms_norm(residual, w.input_norm.view, eps, normed);
+  } else {
+    backend_.add_rms_norm(residual, proj, w.input_norm.view, eps, normed);
+  }
+
+  const tensor_view qkv = ws.qkv.view(act, tokens, q_width + 2 * kv_width);
+  backend_.linear(normed, *w.qkv, qkv);
+  const tensor_view q = qkv.col_slice(0, q_width);
+  const tensor_view k = qkv.col_slice(q_width, kv_width);
+  const tensor_view v = qkv.col_slice(q_width + kv_width, kv_width);
+  if (w.q_norm.view.data != nullptr) {
+    backend_.head_rms_norm(q, static_cast<int>(head_dim), w.q_norm.view, eps);
+    backend_.head_rms_norm(k, static_cast<int>(head_dim), w.k_norm.view, eps);
+  }
+  backend_.rope_and_write_kv(plan, q, k, v, cache, index);
+  const tensor_view attn = ws.attn.view(act, tokens, q_width);
+  backend_.attention(plan, q, cache, index, attn);
+  backend_.linear(attn, *w.o, proj);
+
+  backend_.add_rms_norm(residual, proj, w.post_attention_norm.view, eps, normed);
+  const tensor_view gate_up = ws.gate_up.view(act, tokens, 2 * config_.intermediate_size);
+  backend_.linear(normed, *w.gate_up, gate_up);
+  const tensor_view activated = ws.act.view(act, tokens, config_.intermediate_size);
+  backend_.silu_mul(gate_up, activated);
+  backend_.linear(activated, *w.down, proj);
+}
+
+tensor_view llama_model::forward(const step_batch& batch, kv_cache& cache, host_block_pool* host) {
+  const std::int64_t tokens = batch.num_tokens();
+  const std::int64_t rows = batch.num_logits_rows();
+  if (tokens == 0) throw std::invalid_argument("step batch has no tokens");
+  for (std::int32_t id : batch.token_ids) {
+    if (id < 0 || id >= config_.vocab_size)
+      throw std::invalid_argument("token id " + std::to_string(id) + " is outside the vocabulary");
+  }
+  plan_.reset();
+  plan_ = backend_.plan_step(batch, cache.spec(), geometry_);
+  if (!batch.block_copies.empty()) backend_.copy_blocks(cache, host, batch.block_copies);
+  ensure_workspace(tokens, rows);
+
+  workspace& ws = *workspace_;
+  const dtype act = backend_.activation_type();
+  const std::int64_t hidden = config_.hidden_size;
+  backend_.embed(*plan_, embed_tokens_.view, ws.residual.view(act, tokens, hidden));
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    run_layer(layers_[i], static_cast<int>(i), *plan_, cache, tokens, i == 0);
+  }
+  const tensor_view logits = ws.logits.view(dtype::f32, rows, config_.vocab_size);
+  if (rows == 0) return logits;
+  const tensor_view normed = ws.normed.view(act, tokens, hidden);
+  backend_.add_rms_norm(ws.residual.view(act, tokens, hidden), ws.proj.view(act, tokens, hidden), final_norm_.view,
+                        config_.rms_norm_eps, normed);
+  const tensor_view last_rows = ws.rows.view(act, rows, hidden);
+  backend_.gather_logits_rows(*plan_, normed, last_rows);
+  backend_.linear(last_rows, *lm_head_, logits);
+  return logits;
+}
+
+std::vector<sample_output> llama_model::step(const step_batch& batch, kv_cache& cache, host_block_pool* host) {
+  const tensor_view logits = forward(batch, cache, host);
+  if (batch.num_logits_rows() == 0) return {};
+  return backend_.sample(*plan_, logits);
+}
+
+std::vector<float> llama_model::logits(const step_batch& batch, kv_cache& cache, host_block_pool* host) {
+  const tensor_view logits = forward(batch, cache, host);
+  std::vector<float> out(logits.element_count());
+  if (!out.empty()) backend_.copy_to_host(out.data(), logits.data, out.size() * sizeof(float));
+  return out;
+}
+
+}  // namespace troupe

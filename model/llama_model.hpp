@@ -1,0 +1,67 @@
+#pragma once
+// The Llama-family decoder (Llama 2/3, Mistral, Qwen2, Qwen3), written once
+// against kernels/backend.hpp. It owns the uploaded weights and the step
+// workspace; the KV pool is passed in per step so several executors (streams)
+// can share one model's weights.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/backend.hpp"
+#include "model/checkpoint.hpp"
+
+namespace troupe {
+
+class llama_model {
+ public:
+  /// Uploads `weights` of a model described by `config` to `backend`. The
+  /// checkpoint behind `weights` must outlive the model (views may point
+  /// into its mapping). Throws std::runtime_error on unusable weights.
+  llama_model(const model_config& config, const model_weights& weights, backend& backend);
+  ~llama_model();
+  llama_model(const llama_model&) = delete;
+  llama_model& operator=(const llama_model&) = delete;
+
+  const model_config& config() const { return config_; }
+  const attention_geometry& geometry() const { return geometry_; }
+  backend& device() const { return backend_; }
+  std::int64_t vocab_size() const { return config_.vocab_size; }
+
+  /// KV pool shape for this model: `num_blocks` blocks of `block_size` tokens
+  /// in `type` (f32, bf16 or f16).
+  kv_cache_spec kv_spec(int block_size, std::int64_t num_blocks, dtype type) const;
+  /// Bytes one KV block takes (all layers, K and V) at `block_size` tokens in `type`.
+  std::size_t kv_block_bytes(int block_size, dtype type) const;
+
+  /// Runs one step: the batch's block copies, then the forward pass over its
+  /// T tokens. Returns the logits, f32 [L, vocab] for the batch's logits
+  /// rows, in backend memory valid until the next call. `host` may be null
+  /// when the batch has no host copies.
+  tensor_view forward(const step_batch& batch, kv_cache& cache, host_block_pool* host);
+  /// forward() then samples every logits row with the batch's sampling rows.
+  std::vector<sample_output> step(const step_batch& batch, kv_cache& cache, host_block_pool* host);
+  /// forward() then copies the logits to the host: [L * vocab] floats, row major.
+  std::vector<float> logits(const step_batch& batch, kv_cache& cache, host_block_pool* host);
+
+ private:
+  struct layer;
+  struct workspace;
+
+  void upload_weights(const model_weights& weights);
+  void ensure_workspace(std::int64_t tokens, std::int64_t logits_rows);
+  void run_layer(const layer& weights, int index, const step_plan& plan, kv_cache& cache, std::int64_t tokens,
+                 bool first);
+
+  model_config config_;
+  backend& backend_;
+  attention_geometry geometry_;
+  device_tensor embed_tokens_;
+  device_tensor final_norm_;
+  std::unique_ptr<linear_weight> lm_head_;
+  std::vector<layer> layers_;
+  std::unique_ptr<workspace> workspace_;
+  std::unique_ptr<step_plan> plan_;
+};
+
+}  // namespace troupe

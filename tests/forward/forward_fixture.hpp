@@ -1,0 +1,67 @@
+#pragma once
+// Loads a transformers-made fixture model (tests/fixtures/models/<name>) onto
+// the CPU backend, with the reference logits and greedy continuations that
+// transformers recorded for it (tools/fixtures/make_forward_fixtures.py).
+
+#include <boost/json.hpp>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.hpp"
+#include "model/batch_runner.hpp"
+#include "model/checkpoint.hpp"
+#include "model/llama_model.hpp"
+#include "model/npy.hpp"
+
+namespace troupe::testing {
+
+struct fixture_model {
+  std::filesystem::path dir;
+  checkpoint ckpt;
+  std::unique_ptr<backend> cpu;
+  std::unique_ptr<llama_model> model;
+  std::string dtype_name;
+  std::vector<std::vector<std::int32_t>> prompts;
+  std::vector<npy_array> logits;
+  std::vector<std::vector<std::int32_t>> greedy;
+
+  static fixture_model load(const std::string& name, int threads = 2) {
+    const auto dir = std::filesystem::path(TROUPE_FIXTURES_DIR) / "models" / name;
+    checkpoint_options options;
+    options.show_progress = false;
+    fixture_model f{dir, checkpoint::open(dir, options), make_backend("cpu", threads), nullptr, {}, {}, {}, {}};
+    f.model = std::make_unique<llama_model>(f.ckpt.config(), f.ckpt.weights(), *f.cpu);
+    std::ifstream in(dir / "reference.json");
+    std::stringstream text;
+    text << in.rdbuf();
+    const auto reference = boost::json::parse(text.str()).as_object();
+    f.dtype_name = std::string(reference.at("dtype").as_string());
+    for (const auto& prompt : reference.at("prompts").as_array()) {
+      f.prompts.emplace_back();
+      for (const auto& id : prompt.as_array()) f.prompts.back().push_back(static_cast<std::int32_t>(id.as_int64()));
+    }
+    for (const auto& file : reference.at("logits_files").as_array())
+      f.logits.push_back(read_npy(dir / std::string(file.as_string())));
+    for (const auto& tokens : reference.at("greedy").as_array()) {
+      f.greedy.emplace_back();
+      for (const auto& id : tokens.as_array()) f.greedy.back().push_back(static_cast<std::int32_t>(id.as_int64()));
+    }
+    return f;
+  }
+};
+
+/// max |a - b| / max |b| over two equally long arrays.
+inline double relative_max_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double max_diff = 0, max_ref = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    max_diff = std::max(max_diff, static_cast<double>(std::abs(a[i] - b[i])));
+    max_ref = std::max(max_ref, static_cast<double>(std::abs(b[i])));
+  }
+  return max_diff / max_ref;
+}
+
+}  // namespace troupe::testing

@@ -1,0 +1,50 @@
+#include "tools/cli/cli_model.hpp"
+
+#include <CLI/CLI.hpp>
+#include <charconv>
+#include <stdexcept>
+
+#include "model/demo_model.hpp"
+
+namespace troupe::cli {
+
+void add_model_flags(CLI::App& command, model_flags& flags) {
+  command.add_option("--model", flags.model_dir, "Hugging Face model directory (default: the built-in demo model)");
+  command.add_option("--device", flags.device, "cpu, cuda or auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  command.add_option("--threads", flags.threads, "CPU backend threads (0: all cores)")->check(CLI::NonNegativeNumber);
+}
+
+std::string resolve_device(const std::string& requested) {
+  if (requested != "auto") return requested;
+  return cuda_available() ? "cuda" : "cpu";
+}
+
+loaded_model load_model(const model_flags& flags) {
+  const std::filesystem::path dir =
+      flags.model_dir.empty() ? ensure_demo_model() : std::filesystem::path(flags.model_dir);
+  loaded_model loaded{dir, checkpoint::open(dir), make_backend(resolve_device(flags.device), flags.threads), nullptr,
+                      nullptr};
+  loaded.model = std::make_unique<llama_model>(loaded.ckpt.config(), loaded.ckpt.weights(), *loaded.device);
+  if (std::filesystem::exists(dir / "tokenizer.json")) loaded.tokenizer = text::tokenizer::load(dir);
+  return loaded;
+}
+
+std::vector<std::int32_t> parse_id_list(const std::string& text, const std::string& flag) {
+  std::vector<std::int32_t> ids;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', pos), text.size());
+    std::int32_t id = 0;
+    const char* first = text.data() + pos;
+    const char* last = text.data() + comma;
+    while (first < last && *first == ' ') ++first;
+    const auto [end, error] = std::from_chars(first, last, id);
+    if (first == last || error != std::errc() || end != last || id < 0)
+      throw std::runtime_error(flag + ": '" + text.substr(pos, comma - pos) + "' is not a token id");
+    ids.push_back(id);
+    pos = comma + 1;
+  }
+  return ids;
+}
+
+}  // namespace troupe::cli
