@@ -1,0 +1,112 @@
+#pragma once
+// A Hugging Face model directory opened for inference: config.json,
+// generation_config.json and the memory-mapped weights (model.safetensors,
+// or shards listed in model.safetensors.index.json), every tensor checked
+// against the shape the config implies.
+//
+// Shard names in the index are checked lexically: a name that is absolute,
+// empty or contains ".." is rejected. Symbolic links inside the directory are
+// followed, because the HF hub cache stores every file of a snapshot as a
+// link into a sibling blobs/ directory.
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/tensor.hpp"
+#include "model/generation_config.hpp"
+#include "model/model_config.hpp"
+#include "model/safetensors.hpp"
+
+namespace troupe {
+
+/// The tensors of one decoder layer, in HF layout (matrices are
+/// [out_features, in_features]). Optional tensors are nullptr when the
+/// architecture has none. Shapes (H hidden, Q = heads × head_dim,
+/// K = kv_heads × head_dim, I intermediate, D head_dim):
+struct layer_weights {
+  const host_tensor* q_proj = nullptr;               ///< [Q, H]
+  const host_tensor* k_proj = nullptr;               ///< [K, H]
+  const host_tensor* v_proj = nullptr;               ///< [K, H]
+  const host_tensor* o_proj = nullptr;               ///< [H, Q]
+  const host_tensor* q_bias = nullptr;               ///< [Q] when config.qkv_bias
+  const host_tensor* k_bias = nullptr;               ///< [K] when config.qkv_bias
+  const host_tensor* v_bias = nullptr;               ///< [K] when config.qkv_bias
+  const host_tensor* o_bias = nullptr;               ///< [H] when config.o_bias
+  const host_tensor* q_norm = nullptr;               ///< [D] when config.qk_norm
+  const host_tensor* k_norm = nullptr;               ///< [D] when config.qk_norm
+  const host_tensor* gate_proj = nullptr;            ///< [I, H]
+  const host_tensor* up_proj = nullptr;              ///< [I, H]
+  const host_tensor* down_proj = nullptr;            ///< [H, I]
+  const host_tensor* input_norm = nullptr;           ///< [H] input_layernorm
+  const host_tensor* post_attention_norm = nullptr;  ///< [H] post_attention_layernorm
+};
+
+/// Every tensor the forward pass reads (V vocab, H hidden).
+struct model_weights {
+  const host_tensor* embed_tokens = nullptr;  ///< [V, H]
+  const host_tensor* final_norm = nullptr;    ///< [H] model.norm
+  const host_tensor* lm_head = nullptr;       ///< [V, H]; == embed_tokens when the embeddings are tied
+  std::vector<layer_weights> layers;          ///< num_hidden_layers entries
+};
+
+/// How to open a checkpoint.
+struct checkpoint_options {
+  bool show_progress = true;  ///< draw progress on stderr (only ever when stderr is a terminal)
+  bool prefetch = false;      ///< ask the kernel to read every shard into the page cache in the background
+};
+
+/// An open model directory. Move-only; moving keeps every tensor pointer valid.
+/// The mappings live as long as the checkpoint: a backend that keeps views
+/// into them (instead of copies) needs the checkpoint to outlive it.
+class checkpoint {
+ public:
+  /// Opens and validates `directory`. Throws std::runtime_error naming the
+  /// file and field, e.g. "<dir>: missing tensor 'model.norm.weight'" or
+  /// "<dir>: tensor 'lm_head.weight' has shape [32, 64], expected [300, 64] from config.json".
+  static checkpoint open(const std::filesystem::path& directory, const checkpoint_options& options = {});
+
+  checkpoint(checkpoint&&) noexcept = default;
+  checkpoint& operator=(checkpoint&&) noexcept = default;
+
+  const std::filesystem::path& directory() const { return directory_; }
+  const model_config& config() const { return config_; }
+  /// generation_config.json, empty when the file is absent.
+  const generation_config& generation() const { return generation_; }
+  const model_weights& weights() const { return weights_; }
+  /// Any tensor of the checkpoint by HF name (including ones the forward
+  /// pass does not use), or nullptr.
+  const host_tensor* find_tensor(std::string_view name) const;
+  /// The open safetensors files, in shard order.
+  const std::vector<safetensors_file>& files() const { return files_; }
+  /// Bytes of all tensors in weights() (the tied lm_head counted once).
+  std::uint64_t weight_bytes() const;
+
+ private:
+  checkpoint() = default;
+  void open_files(const checkpoint_options& options);
+  void bind_weights();
+
+  std::filesystem::path directory_;
+  model_config config_;
+  generation_config generation_;
+  std::vector<safetensors_file> files_;
+  std::map<std::string, const host_tensor*, std::less<>> tensors_;
+  model_weights weights_;
+};
+
+/// Names of the shard files listed by `index_json` (the text of a
+/// model.safetensors.index.json), in first-seen order, and which shard holds
+/// each tensor. Throws "model.safetensors.index.json: shard name '../x'
+/// escapes the model directory" for an unsafe name.
+struct shard_index {
+  std::vector<std::string> shard_files;
+  std::map<std::string, std::string, std::less<>> weight_map;  ///< tensor name -> shard file
+};
+shard_index parse_shard_index(std::string_view index_json, std::string_view source = "model.safetensors.index.json");
+
+}  // namespace troupe

@@ -1,0 +1,98 @@
+// The demo model: created once under the cache root, reused, repaired when
+// damaged, and safe to create from several processes at once.
+
+#include "model/demo_model.hpp"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+
+#include "model/checkpoint.hpp"
+#include "tests/model/model_test_util.hpp"
+
+namespace troupe {
+namespace {
+
+using testing::temp_dir;
+
+ino_t inode_of(const std::filesystem::path& path) {
+  struct stat info {};
+  EXPECT_EQ(::stat(path.c_str(), &info), 0) << path;
+  return info.st_ino;
+}
+
+std::vector<std::string> entries_of(const std::filesystem::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) names.push_back(entry.path().filename());
+  return names;
+}
+
+TEST(DemoModelTest, CreatedOnceThenReused) {
+  temp_dir root;
+  const std::filesystem::path first = ensure_demo_model(root.path());
+  const ino_t weights_inode = inode_of(first / "model.safetensors");
+  const std::filesystem::path second = ensure_demo_model(root.path());
+  EXPECT_EQ(first, second);
+  EXPECT_EQ(inode_of(second / "model.safetensors"), weights_inode);  // not rewritten
+  EXPECT_EQ(entries_of(root.path()).size(), 1u);
+  const checkpoint opened = checkpoint::open(first, {.show_progress = false});
+  EXPECT_EQ(opened.config().architecture, model_architecture::llama);
+  EXPECT_EQ(opened.weights().embed_tokens->type, dtype::f32);
+  EXPECT_EQ(opened.config().hidden_size, 128);
+}
+
+TEST(DemoModelTest, DamagedCopyIsRebuiltIdentically) {
+  temp_dir root;
+  const std::filesystem::path path = ensure_demo_model(root.path());
+  const std::string weights = testing::read_file(path / "model.safetensors");
+  std::filesystem::remove(path / "model.safetensors");
+  EXPECT_EQ(ensure_demo_model(root.path()), path);
+  EXPECT_EQ(testing::read_file(path / "model.safetensors"), weights);
+  EXPECT_EQ(entries_of(root.path()).size(), 1u);
+}
+
+TEST(DemoModelTest, ConcurrentProcessesAgreeOnOneCompleteCopy) {
+  temp_dir root;
+  std::vector<pid_t> children;
+  for (int i = 0; i < 3; ++i) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int status = 0;
+      try {
+        ensure_demo_model(root.path());
+      } catch (...) {
+        status = 1;
+      }
+      std::_Exit(status);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  EXPECT_EQ(entries_of(root.path()).size(), 1u);  // the staging copies of the losers are gone
+  const checkpoint opened = checkpoint::open(ensure_demo_model(root.path()), {.show_progress = false});
+  EXPECT_EQ(opened.weights().layers.size(), 4u);
+}
+
+TEST(DemoModelTest, DefaultLocationFollowsXdgCacheHome) {
+  temp_dir root;
+  const char* old = std::getenv("XDG_CACHE_HOME");
+  const std::string saved = old ? old : "";
+  ::setenv("XDG_CACHE_HOME", root.path().c_str(), 1);
+  EXPECT_EQ(demo_model_path().parent_path(), root.path() / "troupe");
+  const std::filesystem::path path = ensure_demo_model();
+  EXPECT_TRUE(std::filesystem::exists(path / "config.json"));
+  if (old) {
+    ::setenv("XDG_CACHE_HOME", saved.c_str(), 1);
+  } else {
+    ::unsetenv("XDG_CACHE_HOME");
+  }
+}
+
+}  // namespace
+}  // namespace troupe

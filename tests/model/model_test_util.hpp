@@ -1,0 +1,79 @@
+#pragma once
+// Helpers shared by the model_tests suite: temporary directories, raw file
+// writing, and assertions on exception text.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include <unistd.h>
+
+namespace troupe::testing {
+
+/// A fresh directory under the system temp dir, removed with its contents on destruction.
+class temp_dir {
+ public:
+  temp_dir() {
+    static std::atomic<int> counter{0};
+    path_ = std::filesystem::temp_directory_path() /
+            ("troupe-model-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+  ~temp_dir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// Writes `bytes` to `path`, creating or truncating it.
+inline void write_file(const std::filesystem::path& path, std::string_view bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  ASSERT_TRUE(out.good()) << path;
+}
+
+/// Reads a whole file.
+inline std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+/// A safetensors file made by hand: the 8-byte little-endian `header_length`
+/// (normally header.size()), the header text, then `data`.
+inline std::string raw_safetensors(std::string_view header, std::string_view data, std::uint64_t header_length) {
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<char>((header_length >> (8 * i)) & 0xff);
+  out += header;
+  out += data;
+  return out;
+}
+inline std::string raw_safetensors(std::string_view header, std::string_view data) {
+  return raw_safetensors(header, data, header.size());
+}
+
+/// The message of the std::exception `action` throws ("" when it throws none).
+inline std::string error_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const std::exception& error) {
+    return error.what();
+  }
+  return "";
+}
+
+}  // namespace troupe::testing
