@@ -172,9 +172,13 @@ void read_sliding_window(const json_reader& config, model_config& out) {
   }
   const std::optional<std::int64_t> window = config.get_int("sliding_window");
   out.max_context_length = out.max_position_embeddings;
+  // Linear and dynamic NTK scaling stretch the trained positions by `factor`
+  // (llama3 configs already state the stretched length), as vLLM derives it.
+  if (out.rope.scaling == rope_scaling_kind::linear || out.rope.scaling == rope_scaling_kind::dynamic)
+    out.max_context_length = static_cast<std::int64_t>(static_cast<double>(out.max_position_embeddings) * out.rope.factor);
   if (!uses_sliding_window(config, out, window.has_value())) return;
   if (*window <= 0) config.fail("sliding_window", "(" + std::to_string(*window) + ") must be positive");
-  if (*window < out.max_position_embeddings) {
+  if (*window < out.max_context_length) {
     out.sliding_window = window;
     out.max_context_length = *window;
   }

@@ -301,3 +301,23 @@ TEST(ModelConfigHostileTest, MissingFileNamesIt) {
 
 }  // namespace
 }  // namespace troupe
+
+namespace troupe {
+namespace {
+
+// Linear and dynamic scaling stretch usable positions by their factor;
+// llama3 states the stretched length in max_position_embeddings itself.
+TEST(ModelConfigTest, ScaledRopeExtendsTheUsableContext) {
+  const model_config linear = parse_model_config(
+      llama_config(R"("max_position_embeddings": 100, "rope_scaling": {"rope_type": "linear", "factor": 4.0})"));
+  EXPECT_EQ(linear.max_context_length, 400);
+  const model_config dynamic = parse_model_config(
+      llama_config(R"("max_position_embeddings": 32, "rope_scaling": {"type": "dynamic", "factor": 2.0})"));
+  EXPECT_EQ(dynamic.max_context_length, 64);
+  const model_config llama3 = parse_model_config(llama_config(
+      R"("max_position_embeddings": 1000, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 100})"));
+  EXPECT_EQ(llama3.max_context_length, 1000);
+}
+
+}  // namespace
+}  // namespace troupe
