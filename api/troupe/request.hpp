@@ -27,7 +27,14 @@ enum class finish_reason : std::uint8_t {
 };
 
 /// Lower-case OpenAI name: "stop", "length", "abort".
-const char* finish_reason_name(finish_reason reason);
+inline const char* finish_reason_name(finish_reason reason) {
+  switch (reason) {
+    case finish_reason::stop: return "stop";
+    case finish_reason::length: return "length";
+    case finish_reason::abort: return "abort";
+  }
+  return "stop";
+}
 
 /// One generation request. Validated by the engine at admission; the limits
 /// are engine_config fields.

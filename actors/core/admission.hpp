@@ -1,0 +1,40 @@
+#pragma once
+// Admission: the checks a request passes before it costs anything. Pure:
+// the limits come from the engine configuration, the verdict is a value.
+
+#include <cstdint>
+#include <optional>
+
+#include "troupe/request.hpp"
+
+namespace troupe {
+
+/// The explicit limits requests are held to (engine_config fields, plus the
+/// model's vocabulary and context length).
+struct admission_limits {
+  int max_n = 16;
+  int max_stop_strings = 16;
+  int max_stop_string_bytes = 256;
+  int max_logit_bias = 1024;
+  int max_top_logprobs = 20;
+  int max_model_len = 4096;                  ///< prompt + generated tokens at most
+  std::int64_t vocab_size = 0;               ///< token ids must be below this
+  std::size_t max_prompt_bytes = 32u << 20;  ///< text / chat JSON size at most
+};
+
+/// An invalid request: what is wrong, and which field.
+struct admission_error {
+  error_kind kind = error_kind::invalid_request;
+  std::string message;
+  std::string param;
+};
+
+/// Checks every field that does not need the tokenizer. Nullopt when valid.
+std::optional<admission_error> check_request(const generation_request& request, const admission_limits& limits);
+
+/// Checks the tokenized prompt against the context: too long (too_long), or
+/// no room for max_tokens. Nullopt when it fits.
+std::optional<admission_error> check_prompt_length(std::size_t prompt_tokens, const generation_request& request,
+                                                   const admission_limits& limits);
+
+}  // namespace troupe

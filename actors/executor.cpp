@@ -1,0 +1,58 @@
+#include "actors/executor.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "actors/core/step_builder.hpp"
+
+namespace troupe {
+
+namespace {
+
+struct executor_state {
+  std::shared_ptr<executor_resources> resources;
+  std::int64_t steps = 0;
+  bool failed = false;
+  static inline const char* name = "executor";
+};
+
+caf::result<step_result_ptr> run(executor_state& state, const scheduled_step& step) {
+  executor_resources& r = *state.resources;
+  if (r.fail_after_steps >= 0 && state.steps >= r.fail_after_steps) state.failed = true;
+  if (state.failed) return caf::make_error(caf::sec::runtime_error, "executor failed (injected failure)");
+  try {
+    auto result = std::make_shared<step_result>();
+    result->step = step.id;
+    if (step.sequences.empty()) {
+      if (!step.copies.empty()) r.device->copy_blocks(*r.cache, r.host.get(), step.copies);
+    } else {
+      step_batch batch = build_step_batch(step, r.cache->spec().block_size);
+      fill_sampling_rows(batch, step);
+      result->samples = r.model->step(batch, *r.cache, r.host.get());
+    }
+    ++state.steps;
+    return step_result_ptr{std::move(result)};
+  } catch (const std::exception& e) {
+    spdlog::error("executor: step {} failed: {}", step.id, e.what());
+    state.failed = true;
+    return caf::make_error(caf::sec::runtime_error, std::string("executor failed: ") + e.what());
+  }
+}
+
+executor_actor::behavior_type executor_behavior(executor_actor::stateful_pointer<executor_state> self,
+                                                std::shared_ptr<executor_resources> resources) {
+  self->state.resources = std::move(resources);
+  return {
+      [self](atom::run_step, const step_work_ptr& step) -> caf::result<step_result_ptr> {
+        return run(self->state, *step);
+      },
+      [self](atom::fail) { self->state.failed = true; },
+  };
+}
+
+}  // namespace
+
+executor_actor spawn_executor(caf::actor_system& system, std::shared_ptr<executor_resources> resources) {
+  return system.spawn<caf::detached>(executor_behavior, std::move(resources));
+}
+
+}  // namespace troupe

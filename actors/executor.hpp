@@ -1,0 +1,28 @@
+#pragma once
+// The executor actor: one execution stream. It owns the backend, the model's
+// uploaded weights, the device KV pool and the host swap pool, and runs each
+// step: block copies, forward pass, sampling.
+
+#include <memory>
+
+#include "actors/messages.hpp"
+#include "kernels/backend.hpp"
+#include "model/checkpoint.hpp"
+#include "model/llama_model.hpp"
+
+namespace troupe {
+
+/// What an executor runs on; moved into the actor at spawn.
+struct executor_resources {
+  std::shared_ptr<const checkpoint> weights_source;  ///< keeps mapped weights alive
+  std::unique_ptr<backend> device;
+  std::unique_ptr<llama_model> model;
+  std::unique_ptr<kv_cache> cache;
+  std::unique_ptr<host_block_pool> host;
+  int fail_after_steps = -1;  ///< test hook: fail every step after this many (-1: never)
+};
+
+/// Spawns a detached executor over `resources`.
+executor_actor spawn_executor(caf::actor_system& system, std::shared_ptr<executor_resources> resources);
+
+}  // namespace troupe

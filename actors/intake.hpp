@@ -1,0 +1,25 @@
+#pragma once
+// The intake actor: the troupe's front door. It checks a request against the
+// admission limits, has a tokenizer worker prepare its prompt (round robin),
+// checks the prompt against the context, and submits it to the scheduler.
+// Every failure goes to the request's sink as an error event.
+
+#include <vector>
+
+#include "actors/core/admission.hpp"
+#include "actors/messages.hpp"
+
+namespace troupe {
+
+/// What the intake actor starts with.
+struct intake_setup {
+  admission_limits limits;
+  std::vector<tokenizer_actor> tokenizers;
+  scheduler_actor scheduler;
+  double default_timeout_s = 600;
+  caf::timespan encode_timeout = std::chrono::seconds(60);
+};
+
+intake_actor spawn_intake(caf::actor_system& system, intake_setup setup);
+
+}  // namespace troupe

@@ -1,0 +1,192 @@
+#pragma once
+// Every actor interface of the troupe and every message they exchange, with
+// the single CAF type-ID block. Payloads that never leave the process travel
+// as shared pointers to immutable values (CAF_ALLOW_UNSAFE_MESSAGE_TYPE):
+// a step or a KV plan is handed over, never serialised or copied.
+//
+// Who talks to whom (see ARCHITECTURE.md, "The life of a request"):
+//   engine ── generate ──> intake ── encode ──> tokenizer ── prompt ──> intake
+//   intake ── submit ──> scheduler ── kv plan ──> kv_manager ── reply ──> scheduler
+//   scheduler ── run step ──> executor ── samples ──> scheduler
+//   scheduler ── open / events ──> tokenizer (its output shard) ── events ──> sink
+//   tokenizer ── reply: choices that hit a stop string ──> scheduler
+
+#include <caf/all.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "actors/core/output_stream.hpp"
+#include "actors/core/scheduler_types.hpp"
+#include "actors/event_sink.hpp"
+#include "memory/kv_protocol.hpp"
+#include "troupe/engine.hpp"
+
+namespace troupe {
+
+/// A request as the engine received it, with where its events go.
+struct submission {
+  generation_request request;
+  event_sink sink;
+  double arrival_s = 0;  ///< engine clock (seconds since start)
+};
+
+/// A prompt made ready by a tokenizer actor: rendered (chat) and encoded.
+struct prepared_prompt {
+  std::vector<std::int32_t> ids;
+  std::string text;                    ///< the prompt as text (for echo)
+  std::optional<error_event> error;    ///< set when the prompt could not be prepared
+};
+
+/// A request that passed admission and tokenization, on its way to the scheduler.
+struct admitted_request {
+  request_spec spec;
+  output_settings output;
+  event_sink sink;
+  accepted_event accepted;
+  double arrival_s = 0;
+};
+
+/// Opens a request's output stream on its tokenizer shard.
+struct stream_open {
+  request_handle handle = 0;
+  output_settings output;
+  event_sink sink;
+  accepted_event accepted;
+};
+
+/// Scheduler events for the requests of one tokenizer shard; tokens of a
+/// choice come before its finish.
+struct stream_batch {
+  std::vector<token_event> tokens;
+  std::vector<finish_event> finished;
+  std::vector<std::pair<request_handle, error_event>> errors;  ///< requests that failed after admission
+};
+
+/// Choices whose output hit a stop string, for the scheduler to finish.
+struct stop_matches {
+  std::vector<std::pair<request_handle, int>> choices;  ///< (request, choice)
+};
+
+/// Live changes to scheduling knobs (unset fields stay as they are).
+struct config_change {
+  std::optional<std::string> policy;
+  std::optional<std::string> preemption_mode;
+  std::optional<int> max_num_batched_tokens;
+  std::optional<int> max_num_seqs;
+  std::optional<int> max_prefill_chunk;
+  std::optional<int> max_waiting_requests;
+};
+
+using submission_ptr = std::shared_ptr<const submission>;
+using prepared_prompt_ptr = std::shared_ptr<const prepared_prompt>;
+using admitted_request_ptr = std::shared_ptr<const admitted_request>;
+using stream_open_ptr = std::shared_ptr<const stream_open>;
+using stream_batch_ptr = std::shared_ptr<const stream_batch>;
+using step_work_ptr = std::shared_ptr<const scheduled_step>;
+using step_result_ptr = std::shared_ptr<const step_result>;
+using kv_request_ptr = std::shared_ptr<const kv_request>;
+using kv_reply_ptr = std::shared_ptr<const kv_reply>;
+using stop_matches_ptr = std::shared_ptr<const stop_matches>;
+using engine_stats_ptr = std::shared_ptr<const engine_stats>;
+using config_change_ptr = std::shared_ptr<const config_change>;
+
+}  // namespace troupe
+
+CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
+  CAF_ADD_TYPE_ID(troupe, (troupe::submission_ptr))
+  CAF_ADD_TYPE_ID(troupe, (troupe::prepared_prompt_ptr))
+  CAF_ADD_TYPE_ID(troupe, (troupe::admitted_request_ptr))
+  CAF_ADD_TYPE_ID(troupe, (troupe::stream_open_ptr))
+  CAF_ADD_TYPE_ID(troupe, (troupe::stream_batch_ptr))
+  CAF_ADD_TYPE_ID(troupe, (troupe::step_work_ptr))
+  CAF_ADD_TYPE_ID(troupe, (troupe::step_result_ptr))
+  CAF_ADD_TYPE_ID(troupe, (troupe::kv_request_ptr))
+  CAF_ADD_TYPE_ID(troupe, (troupe::kv_reply_ptr))
+  CAF_ADD_TYPE_ID(troupe, (troupe::stop_matches_ptr))
+  CAF_ADD_TYPE_ID(troupe, (troupe::engine_stats_ptr))
+  CAF_ADD_TYPE_ID(troupe, (troupe::config_change_ptr))
+  CAF_ADD_TYPE_ID(troupe, (troupe::accepted_event))
+  CAF_ADD_TYPE_ID(troupe, (troupe::delta_event))
+  CAF_ADD_TYPE_ID(troupe, (troupe::finished_event))
+  CAF_ADD_TYPE_ID(troupe, (troupe::error_event))
+  CAF_ADD_ATOM(troupe, troupe::atom, generate, "generate")
+  CAF_ADD_ATOM(troupe, troupe::atom, encode, "encode")
+  CAF_ADD_ATOM(troupe, troupe::atom, submit, "submit")
+  CAF_ADD_ATOM(troupe, troupe::atom, cancel, "cancel")
+  CAF_ADD_ATOM(troupe, troupe::atom, run_step, "runstep")
+  CAF_ADD_ATOM(troupe, troupe::atom, open, "open")
+  CAF_ADD_ATOM(troupe, troupe::atom, events, "events")
+  CAF_ADD_ATOM(troupe, troupe::atom, stats, "stats")
+  CAF_ADD_ATOM(troupe, troupe::atom, configure, "configure")
+  CAF_ADD_ATOM(troupe, troupe::atom, drain, "drain")
+  CAF_ADD_ATOM(troupe, troupe::atom, tick, "tick")
+  CAF_ADD_ATOM(troupe, troupe::atom, fail, "fail")
+CAF_END_TYPE_ID_BLOCK(troupe)
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::submission_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::prepared_prompt_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::admitted_request_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::stream_open_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::stream_batch_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::step_work_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::step_result_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv_request_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv_reply_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::stop_matches_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::engine_stats_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::config_change_ptr)
+// The four sink events go to caller-provided actors as plain values; they
+// stay in the process, so they need no serialisation either.
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::accepted_event)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::delta_event)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::finished_event)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::error_event)
+
+namespace troupe {
+
+/// Runs steps on one execution stream (a detached actor: its work blocks).
+using executor_actor = caf::typed_actor<
+    /// Runs the step's block copies, forward pass and sampling; replies one
+    /// sample per logits row, or an error when the backend failed.
+    caf::replies_to<atom::run_step, step_work_ptr>::with<step_result_ptr>,
+    /// Test hook: every later step fails, as if the device died.
+    caf::reacts_to<atom::fail>>;
+
+/// Owns the block manager: one request per step, one reply.
+using kv_manager_actor = caf::typed_actor<
+    /// Applies what fits of a step's KV needs; the reply lists what did not.
+    caf::replies_to<kv_request_ptr>::with<kv_reply_ptr>>;
+
+/// Text in and out: prepares prompts (any worker) and streams the output of
+/// the requests sharded to it (handle % workers).
+using tokenizer_actor = caf::typed_actor<
+    /// Renders (chat) and encodes a prompt; errors travel inside the reply.
+    caf::replies_to<atom::encode, submission_ptr>::with<prepared_prompt_ptr>,
+    /// Starts a request's output stream and sends `accepted` to its sink.
+    caf::reacts_to<atom::open, stream_open_ptr>,
+    /// Tokens, finishes and failures of this shard's requests; replies the
+    /// choices that hit a stop string.
+    caf::replies_to<atom::events, stream_batch_ptr>::with<stop_matches_ptr>>;
+
+/// Plans steps; owns the scheduler core and every request's progress.
+using scheduler_actor = caf::typed_actor<
+    /// Admits a prepared request (or sends its sink an error).
+    caf::reacts_to<atom::submit, admitted_request_ptr>,
+    /// Cancels a request by id (also one not yet submitted).
+    caf::reacts_to<atom::cancel, std::string>,
+    /// A consistent snapshot of counters and gauges.
+    caf::replies_to<atom::stats>::with<engine_stats_ptr>,
+    /// Applies live knob changes at the next step; replies "" or what was wrong.
+    caf::replies_to<atom::configure, config_change_ptr>::with<std::string>,
+    /// Stops admitting; replies true once no request is left or `seconds` passed (then aborts the rest).
+    caf::replies_to<atom::drain, double>::with<bool>,
+    /// Internal: re-check timeouts and idle work.
+    caf::reacts_to<atom::tick>>;
+
+/// Front door: validates, assigns ids, has prompts prepared, submits.
+using intake_actor = caf::typed_actor<
+    /// A new request from the engine facade or an embedder.
+    caf::reacts_to<atom::generate, submission_ptr>>;
+
+}  // namespace troupe

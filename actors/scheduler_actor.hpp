@@ -1,0 +1,31 @@
+#pragma once
+// The scheduler actor: a shell over the scheduler core. It runs the step
+// loop (KV plan → executor → results → events to the tokenizer shards),
+// keeps up to two steps in flight so the next step is planned while the
+// current one runs, and answers stats, live configuration and drain.
+
+#include <vector>
+
+#include "actors/core/scheduler.hpp"
+#include "actors/messages.hpp"
+
+namespace troupe {
+
+/// What the scheduler actor starts with.
+struct scheduler_setup {
+  scheduler_config config;
+  std::string policy = "fcfs";
+  kv_manager_actor kv;
+  executor_actor executor;
+  std::vector<tokenizer_actor> shards;  ///< output shard of request h: shards[h % size]
+  int max_steps_in_flight = 2;
+  caf::timespan kv_timeout = std::chrono::seconds(10);
+  caf::timespan step_timeout = std::chrono::seconds(600);  ///< a step running longer fails the executor
+  double stuck_after_s = 30.0;  ///< /health reports a step running longer than this as stuck
+};
+
+/// Spawns the scheduler actor. `clock_start` is the engine's time origin.
+scheduler_actor spawn_scheduler(caf::actor_system& system, scheduler_setup setup,
+                                std::chrono::steady_clock::time_point clock_start);
+
+}  // namespace troupe

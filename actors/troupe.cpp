@@ -1,0 +1,142 @@
+#include "actors/troupe.hpp"
+
+#include <random>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include "actors/intake.hpp"
+#include "actors/kv_manager.hpp"
+#include "actors/scheduler_actor.hpp"
+#include "actors/tokenizer_actor.hpp"
+#include "model/batch_runner.hpp"
+#include "model/demo_model.hpp"
+
+namespace troupe {
+
+namespace {
+
+std::string resolve_device(const std::string& requested) {
+  if (requested == "auto") return cuda_available() ? "cuda" : "cpu";
+  if (requested != "cpu" && requested != "cuda")
+    throw std::runtime_error("knob 'device': '" + requested + "' is not one of auto, cpu, cuda");
+  return requested;
+}
+
+// Without an explicit size the CPU pool holds every running sequence at
+// full context, capped at a quarter of physical memory and 8 GiB.
+std::int64_t device_pool_blocks(const engine_config& config, std::size_t block_bytes, int max_model_len) {
+  if (config.kv_cache_bytes > 0) return config.kv_cache_bytes / static_cast<std::int64_t>(block_bytes);
+  const std::int64_t wanted_tokens = std::int64_t{config.max_num_seqs} * max_model_len;
+  const std::int64_t physical = static_cast<std::int64_t>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE);
+  const std::int64_t cap = std::min<std::int64_t>(physical / 4, std::int64_t{8} << 30);
+  const std::int64_t wanted_blocks = wanted_tokens / config.block_size + config.max_num_seqs;
+  return std::max<std::int64_t>(16, std::min(wanted_blocks, cap / static_cast<std::int64_t>(block_bytes)));
+}
+
+std::vector<std::int32_t> eos_ids(const checkpoint& weights, const text::tokenizer& tokenizer) {
+  std::vector<std::int32_t> ids;
+  const auto& from_generation = weights.generation().eos_token_ids;
+  for (auto id : from_generation.empty() ? weights.config().eos_token_ids : from_generation)
+    ids.push_back(static_cast<std::int32_t>(id));
+  if (ids.empty() && tokenizer.eos_token() && tokenizer.eos_token()->id) ids.push_back(*tokenizer.eos_token()->id);
+  return ids;
+}
+
+}  // namespace
+
+double troupe_handles::now() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - clock_start).count();
+}
+
+loaded_engine_model load_engine_model(const engine_config& config) {
+  loaded_engine_model loaded;
+  const std::filesystem::path dir = config.model_dir.empty() ? ensure_demo_model() : std::filesystem::path(config.model_dir);
+  loaded.weights = std::make_shared<const checkpoint>(checkpoint::open(dir));
+  loaded.preparer = prompt_preparer::load(dir);
+  const model_config& model = loaded.weights->config();
+  loaded.max_model_len = static_cast<int>(model.max_context_length);
+  if (config.max_model_len > 0) {
+    if (config.max_model_len > model.max_context_length)
+      throw std::runtime_error("knob 'max_model_len': " + std::to_string(config.max_model_len) +
+                               " exceeds the model's context of " + std::to_string(model.max_context_length));
+    loaded.max_model_len = config.max_model_len;
+  }
+  auto resources = std::make_shared<executor_resources>();
+  resources->weights_source = loaded.weights;
+  const std::string device = resolve_device(config.device);
+  resources->device = make_backend(device, config.threads);
+  resources->model = std::make_unique<llama_model>(model, loaded.weights->weights(), *resources->device);
+  const dtype kv_type = device == "cuda" ? dtype::bf16 : default_kv_type(model.torch_dtype);
+  const std::size_t block_bytes = resources->model->kv_block_bytes(config.block_size, kv_type);
+  loaded.num_device_blocks = device_pool_blocks(config, block_bytes, loaded.max_model_len);
+  loaded.num_host_blocks = config.swap_space_bytes / static_cast<std::int64_t>(block_bytes);
+  const kv_cache_spec spec = resources->model->kv_spec(config.block_size, loaded.num_device_blocks, kv_type);
+  resources->cache = resources->device->create_kv_cache(spec);
+  if (loaded.num_host_blocks > 0) resources->host = resources->device->create_host_pool(spec, loaded.num_host_blocks);
+  loaded.executor = resources;
+  loaded.eos_token_ids = eos_ids(*loaded.weights, *loaded.preparer->tokenizer());
+  loaded.info.served_model_name = config.served_model_name.empty() ? dir.filename().string() : config.served_model_name;
+  loaded.info.model_dir = dir.string();
+  loaded.info.vocab_size = static_cast<int>(model.vocab_size);
+  loaded.info.max_model_len = loaded.max_model_len;
+  loaded.info.device = device;
+  spdlog::info("model {}: {} layers, context {}, KV pool {} blocks of {} tokens ({} MiB), host swap {} blocks, on {}",
+               loaded.info.served_model_name, model.num_hidden_layers, loaded.max_model_len, loaded.num_device_blocks,
+               config.block_size, loaded.num_device_blocks * static_cast<std::int64_t>(block_bytes) >> 20,
+               loaded.num_host_blocks, device);
+  return loaded;
+}
+
+troupe_handles spawn_troupe(caf::actor_system& system, const engine_config& config, loaded_engine_model& model) {
+  troupe_handles handles;
+  handles.clock_start = std::chrono::steady_clock::now();
+  block_manager_config blocks;
+  blocks.block_size = config.block_size;
+  blocks.num_device_blocks = static_cast<std::int32_t>(model.num_device_blocks);
+  blocks.num_host_blocks = static_cast<std::int32_t>(model.num_host_blocks);
+  blocks.enable_prefix_caching = config.enable_prefix_caching;
+  handles.kv = spawn_kv_manager(system, blocks);
+  handles.executor = spawn_executor(system, model.executor);
+  for (int i = 0; i < std::max(1, config.tokenizer_workers); ++i)
+    handles.tokenizers.push_back(spawn_tokenizer(system, model.preparer));
+
+  scheduler_setup setup;
+  setup.config.max_num_batched_tokens = config.max_num_batched_tokens;
+  setup.config.max_num_seqs = config.max_num_seqs;
+  setup.config.max_prefill_chunk = config.max_prefill_chunk;
+  setup.config.block_size = config.block_size;
+  setup.config.max_model_len = model.max_model_len;
+  setup.config.max_waiting_requests = config.max_waiting_requests;
+  setup.config.num_device_blocks = blocks.num_device_blocks;
+  setup.config.num_host_blocks = blocks.num_host_blocks;
+  const auto mode = parse_preemption_mode(config.preemption_mode);
+  if (!mode) throw std::runtime_error("knob 'preemption_mode': unknown mode '" + config.preemption_mode + "'");
+  setup.config.preemption = *mode;
+  setup.config.eos_token_ids = model.eos_token_ids;
+  setup.config.enable_prefix_caching = config.enable_prefix_caching;
+  setup.config.seed = std::random_device{}();
+  if (!make_policy(config.policy)) throw std::runtime_error("knob 'policy': unknown policy '" + config.policy + "'");
+  setup.policy = config.policy;
+  setup.kv = handles.kv;
+  setup.executor = handles.executor;
+  setup.shards = handles.tokenizers;
+  handles.scheduler = spawn_scheduler(system, std::move(setup), handles.clock_start);
+
+  intake_setup intake;
+  intake.limits.max_n = config.max_n;
+  intake.limits.max_stop_strings = config.max_stop_strings;
+  intake.limits.max_stop_string_bytes = config.max_stop_string_bytes;
+  intake.limits.max_logit_bias = config.max_logit_bias;
+  intake.limits.max_top_logprobs = config.max_top_logprobs;
+  intake.limits.max_model_len = model.max_model_len;
+  intake.limits.vocab_size = model.info.vocab_size;
+  intake.tokenizers = handles.tokenizers;
+  intake.scheduler = handles.scheduler;
+  intake.default_timeout_s = config.request_timeout_s;
+  handles.intake = spawn_intake(system, std::move(intake));
+  return handles;
+}
+
+void add_troupe_message_types(caf::actor_system_config& config) { config.add_message_types<caf::id_block::troupe>(); }
+
+}  // namespace troupe

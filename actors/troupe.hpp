@@ -1,0 +1,54 @@
+#pragma once
+// Wiring: loads a model for the engine and spawns the whole troupe (KV
+// manager, executor, tokenizer pool, scheduler, intake) into an actor system.
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "actors/core/prompt_preparer.hpp"
+#include "actors/executor.hpp"
+#include "actors/messages.hpp"
+#include "model/checkpoint.hpp"
+#include "troupe/engine.hpp"
+
+namespace troupe {
+
+/// Everything loaded from disk before any actor starts.
+struct loaded_engine_model {
+  std::shared_ptr<const checkpoint> weights;
+  std::shared_ptr<const prompt_preparer> preparer;
+  std::shared_ptr<executor_resources> executor;  ///< backend, model, KV pools
+  model_info info;
+  std::int64_t num_device_blocks = 0;
+  std::int64_t num_host_blocks = 0;
+  int max_model_len = 0;
+  std::vector<std::int32_t> eos_token_ids;
+};
+
+/// Loads `config.model_dir` (or the demo model), picks the device, uploads
+/// the weights and sizes the KV pools. Throws std::runtime_error naming the
+/// file, field or knob at fault.
+loaded_engine_model load_engine_model(const engine_config& config);
+
+/// Handles to a running troupe.
+struct troupe_handles {
+  intake_actor intake;
+  scheduler_actor scheduler;
+  kv_manager_actor kv;
+  executor_actor executor;
+  std::vector<tokenizer_actor> tokenizers;
+  std::chrono::steady_clock::time_point clock_start;
+
+  /// Seconds since the troupe started (the clock requests arrive on).
+  double now() const;
+};
+
+/// Spawns the troupe for `model` into `system` (whose config must have
+/// Troupe's message types added).
+troupe_handles spawn_troupe(caf::actor_system& system, const engine_config& config, loaded_engine_model& model);
+
+/// Registers Troupe's message types with an actor system's configuration.
+void add_troupe_message_types(caf::actor_system_config& config);
+
+}  // namespace troupe

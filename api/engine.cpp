@@ -1,0 +1,126 @@
+// The engine facade: the troupe behind the plain C++ interface of
+// <troupe/engine.hpp>, in an actor system of its own or a caller's.
+
+#include <atomic>
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/troupe.hpp"
+#include "troupe/engine_caf.hpp"
+
+namespace troupe {
+
+namespace {
+
+class troupe_engine final : public engine {
+ public:
+  // Runs the troupe in `system`; `owned` is set when the engine made the system itself.
+  troupe_engine(const engine_config& config, std::unique_ptr<caf::actor_system_config> owned_config,
+                std::unique_ptr<caf::actor_system> owned, caf::actor_system* system)
+      : owned_config_(std::move(owned_config)), owned_system_(std::move(owned)), system_(*system),
+        model_(load_engine_model(config)), handles_(spawn_troupe(system_, config, model_)) {}
+
+  ~troupe_engine() override { shutdown(std::chrono::milliseconds(0)); }
+
+  std::string submit(generation_request request, std::shared_ptr<request_sink> sink) override {
+    return submit_with(std::move(request), event_sink::from_callbacks(std::move(sink)));
+  }
+
+  std::string submit_with(generation_request request, event_sink sink) {
+    if (request.request_id.empty()) request.request_id = "troupe-" + std::to_string(++next_id_);
+    std::string id = request.request_id;
+    if (stopped_) {
+      sink.error({id, error_kind::shutting_down, "the engine has shut down", ""});
+      return id;
+    }
+    auto job = std::make_shared<const submission>(submission{std::move(request), std::move(sink), handles_.now()});
+    caf::anon_send(handles_.intake, atom::generate_v, std::move(job));
+    return id;
+  }
+
+  void cancel(const std::string& request_id) override {
+    if (!stopped_) caf::anon_send(handles_.scheduler, atom::cancel_v, request_id);
+  }
+
+  engine_stats stats() override {
+    engine_stats result;
+    result.healthy = false;
+    if (stopped_) {
+      result.health_detail = "the engine has shut down";
+      return result;
+    }
+    caf::scoped_actor self{system_};
+    self->request(handles_.scheduler, std::chrono::seconds(2), atom::stats_v)
+        .receive([&](const engine_stats_ptr& stats) { result = *stats; },
+                 [&](const caf::error& error) {
+                   result.health_detail = "the scheduler did not answer: " + caf::to_string(error);
+                 });
+    return result;
+  }
+
+  const model_info& info() const override { return model_.info; }
+
+  std::vector<std::int32_t> tokenize(const std::string& text, bool add_special_tokens) override {
+    return model_.preparer->tokenizer()->encode(text, add_special_tokens);
+  }
+
+  std::string detokenize(const std::vector<std::int32_t>& ids, bool skip_special_tokens) override {
+    return model_.preparer->tokenizer()->decode(ids, skip_special_tokens);
+  }
+
+  std::string apply_chat_template(const std::string& messages_json, const std::string& tools_json,
+                                  bool add_generation_prompt) override {
+    return model_.preparer->render_chat(messages_json, tools_json, "", add_generation_prompt);
+  }
+
+  void shutdown(std::chrono::milliseconds drain) override {
+    if (stopped_.exchange(true)) return;
+    caf::scoped_actor self{system_};
+    const double seconds = std::chrono::duration<double>(drain).count();
+    self->request(handles_.scheduler, drain + std::chrono::seconds(5), atom::drain_v, seconds)
+        .receive([](bool) {}, [](const caf::error& error) {
+          spdlog::warn("engine shutdown: drain did not finish: {}", caf::to_string(error));
+        });
+    for (const auto& tokenizer : handles_.tokenizers) self->send_exit(tokenizer, caf::exit_reason::user_shutdown);
+    self->send_exit(handles_.intake, caf::exit_reason::user_shutdown);
+    self->send_exit(handles_.scheduler, caf::exit_reason::user_shutdown);
+    self->send_exit(handles_.kv, caf::exit_reason::user_shutdown);
+    self->send_exit(handles_.executor, caf::exit_reason::user_shutdown);
+    self->wait_for(handles_.executor);
+  }
+
+ private:
+  std::unique_ptr<caf::actor_system_config> owned_config_;
+  std::unique_ptr<caf::actor_system> owned_system_;
+  caf::actor_system& system_;
+  loaded_engine_model model_;
+  troupe_handles handles_;
+  std::atomic<std::uint64_t> next_id_{0};
+  std::atomic<bool> stopped_{false};
+};
+
+}  // namespace
+
+std::unique_ptr<engine> engine::start(const engine_config& config) {
+  auto system_config = std::make_unique<caf::actor_system_config>();
+  add_troupe_message_types(*system_config);
+  // Idle CAF workers sleep instead of spinning: the engine shares cores with the backend.
+  system_config->set("scheduler.policy", caf::atom("sharing"));
+  auto system = std::make_unique<caf::actor_system>(*system_config);
+  caf::actor_system* raw = system.get();
+  return std::make_unique<troupe_engine>(config, std::move(system_config), std::move(system), raw);
+}
+
+void add_message_types(caf::actor_system_config& config) { add_troupe_message_types(config); }
+
+std::unique_ptr<engine> start_engine_in(caf::actor_system& system, const engine_config& config) {
+  return std::make_unique<troupe_engine>(config, nullptr, nullptr, &system);
+}
+
+std::string submit_to_actor(engine& target, generation_request request, const caf::actor& sink) {
+  auto* engine = dynamic_cast<troupe_engine*>(&target);
+  if (engine == nullptr) throw std::invalid_argument("submit_to_actor: the engine was not started by Troupe");
+  return engine->submit_with(std::move(request), event_sink::from_actor(sink));
+}
+
+}  // namespace troupe

@@ -1,0 +1,102 @@
+#pragma once
+// A tiny random model (made once per test binary with make_model) and an
+// engine on it, plus a sink that records a request's events and lets the
+// test wait for the end.
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <unistd.h>
+
+#include "model/make_model.hpp"
+#include "troupe/engine.hpp"
+
+namespace troupe::testing {
+
+/// The directory of a tiny llama (f32, built-in tokenizer), created on first use.
+inline const std::filesystem::path& tiny_model_dir() {
+  static const std::filesystem::path dir = [] {
+    const auto path = std::filesystem::temp_directory_path() / ("troupe-actors-test-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(path);
+    make_model_options options;
+    options.output_dir = path;
+    options.seed = 7;
+    options.show_progress = false;
+    make_model(options);
+    return path;
+  }();
+  return dir;
+}
+
+/// Records one request's events; wait() blocks until it ended.
+class recording_sink final : public request_sink {
+ public:
+  void on_accepted(const accepted_event& e) override {
+    std::lock_guard lock(mutex_);
+    accepted = e;
+  }
+  void on_delta(const delta_event& e) override {
+    std::lock_guard lock(mutex_);
+    auto& c = choice(e.choice);
+    c.text += e.text;
+    c.tokens.insert(c.tokens.end(), e.token_ids.begin(), e.token_ids.end());
+    c.logprobs.insert(c.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+    ++deltas;
+  }
+  void on_finished(const finished_event& e) override {
+    std::lock_guard lock(mutex_);
+    choice(e.choice).finish = e;
+    if (e.request_done) {
+      done = true;
+      usage = e.usage;
+      cv_.notify_all();
+    }
+  }
+  void on_error(const error_event& e) override {
+    std::lock_guard lock(mutex_);
+    error = e;
+    done = true;
+    cv_.notify_all();
+  }
+  /// Waits for the end (true) or `timeout` (false).
+  bool wait(std::chrono::seconds timeout = std::chrono::seconds(60)) {
+    std::unique_lock lock(mutex_);
+    return cv_.wait_for(lock, timeout, [this] { return done; });
+  }
+
+  struct choice_output {
+    std::string text;
+    std::vector<std::int32_t> tokens;
+    std::vector<token_logprobs> logprobs;
+    std::optional<finished_event> finish;
+  };
+  std::optional<accepted_event> accepted;
+  std::vector<choice_output> choices;
+  std::optional<error_event> error;
+  usage_info usage;
+  int deltas = 0;
+  bool done = false;
+
+ private:
+  choice_output& choice(int index) {
+    if (static_cast<int>(choices.size()) <= index) choices.resize(static_cast<std::size_t>(index) + 1);
+    return choices[static_cast<std::size_t>(index)];
+  }
+  std::mutex mutex_;
+  std::condition_variable cv_;
+};
+
+/// An engine config for the tiny model on the CPU backend.
+inline engine_config tiny_engine_config() {
+  engine_config config;
+  config.model_dir = tiny_model_dir().string();
+  config.device = "cpu";
+  config.threads = 2;
+  config.kv_cache_bytes = 64 << 20;
+  config.swap_space_bytes = 64 << 20;
+  return config;
+}
+
+}  // namespace troupe::testing

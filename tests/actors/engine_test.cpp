@@ -1,0 +1,132 @@
+// The troupe end to end on the CPU backend: requests go in through the
+// engine facade and their events come back through sinks.
+
+#include <gtest/gtest.h>
+
+#include "engine_fixture.hpp"
+#include "model/batch_runner.hpp"
+#include "model/checkpoint.hpp"
+#include "model/text/tokenizer.hpp"
+
+namespace troupe {
+namespace {
+
+using testing::recording_sink;
+using testing::tiny_engine_config;
+using testing::tiny_model_dir;
+
+generation_request text_request(std::string prompt, int max_tokens) {
+  generation_request r;
+  r.kind = prompt_kind::text;
+  r.prompt_text = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.sampling.temperature = 0.0f;
+  r.ignore_eos = true;
+  return r;
+}
+
+// The tokens the plain batch runner generates for `prompt` alone, greedily.
+std::vector<std::int32_t> reference_tokens(const std::vector<std::int32_t>& prompt, int max_tokens) {
+  checkpoint_options options;
+  options.show_progress = false;
+  const checkpoint ckpt = checkpoint::open(tiny_model_dir(), options);
+  auto cpu = make_backend("cpu", 2);
+  llama_model model(ckpt.config(), ckpt.weights(), *cpu);
+  batch_runner runner(model, runner_options{});
+  runner_request r;
+  r.prompt = prompt;
+  r.params.temperature = 0.0f;
+  r.max_tokens = max_tokens;
+  return runner.generate({r})[0].tokens;
+}
+
+TEST(Engine, GreedyRequestMatchesTheReferenceRunner) {
+  auto engine = engine::start(tiny_engine_config());
+  auto sink = std::make_shared<recording_sink>();
+  const std::string id = engine->submit(text_request("Hello there, troupe", 12), sink);
+  ASSERT_TRUE(sink->wait());
+  ASSERT_FALSE(sink->error) << sink->error->message;
+  ASSERT_TRUE(sink->accepted);
+  EXPECT_EQ(sink->accepted->request_id, id);
+  ASSERT_EQ(sink->choices.size(), 1u);
+  const auto prompt = text::tokenizer::load(tiny_model_dir())->encode("Hello there, troupe", true);
+  EXPECT_EQ(sink->choices[0].tokens, reference_tokens(prompt, 12));
+  EXPECT_EQ(sink->choices[0].finish->reason, finish_reason::length);
+  EXPECT_EQ(sink->usage.prompt_tokens, static_cast<int>(prompt.size()));
+  EXPECT_EQ(sink->usage.completion_tokens, 12);
+  const std::string text = text::tokenizer::load(tiny_model_dir())->decode(sink->choices[0].tokens, true);
+  EXPECT_EQ(sink->choices[0].text, text);
+}
+
+TEST(Engine, InvalidRequestsGetErrorsAndTheEngineKeepsServing) {
+  auto engine = engine::start(tiny_engine_config());
+  auto bad_n = std::make_shared<recording_sink>();
+  auto request = text_request("x", 4);
+  request.n = 1000;
+  engine->submit(request, bad_n);
+  ASSERT_TRUE(bad_n->wait());
+  ASSERT_TRUE(bad_n->error);
+  EXPECT_EQ(bad_n->error->kind, error_kind::invalid_request);
+  EXPECT_EQ(bad_n->error->param, "n");
+
+  auto empty = std::make_shared<recording_sink>();
+  engine->submit(text_request("", 4), empty);
+  ASSERT_TRUE(empty->wait());
+  ASSERT_TRUE(empty->error);
+  EXPECT_EQ(empty->error->param, "prompt");
+
+  auto ok = std::make_shared<recording_sink>();
+  engine->submit(text_request("still serving", 3), ok);
+  ASSERT_TRUE(ok->wait());
+  EXPECT_FALSE(ok->error);
+  EXPECT_EQ(ok->choices[0].tokens.size(), 3u);
+}
+
+TEST(Engine, CancelMidDecodeFreesBlocks) {
+  auto config = tiny_engine_config();
+  auto engine = engine::start(config);
+  const auto idle = engine->stats();
+  auto sink = std::make_shared<recording_sink>();
+  const std::string id = engine->submit(text_request("a long generation that we will cancel", 100000 / 1000), sink);
+  while (true) {  // wait until decoding has started
+    const auto stats = engine->stats();
+    if (stats.generation_tokens > 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_LT(engine->stats().kv_blocks_free, idle.kv_blocks_free);
+  engine->cancel(id);
+  ASSERT_TRUE(sink->wait());
+  EXPECT_EQ(sink->choices[0].finish->reason, finish_reason::abort);
+  EXPECT_LT(sink->choices[0].tokens.size(), 100u);
+  // Within one step the blocks are free again.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (engine->stats().kv_blocks_free != idle.kv_blocks_free && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(engine->stats().kv_blocks_free, idle.kv_blocks_free);
+}
+
+TEST(Engine, ParallelSamplesAndStats) {
+  auto engine = engine::start(tiny_engine_config());
+  auto sink = std::make_shared<recording_sink>();
+  auto request = text_request("Three choices", 6);
+  request.n = 3;
+  request.sampling.temperature = 1.0f;
+  request.seed = 11;
+  engine->submit(request, sink);
+  ASSERT_TRUE(sink->wait());
+  ASSERT_EQ(sink->choices.size(), 3u);
+  for (const auto& choice : sink->choices) EXPECT_EQ(choice.tokens.size(), 6u);
+  EXPECT_EQ(sink->usage.completion_tokens, 18);
+  const auto stats = engine->stats();
+  EXPECT_TRUE(stats.healthy);
+  EXPECT_EQ(stats.generation_tokens, 18u);
+  EXPECT_EQ(stats.request_success.at("length"), 1u);
+
+  auto again = std::make_shared<recording_sink>();
+  engine->submit(request, again);
+  ASSERT_TRUE(again->wait());
+  for (std::size_t c = 0; c < 3; ++c) EXPECT_EQ(again->choices[c].tokens, sink->choices[c].tokens) << "seeded choice " << c;
+}
+
+}  // namespace
+}  // namespace troupe
