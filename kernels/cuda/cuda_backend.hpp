@@ -1,0 +1,35 @@
+#pragma once
+// Entry points of the CUDA backend, visible to plain C++20 code: no CUDA
+// header is needed to include this file (kernels/backend.cpp includes it).
+
+#include <cstddef>
+#include <memory>
+
+#include "kernels/backend.hpp"
+
+namespace troupe::cuda {
+
+/// Knobs of the CUDA backend; the defaults are what the engine uses.
+struct cuda_backend_options {
+  /// CUDA device ordinal the backend runs on.
+  int device = 0;
+  /// Split-KV partitions per decode sequence: 0 plans them from the sequence
+  /// lengths and the multiprocessor count; n > 0 forces min(n, context length)
+  /// (tests use it to exercise the merge of partial softmax states).
+  int decode_splits = 0;
+  /// cuBLASLt workspace, bytes.
+  std::size_t gemm_workspace_bytes = std::size_t{32} << 20;
+};
+
+/// A CUDA backend on `options.device`. Throws std::runtime_error when no
+/// device is usable or a CUDA call fails.
+std::unique_ptr<troupe::backend> make_cuda_backend(const cuda_backend_options& options);
+
+/// A CUDA backend on device 0 with default options.
+std::unique_ptr<troupe::backend> make_cuda_backend();
+
+/// True when at least one CUDA device is usable: any error from
+/// cudaGetDeviceCount (no driver, insufficient driver, no device) means false.
+bool device_present();
+
+}  // namespace troupe::cuda
