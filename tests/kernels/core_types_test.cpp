@@ -29,7 +29,7 @@ TEST(Dtype, F16RoundTripsRepresentableValues) {
     EXPECT_EQ(f16_to_float(float_to_f16(v)), v) << v;
   }
   EXPECT_EQ(float_to_f16(1.0f), 0x3c00);
-  EXPECT_EQ(float_to_f16(65520.0f), 0x7c00);  // rounds past the largest half: inf
+  EXPECT_EQ(float_to_f16(65520.0f), 0x7c00);            // rounds past the largest half: inf
   EXPECT_EQ(float_to_f16(1.0f + 1.0f / 2048), 0x3c00);  // halfway, ties to even
   EXPECT_EQ(float_to_f16(1.0f + 3.0f / 2048), 0x3c02);
 }
@@ -116,8 +116,8 @@ TEST(Rope, Llama3KeepsHighFrequenciesAndScalesLowOnes) {
   spec.original_max_position = 8192;
   auto plain = rope_inverse_frequencies(rope_spec{.head_dim = 64, .theta = 500000.0}, 1);
   auto scaled = rope_inverse_frequencies(spec, 1);
-  EXPECT_FLOAT_EQ(scaled[0], plain[0]);              // wavelength 2π: high frequency, unchanged
-  EXPECT_FLOAT_EQ(scaled[31], plain[31] / 8.0f);     // longest wavelength: divided by factor
+  EXPECT_FLOAT_EQ(scaled[0], plain[0]);           // wavelength 2π: high frequency, unchanged
+  EXPECT_FLOAT_EQ(scaled[31], plain[31] / 8.0f);  // longest wavelength: divided by factor
 }
 
 step_batch two_sequence_batch() {

@@ -1,0 +1,38 @@
+#include "kernels/backend.hpp"
+
+#include <stdexcept>
+
+#include "kernels/cpu/cpu_backend.hpp"
+
+#if defined(TROUPE_HAVE_CUDA)
+#include "kernels/cuda/cuda_backend.hpp"
+#endif
+
+namespace troupe {
+
+std::unique_ptr<backend> make_backend(const std::string& name, int threads) {
+  if (name == "cpu") {
+    cpu::cpu_backend_options options;
+    options.threads = threads;
+    return cpu::make_cpu_backend(options);
+  }
+  if (name == "cuda") {
+#if defined(TROUPE_HAVE_CUDA)
+    if (!cuda::device_present()) throw std::runtime_error("backend \"cuda\": no usable CUDA device in this process");
+    return cuda::make_cuda_backend();
+#else
+    throw std::runtime_error("backend \"cuda\": this build of troupe has no CUDA support");
+#endif
+  }
+  throw std::runtime_error("unknown backend \"" + name + "\" (expected \"cpu\" or \"cuda\")");
+}
+
+bool cuda_available() {
+#if defined(TROUPE_HAVE_CUDA)
+  return cuda::device_present();
+#else
+  return false;
+#endif
+}
+
+}  // namespace troupe

@@ -1,0 +1,281 @@
+#pragma once
+// Paged causal attention for one work item (one sequence, a run of query
+// tokens, a range of cached tokens, every head), FlashAttention-style: an
+// online softmax over one cache block at a time, so no [tokens × context]
+// score matrix exists. A block's heads are walked in memory order, so its K
+// and V regions stream sequentially; the q heads of a GQA group share each
+// K/V tile, read (and converted to f32) once. Included only by the ISA units.
+
+#include "kernels/cpu/isa_kernels.hpp"
+#include "kernels/cpu/simd.hpp"
+
+namespace troupe::cpu::TROUPE_ISA_NS {
+
+/// Scores of one query row against keys [0, count) (count <= W) of a tile
+/// [.][head_dim]: one accumulator per key, reduced all at once.
+inline vf score_keys(const float* q, const float* k, int head_dim, int count) {
+  vf acc[W];
+#pragma GCC unroll 16
+  for (int j = 0; j < W; ++j) acc[j] = zero();
+  int d = 0;
+  for (; d + W <= head_dim; d += W) {
+    const vf qv = load(q + d);
+#pragma GCC unroll 16
+    for (int j = 0; j < W; ++j) {
+      if (j < count) acc[j] = fma(qv, load(k + static_cast<std::int64_t>(j) * head_dim + d), acc[j]);
+    }
+  }
+  if (d < head_dim) {
+    const int rest = head_dim - d;
+    const vf qv = load_tail(q + d, rest);
+#pragma GCC unroll 16
+    for (int j = 0; j < W; ++j) {
+      if (j < count) acc[j] = fma(qv, load_tail(k + static_cast<std::int64_t>(j) * head_dim + d, rest), acc[j]);
+    }
+  }
+  return reduce_transpose(acc);
+}
+
+/// Rows folded together: the q heads of one GQA group at one token share
+/// every K/V load.
+constexpr int max_fold_rows = 8;
+
+/// Softmax states of up to max_fold_rows query rows with the same causal
+/// limit: unnormalised outputs, running maxima and sums, and their q vectors.
+struct row_group {
+  int count;
+  const float* q[max_fold_rows];
+  float* o[max_fold_rows];
+  float* m[max_fold_rows];
+  float* l[max_fold_rows];
+};
+
+/// Scores of one row for keys [0, keys) into `scores` (padded with -inf to a
+/// multiple of W); returns their maximum.
+inline float score_row(const float* q, const float* k, int keys, int head_dim, float scale, float* scores) {
+  const float neg_inf = -__builtin_inff();
+  vf max_v = set1(neg_inf);
+  for (int j = 0; j < keys; j += W) {
+    store(scores + j, mul(score_keys(q, k + static_cast<std::int64_t>(j) * head_dim, head_dim, keys - j), set1(scale)));
+    for (int pad = keys; pad < j + W; ++pad) scores[pad] = neg_inf;  // keys past the limit weigh 0
+    max_v = max(max_v, load(scores + j));
+  }
+  return reduce_max(max_v);
+}
+
+/// Turns a row's scores into weights exp(s - new max) and updates its max and
+/// sum; returns the factor its earlier output must be scaled by.
+inline float rescale_row(float* scores, int keys, float tile_max, float* m, float* l) {
+  const float new_max = *m > tile_max ? *m : tile_max;
+  const float alpha = __builtin_expf(*m - new_max);  // 0 while the row is still empty (m = -inf)
+  const vf shift = set1(new_max);
+  vf sum = zero();
+  for (int j = 0; j < keys; j += W) {
+    const vf p = exp(sub(load(scores + j), shift));
+    store(scores + j, p);
+    sum = add(sum, p);
+  }
+  *l = *l * alpha + reduce_add(sum);
+  *m = new_max;
+  return alpha;
+}
+
+/// o_i = o_i * alpha_i + Σ_t p_i[t] v[t] for N rows, each V vector loaded
+/// once for all of them (N fixed so the accumulators stay in registers).
+/// `rest` > 0 handles a last partial vector.
+template <int N>
+void accumulate_values(const row_group& rows, const float* weights, int stride, const float* alpha, const float* v,
+                       int keys, int head_dim, int d, int rest) {
+  vf acc[N];
+#pragma GCC unroll 8
+  for (int i = 0; i < N; ++i) acc[i] = mul(rest ? load_tail(rows.o[i] + d, rest) : load(rows.o[i] + d), set1(alpha[i]));
+  for (int t = 0; t < keys; ++t) {
+    const float* row = v + static_cast<std::int64_t>(t) * head_dim + d;
+    const vf value = rest ? load_tail(row, rest) : load(row);
+#pragma GCC unroll 8
+    for (int i = 0; i < N; ++i) acc[i] = fma(set1(weights[i * stride + t]), value, acc[i]);
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < N; ++i) rest ? store_tail(rows.o[i] + d, acc[i], rest) : store(rows.o[i] + d, acc[i]);
+}
+
+template <int N>
+void accumulate_all_values(const row_group& rows, const float* weights, int stride, const float* alpha, const float* v,
+                           int keys, int head_dim) {
+  int d = 0;
+  for (; d + W <= head_dim; d += W) accumulate_values<N>(rows, weights, stride, alpha, v, keys, head_dim, d, 0);
+  if (d < head_dim) accumulate_values<N>(rows, weights, stride, alpha, v, keys, head_dim, d, head_dim - d);
+}
+
+/// Folds keys [0, keys) of one K/V tile ([.][head_dim] each) into a group of
+/// rows. `scores` has room for max_fold_rows rows of `stride` floats.
+inline void fold_tile(const row_group& rows, const float* k, const float* v, int keys, int head_dim, float scale,
+                      float* scores, int stride) {
+  float alpha[max_fold_rows];
+  for (int i = 0; i < rows.count; ++i) {
+    float* row_scores = scores + i * stride;
+    const float tile_max = score_row(rows.q[i], k, keys, head_dim, scale, row_scores);
+    alpha[i] = rescale_row(row_scores, keys, tile_max, rows.m[i], rows.l[i]);
+  }
+  switch (rows.count) {
+    case 1:
+      accumulate_all_values<1>(rows, scores, stride, alpha, v, keys, head_dim);
+      break;
+    case 2:
+      accumulate_all_values<2>(rows, scores, stride, alpha, v, keys, head_dim);
+      break;
+    case 3:
+      accumulate_all_values<3>(rows, scores, stride, alpha, v, keys, head_dim);
+      break;
+    case 4:
+      accumulate_all_values<4>(rows, scores, stride, alpha, v, keys, head_dim);
+      break;
+    case 5:
+      accumulate_all_values<5>(rows, scores, stride, alpha, v, keys, head_dim);
+      break;
+    case 6:
+      accumulate_all_values<6>(rows, scores, stride, alpha, v, keys, head_dim);
+      break;
+    case 7:
+      accumulate_all_values<7>(rows, scores, stride, alpha, v, keys, head_dim);
+      break;
+    default:
+      accumulate_all_values<8>(rows, scores, stride, alpha, v, keys, head_dim);
+      break;
+  }
+}
+
+/// Writes the finished rows: normalised into `out`, or raw into the partial buffers.
+inline void finish_rows(const attention_args& a, const float* o, const float* m, const float* l) {
+  const int head_dim = a.head_dim, q_heads = a.kv_heads * a.group;
+  const int rows = a.num_queries * q_heads;
+  for (int r = 0; r < rows; ++r) {
+    const float* src = o + static_cast<std::int64_t>(r) * head_dim;
+    if (a.out == nullptr) {
+      float* dst = a.partial_o + static_cast<std::int64_t>(r) * head_dim;
+      for (int d = 0; d < head_dim; ++d) dst[d] = src[d];
+      a.partial_m[r] = m[r];
+      a.partial_l[r] = l[r];
+      continue;
+    }
+    float* dst = a.out + (r / q_heads) * a.out_stride + static_cast<std::int64_t>(r % q_heads) * head_dim;
+    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    for (int d = 0; d < head_dim; ++d) dst[d] = src[d] * inv;
+  }
+}
+
+/// Element offset of kv head `head`'s K tile in block `block`.
+inline std::int64_t tile_offset(const attention_args& a, std::int32_t block, int head) {
+  return static_cast<std::int64_t>(block) * a.block_elements + a.layer_offset +
+         static_cast<std::int64_t>(head) * a.block_size * a.head_dim;
+}
+
+/// Prefetches the K and V tiles of kv head `head` in block `block`, all at once.
+inline void prefetch_tiles(const attention_args& a, std::int32_t block, int head) {
+  const std::int64_t element_bytes = a.cache_type == elem::f32 ? 4 : 2;
+  const char* k = static_cast<const char*>(a.cache) + tile_offset(a, block, head) * element_bytes;
+  const char* v = k + a.tile_elements * element_bytes;
+  const std::int64_t bytes = static_cast<std::int64_t>(a.block_size) * a.head_dim * element_bytes;
+  for (std::int64_t offset = 0; offset < bytes; offset += 64) {
+    prefetch(k + offset);
+    prefetch(v + offset);
+  }
+}
+
+/// Pointers to one block's K and V tiles of kv head `head`, as f32
+/// (converted into the scratch tiles when the cache is bf16/f16). A
+/// sequence's blocks lie anywhere in the pool, so the hardware prefetcher
+/// cannot see the next one coming: the same head's tiles of `next_block`
+/// (-1: none) are prefetched one line per line converted here, which keeps
+/// the requests within what the core can have in flight.
+inline void load_tiles(const attention_args& a, std::int32_t block, std::int32_t next_block, int head, int count,
+                       float* k_buf, float* v_buf, const float** k, const float** v) {
+  const std::int64_t offset = tile_offset(a, block, head);
+  const std::int64_t n = static_cast<std::int64_t>(count) * a.head_dim;
+  if (a.cache_type == elem::f32) {
+    if (next_block >= 0) prefetch_tiles(a, next_block, head);
+    *k = static_cast<const float*>(a.cache) + offset;
+    *v = *k + a.tile_elements;
+    return;
+  }
+  const auto* base = static_cast<const std::uint16_t*>(a.cache) + offset;
+  const std::uint16_t* v_base = base + a.tile_elements;
+  const std::uint16_t* next =
+      next_block >= 0 ? static_cast<const std::uint16_t*>(a.cache) + tile_offset(a, next_block, head) : nullptr;
+  const bool bf16 = a.cache_type == elem::bf16;
+  std::int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    if (next != nullptr && (i & 31) == 0) {  // once per 64 bytes of 16-bit elements
+      prefetch(next + i);
+      prefetch(next + a.tile_elements + i);
+    }
+    store(k_buf + i, bf16 ? load_bf16(base + i) : load_f16(base + i));
+    store(v_buf + i, bf16 ? load_bf16(v_base + i) : load_f16(v_base + i));
+  }
+  if (i < n) {
+    const int rest = static_cast<int>(n - i);
+    store_tail(k_buf + i, bf16 ? load_bf16_tail(base + i, rest) : load_f16_tail(base + i, rest), rest);
+    store_tail(v_buf + i, bf16 ? load_bf16_tail(v_base + i, rest) : load_f16_tail(v_base + i, rest), rest);
+  }
+  *k = k_buf;
+  *v = v_buf;
+}
+
+/// Folds one block's tiles of kv head `head` into every row of that head's group.
+inline void fold_block_head(const attention_args& a, const float* k, const float* v, int head, std::int64_t first,
+                            int count, float* scores, float* o, float* m, float* l) {
+  const int q_heads = a.kv_heads * a.group;
+  const int stride = a.block_size + 2 * W;
+  for (int t = 0; t < a.num_queries; ++t) {
+    // Causal: the token at position p sees cached positions <= p.
+    const std::int64_t visible = a.positions[t] - first + 1;
+    const int keys = static_cast<int>(visible < count ? visible : count);
+    if (keys <= 0) continue;
+    for (int g0 = 0; g0 < a.group; g0 += max_fold_rows) {
+      row_group rows;
+      rows.count = a.group - g0 < max_fold_rows ? a.group - g0 : max_fold_rows;
+      for (int i = 0; i < rows.count; ++i) {
+        const int q_head = head * a.group + g0 + i;
+        const std::int64_t r = static_cast<std::int64_t>(t) * q_heads + q_head;
+        rows.q[i] = a.q + t * a.q_stride + static_cast<std::int64_t>(q_head) * a.head_dim;
+        rows.o[i] = o + r * a.head_dim;
+        rows.m[i] = m + r;
+        rows.l[i] = l + r;
+      }
+      fold_tile(rows, k, v, keys, a.head_dim, a.scale, scores, stride);
+    }
+  }
+}
+
+inline void attention(const attention_args& a) {
+  const int head_dim = a.head_dim, block_size = a.block_size;
+  const std::int64_t rows = static_cast<std::int64_t>(a.num_queries) * a.kv_heads * a.group;
+  float* o = a.scratch;
+  float* m = o + rows * head_dim;
+  float* l = m + rows;
+  float* scores = l + rows;  // max_fold_rows rows of block_size + 2 W
+  float* k_buf = scores + max_fold_rows * (block_size + 2 * W);
+  float* v_buf = k_buf + static_cast<std::int64_t>(block_size) * head_dim;
+  for (std::int64_t i = 0; i < rows * head_dim; ++i) o[i] = 0.0f;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    m[r] = -__builtin_inff();
+    l[r] = 0.0f;
+  }
+  std::int32_t last_position = 0;
+  for (int t = 0; t < a.num_queries; ++t)
+    last_position = a.positions[t] > last_position ? a.positions[t] : last_position;
+  for (std::int64_t first = a.kv_begin; first < a.kv_end && first <= last_position; first += block_size) {
+    const int count = static_cast<int>(a.kv_end - first < block_size ? a.kv_end - first : block_size);
+    const std::int32_t block = a.pages[first / block_size];
+    const bool has_next = first + block_size < a.kv_end && first + block_size <= last_position;
+    const std::int32_t next_block = has_next ? a.pages[(first + block_size) / block_size] : -1;
+    for (int head = 0; head < a.kv_heads; ++head) {
+      const float *k = nullptr, *v = nullptr;
+      load_tiles(a, block, next_block, head, count, k_buf, v_buf, &k, &v);
+      fold_block_head(a, k, v, head, first, count, scores, o, m, l);
+    }
+  }
+  finish_rows(a, o, m, l);
+}
+
+}  // namespace troupe::cpu::TROUPE_ISA_NS

@@ -1,0 +1,36 @@
+#pragma once
+// The CPU backend: its options and factory. See kernels/cpu/README.md.
+
+#include <memory>
+#include <optional>
+
+#include "kernels/backend.hpp"
+#include "kernels/cpu/cpu_features.hpp"
+
+namespace troupe::cpu {
+
+/// Where prepared linear weights and uploaded tables live.
+enum class weight_placement {
+  copy,    ///< copied into anonymous 2 MiB-aligned memory advised for huge pages (default: faster decode)
+  mapped,  ///< used in place from the checkpoint mapping when no stacking or conversion is needed
+};
+
+/// How a CPU backend is built.
+struct cpu_backend_options {
+  int threads = 0;                   ///< threads per op including the caller; 0 = all available cores
+  std::optional<isa_level> max_isa;  ///< cap on the kernel dispatch level (tests force each path); default: detected
+  weight_placement weights = weight_placement::copy;
+  int gemv_max_rows = -1;  ///< linear uses the skinny GEMM for M <= this, oneDNN above; -1 = default
+};
+
+/// Creates a CPU backend. Throws std::invalid_argument when max_isa exceeds
+/// what this CPU supports.
+std::unique_ptr<backend> make_cpu_backend(const cpu_backend_options& options = {});
+
+/// Skinny-GEMM row limits used when cpu_backend_options::gemv_max_rows is -1
+/// (measured crossovers with oneDNN): bf16 weights where oneDNN computes in
+/// bf16 (AVX-512 BF16), and everything else (f32, f16, widened bf16).
+inline constexpr int default_gemv_max_rows_bf16 = 16;
+inline constexpr int default_gemv_max_rows_other = 32;
+
+}  // namespace troupe::cpu

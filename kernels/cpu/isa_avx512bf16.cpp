@@ -1,0 +1,15 @@
+// AVX-512 + AVX512_BF16 kernels: bf16 GEMV with vdpbf16ps (per-file flags in kernels/CMakeLists.txt).
+// Include rule: see isa_kernels.hpp (no standard-library or shared inline code here).
+
+#define TROUPE_ISA_NS isa_avx512_bf16
+#include "kernels/cpu/isa_table_impl.hpp"
+
+namespace troupe::cpu {
+
+namespace TROUPE_ISA_NS {
+constexpr isa_kernels table = make_table("avx512_bf16");
+}
+
+const isa_kernels& isa_kernels_avx512_bf16() { return TROUPE_ISA_NS::table; }
+
+}  // namespace troupe::cpu

@@ -1,0 +1,105 @@
+#pragma once
+// The table of ISA-specific kernels. One instance per dispatch level, each
+// compiled in its own translation unit with that level's -m flags
+// (isa_scalar.cpp, isa_avx2.cpp, isa_avx512.cpp, isa_avx512bf16.cpp).
+//
+// Rule for those translation units: they include only this header,
+// simd.hpp, the *_impl.hpp files, <cstddef>, <cstdint> and <immintrin.h>.
+// Any inline function from another header (the standard library included)
+// compiled with AVX-512 flags could be picked by the linker for the whole
+// program and fault on an older CPU; so this header holds only plain types
+// and declarations.
+
+#include <cstddef>
+#include <cstdint>
+
+namespace troupe::cpu {
+
+/// Element type codes shared with the ISA units (values of troupe::dtype).
+enum class elem : std::uint8_t { f32 = 0, f16 = 1, bf16 = 2 };
+
+/// out[m, n] = x[m, :] · w[n, :] (+ bias[n]) for m < m_rows, n in [n_begin, n_end).
+struct gemv_args {
+  const void* weights = nullptr;  ///< [N][k] row-major, element type `weight_type`
+  elem weight_type = elem::f32;
+  std::int64_t k = 0;           ///< in_features
+  const float* bias = nullptr;  ///< [N] or null
+  const float* x = nullptr;     ///< [m_rows][k], row stride x_stride (floats)
+  std::int64_t x_stride = 0;
+  const std::uint16_t* x_bf16 = nullptr;  ///< [m_rows][k] packed bf16 copy of x (dot-bf16 path only)
+  std::int64_t m_rows = 0;
+  float* out = nullptr;  ///< [m_rows][N], row stride out_stride (floats)
+  std::int64_t out_stride = 0;
+  std::int64_t n_begin = 0, n_end = 0;
+};
+
+/// One attention work item: every q head of `num_queries` consecutive tokens
+/// of one sequence against the sequence's cached tokens [kv_begin, kv_end).
+/// Rows are (token, q head), q head = kv head * group + g.
+struct attention_args {
+  int head_dim = 0;
+  int group = 1;  ///< q heads per kv head
+  int block_size = 0;
+  float scale = 1.0f;
+  elem cache_type = elem::f32;
+  const void* cache = nullptr;              ///< pool base
+  std::int64_t block_elements = 0;          ///< elements per block (all layers)
+  std::int64_t layer_offset = 0;            ///< element offset of this layer's K tile in a block
+  std::int64_t tile_elements = 0;           ///< V tile follows K tile by this many elements
+  int kv_heads = 0;                         ///< kv heads, all processed by the item
+  const std::int32_t* pages = nullptr;      ///< the sequence's block ids, in order
+  std::int64_t kv_begin = 0, kv_end = 0;    ///< token range; kv_begin is a multiple of block_size
+  const float* q = nullptr;                 ///< row of the first query token; head h at + h * head_dim
+  std::int64_t q_stride = 0;                ///< floats between query tokens
+  const std::int32_t* positions = nullptr;  ///< [num_queries] positions of the query tokens
+  int num_queries = 0;
+  float* out = nullptr;  ///< final output row of the first token, or null when partial
+  std::int64_t out_stride = 0;
+  float* partial_o = nullptr;  ///< [rows][head_dim] unnormalised output when out is null
+  float* partial_m = nullptr;  ///< [rows] running max
+  float* partial_l = nullptr;  ///< [rows] softmax denominator
+  float* scratch = nullptr;    ///< attention_scratch_floats() floats
+};
+
+/// Scratch floats one attention work item needs; rows = num_queries * q heads.
+inline std::size_t attention_scratch_floats(std::int64_t rows, int head_dim, int block_size) {
+  const auto r = static_cast<std::size_t>(rows), d = static_cast<std::size_t>(head_dim),
+             b = static_cast<std::size_t>(block_size);
+  return r * d + 2 * r + 8 * (b + 32) + 2 * b * d + 64;  // 8 score rows of up to 16-wide padding
+}
+
+/// Kernels of one dispatch level. Rows are contiguous float arrays unless noted.
+struct isa_kernels {
+  const char* name;
+  /// True when bf16 weights want gemv_args::x_bf16 (vdpbf16ps path).
+  bool bf16_dot;
+  void (*gemv)(const gemv_args& args);
+  /// dst[i] = type(src[i]) with round-to-nearest-even.
+  void (*from_f32)(const float* src, void* dst, elem type, std::int64_t count);
+  /// dst[i] = float(src[i]), exact.
+  void (*to_f32)(const void* src, elem type, float* dst, std::int64_t count);
+  /// out = weight * (x * rsqrt(mean(x²) + eps)) over one row of n.
+  void (*rms_norm_row)(const float* x, const float* weight, float eps, std::int64_t n, float* out);
+  /// residual += x, then out = rms_norm(residual).
+  void (*add_rms_norm_row)(float* residual, const float* x, const float* weight, float eps, std::int64_t n, float* out);
+  /// out = silu(gate) * up over n.
+  void (*silu_mul_row)(const float* gate, const float* up, std::int64_t n, float* out);
+  /// Rotates `heads` heads of one token in place: pairs (i, i + rot/2), i < rot/2,
+  /// of each head (head h at x + h * head_dim), using cos/sin [rot/2].
+  void (*rope_row)(float* x, int heads, int head_dim, int rot_dim, const float* cos, const float* sin);
+  /// Runs one attention work item.
+  void (*attention)(const attention_args& args);
+  /// max(x[0..n)); -inf for n == 0.
+  float (*row_max)(const float* x, std::int64_t n);
+  /// Σ exp(x[i] - shift), accumulated in double.
+  double (*sum_exp)(const float* x, std::int64_t n, float shift);
+  /// out[i] = exp(x[i] * scale - shift).
+  void (*exp_scaled)(const float* x, std::int64_t n, float scale, float shift, float* out);
+};
+
+const isa_kernels& isa_kernels_scalar();
+const isa_kernels& isa_kernels_avx2();
+const isa_kernels& isa_kernels_avx512();
+const isa_kernels& isa_kernels_avx512_bf16();
+
+}  // namespace troupe::cpu

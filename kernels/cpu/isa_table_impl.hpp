@@ -1,0 +1,24 @@
+#pragma once
+// Assembles one dispatch level's kernel table. Included only by the ISA units.
+
+#include "kernels/cpu/attention_impl.hpp"
+#include "kernels/cpu/elementwise_impl.hpp"
+#include "kernels/cpu/gemv_impl.hpp"
+
+namespace troupe::cpu::TROUPE_ISA_NS {
+
+constexpr isa_kernels make_table(const char* name) {
+  return isa_kernels {
+    .name = name,
+#if defined(__AVX512BF16__)
+    .bf16_dot = true,
+#else
+    .bf16_dot = false,
+#endif
+    .gemv = gemv, .from_f32 = from_f32, .to_f32 = to_f32, .rms_norm_row = rms_norm_row,
+    .add_rms_norm_row = add_rms_norm_row, .silu_mul_row = silu_mul_row, .rope_row = rope_row, .attention = attention,
+    .row_max = row_max, .sum_exp = sum_exp, .exp_scaled = exp_scaled,
+  };
+}
+
+}  // namespace troupe::cpu::TROUPE_ISA_NS

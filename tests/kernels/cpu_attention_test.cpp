@@ -1,0 +1,177 @@
+// Paged attention at every dispatch level against a double-precision
+// reference that walks the page table itself, plus batch and block-layout
+// invariance.
+
+#include <gtest/gtest.h>
+
+#include "tests/kernels/paged_scenario.hpp"
+
+namespace troupe {
+namespace {
+
+using test::filled_cache;
+using test::padded_matrix;
+using test::random_source;
+using test::sequence_shape;
+
+struct attention_case {
+  int q_heads, kv_heads, head_dim, block_size;
+  dtype type;
+};
+
+std::vector<double> reference_attention(const filled_cache& cache, const step_batch& b, const std::vector<float>& q,
+                                        const attention_case& c, int layer) {
+  const int group = c.q_heads / c.kv_heads, width = c.q_heads * c.head_dim;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  std::vector<double> out(b.token_ids.size() * static_cast<std::size_t>(width), 0.0);
+  for (std::size_t s = 0; s + 1 < b.query_start.size(); ++s) {
+    const std::int32_t* pages = b.kv_indices.data() + b.kv_indptr[s];
+    for (std::int32_t t = b.query_start[s]; t < b.query_start[s + 1]; ++t) {
+      const int position = b.positions[static_cast<std::size_t>(t)];
+      for (int h = 0; h < c.q_heads; ++h) {
+        const int kv_head = h / group;
+        std::vector<double> scores(static_cast<std::size_t>(position) + 1);
+        double best = -1e300;
+        for (int p = 0; p <= position; ++p) {
+          double dot = 0.0;
+          for (int d = 0; d < c.head_dim; ++d)
+            dot += static_cast<double>(q[static_cast<std::size_t>(t * width + h * c.head_dim + d)]) *
+                   cache.kv(false, pages[p / c.block_size], layer, kv_head, p % c.block_size, d);
+          scores[static_cast<std::size_t>(p)] = dot * scale;
+          best = std::max(best, dot * scale);
+        }
+        double total = 0.0;
+        for (double& score : scores) total += (score = std::exp(score - best));
+        for (int p = 0; p <= position; ++p) {
+          for (int d = 0; d < c.head_dim; ++d)
+            out[static_cast<std::size_t>(t * width + h * c.head_dim + d)] +=
+                scores[static_cast<std::size_t>(p)] / total *
+                cache.kv(true, pages[p / c.block_size], layer, kv_head, p % c.block_size, d);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+kv_cache_spec spec_for(const attention_case& c, std::int64_t blocks) {
+  return {.num_layers = 2,
+          .num_kv_heads = c.kv_heads,
+          .head_dim = c.head_dim,
+          .block_size = c.block_size,
+          .num_blocks = blocks,
+          .type = c.type};
+}
+
+attention_geometry geometry_for(const attention_case& c) {
+  attention_geometry g;
+  g.num_q_heads = c.q_heads;
+  g.num_kv_heads = c.kv_heads;
+  g.head_dim = c.head_dim;
+  g.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+  g.rope.head_dim = c.head_dim;
+  return g;
+}
+
+std::int64_t blocks_needed(const std::vector<sequence_shape>& shapes, int block_size) {
+  std::int64_t n = 0;
+  for (const auto& s : shapes) n += (s.cached + s.fresh + block_size - 1) / block_size;
+  return n;
+}
+
+// Runs attention for `step` on `cache` and returns the output rows.
+std::vector<float> run_attention(backend& b, const filled_cache& cache, const step_batch& batch,
+                                 const attention_case& c, const std::vector<float>& q_values, int layer) {
+  auto plan = b.plan_step(batch, cache.spec, geometry_for(c));
+  const std::int64_t tokens = batch.num_tokens(), width = std::int64_t{c.q_heads} * c.head_dim;
+  padded_matrix q(b, tokens, width, 7), out(b, tokens, width, 2);
+  q.fill(q_values);
+  out.poison_view();
+  b.attention(*plan, q.view(), *cache.cache, layer, out.view());
+  EXPECT_TRUE(out.padding_intact());
+  return out.values();
+}
+
+const std::vector<sequence_shape> ragged_shapes = {
+    {0, 1}, {0, 37}, {45, 20}, {300, 1}, {700, 1}, {530, 3}, {17, 1}, {5, 40},
+};
+
+class AttentionAtLevel : public ::testing::TestWithParam<cpu::isa_level> {};
+
+TEST_P(AttentionAtLevel, MatchesReferenceOverRaggedPagedBatches) {
+  random_source rng;
+  SCOPED_TRACE(rng.trace());
+  auto b = test::make_backend_at(GetParam());
+  const attention_case cases[] = {
+      {4, 4, 64, 16, dtype::f32}, {8, 2, 128, 16, dtype::bf16}, {8, 1, 8, 32, dtype::f16},
+      {6, 3, 20, 5, dtype::f32},  {16, 2, 64, 7, dtype::bf16},  {32, 8, 64, 16, dtype::f16},
+  };
+  for (const attention_case& c : cases) {
+    SCOPED_TRACE("q_heads=" + std::to_string(c.q_heads) + " kv_heads=" + std::to_string(c.kv_heads) +
+                 " head_dim=" + std::to_string(c.head_dim) + " block=" + std::to_string(c.block_size) + " " +
+                 std::string(dtype_name(c.type)));
+    const std::int64_t blocks = blocks_needed(ragged_shapes, c.block_size) + 5;
+    const filled_cache cache = test::make_filled_cache(*b, spec_for(c, blocks), rng);
+    const auto step = test::build_step(ragged_shapes, c.block_size, test::shuffled_blocks(blocks, rng));
+    const std::vector<float> q =
+        rng.floats(step.batch.token_ids.size() * static_cast<std::size_t>(c.q_heads * c.head_dim), -2.0f, 2.0f);
+    const std::vector<float> got = run_attention(*b, cache, step.batch, c, q, 1);
+    const std::vector<double> want = reference_attention(cache, step.batch, q, c, 1);
+    EXPECT_LE(test::max_scaled_error(got, want, test::max_abs(want)), 1e-5);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, AttentionAtLevel, ::testing::ValuesIn(test::supported_levels()),
+                         [](const auto& info) { return std::string(cpu::isa_name(info.param)); });
+
+// A sequence's output must not depend on its neighbours in the batch, on
+// which physical blocks hold its tokens, or on the thread count.
+TEST(Attention, OutputIsInvariantToBatchAndBlockPlacement) {
+  random_source rng;
+  SCOPED_TRACE(rng.trace());
+  auto b = test::make_backend_at(cpu::detected_isa(), -1, 2);
+  auto other_threads = test::make_backend_at(cpu::detected_isa(), -1, 3);
+  for (dtype type : {dtype::f32, dtype::bf16}) {
+    const attention_case c{8, 2, 64, 16, type};
+    for (const sequence_shape target : {sequence_shape{600, 1}, sequence_shape{40, 25}, sequence_shape{0, 9}}) {
+      const std::vector<sequence_shape> others = {{100, 1}, {3, 30}, {900, 1}};
+      const std::int64_t target_blocks = blocks_needed({target}, c.block_size);
+      const std::int64_t blocks = target_blocks + blocks_needed(others, c.block_size) + target_blocks;
+      const filled_cache cache = test::make_filled_cache(*b, spec_for(c, blocks), rng);
+      std::vector<std::int32_t> first_blocks(static_cast<std::size_t>(target_blocks));
+      for (std::size_t i = 0; i < first_blocks.size(); ++i) first_blocks[i] = static_cast<std::int32_t>(i);
+      const auto alone = test::build_step({target}, c.block_size, first_blocks);
+      const std::vector<float> q_target =
+          rng.floats(alone.batch.token_ids.size() * static_cast<std::size_t>(c.q_heads * c.head_dim), -2.0f, 2.0f);
+      const std::vector<float> out_alone = run_attention(*b, cache, alone.batch, c, q_target, 0);
+
+      // Copy the target's blocks to scattered ids and put it third in a larger batch.
+      std::vector<std::int32_t> rest = test::shuffled_blocks(blocks, rng);
+      std::erase_if(rest, [&](std::int32_t id) { return id < target_blocks; });
+      std::vector<std::int32_t> moved(rest.end() - target_blocks, rest.end());
+      std::vector<block_copy> copies;
+      for (std::size_t i = 0; i < moved.size(); ++i)
+        copies.push_back({block_location::device, first_blocks[i], block_location::device, moved[i]});
+      b->copy_blocks(*cache.cache, nullptr, copies);
+      std::vector<std::int32_t> order(rest.begin(), rest.end() - target_blocks);
+      const std::int64_t before = blocks_needed({others[0], others[1]}, c.block_size);
+      order.insert(order.begin() + before, moved.begin(), moved.end());
+      const auto mixed = test::build_step({others[0], others[1], target, others[2]}, c.block_size, order);
+      std::vector<float> q_mixed =
+          rng.floats(mixed.batch.token_ids.size() * static_cast<std::size_t>(c.q_heads * c.head_dim));
+      const std::size_t width = static_cast<std::size_t>(c.q_heads * c.head_dim);
+      const std::size_t offset = static_cast<std::size_t>(mixed.batch.query_start[2]) * width;
+      std::copy(q_target.begin(), q_target.end(), q_mixed.begin() + static_cast<std::ptrdiff_t>(offset));
+      for (backend* runner : {b.get(), other_threads.get()}) {
+        const std::vector<float> out_mixed = run_attention(*runner, cache, mixed.batch, c, q_mixed, 0);
+        double scale = 0.0;
+        for (float x : out_alone) scale = std::max(scale, static_cast<double>(std::abs(x)));
+        for (std::size_t i = 0; i < out_alone.size(); ++i)
+          ASSERT_LE(std::abs(out_mixed[offset + i] - out_alone[i]), 1e-6 * scale) << "element " << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace troupe

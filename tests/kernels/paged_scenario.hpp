@@ -1,0 +1,106 @@
+#pragma once
+// Builds step batches over a paged KV pool for the attention tests: ragged
+// sequences, each with a cached prefix and new tokens, whose blocks are
+// taken from a shuffled list of the pool's blocks.
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kernels/backend.hpp"
+#include "tests/kernels/cpu_test_support.hpp"
+
+namespace troupe::test {
+
+/// One sequence of a step: `cached` tokens already in the cache, `fresh` new ones.
+struct sequence_shape {
+  int cached = 0;
+  int fresh = 1;
+};
+
+/// A step batch and the blocks each sequence owns.
+struct paged_step {
+  step_batch batch;
+  std::vector<std::vector<std::int32_t>> pages;  // per sequence
+};
+
+/// Lays the sequences out over `block_ids` (consumed in order).
+inline paged_step build_step(const std::vector<sequence_shape>& shapes, int block_size,
+                             const std::vector<std::int32_t>& block_ids) {
+  paged_step step;
+  step_batch& b = step.batch;
+  b.query_start.push_back(0);
+  b.kv_indptr.push_back(0);
+  std::size_t next_block = 0;
+  for (const sequence_shape& shape : shapes) {
+    const int length = shape.cached + shape.fresh;
+    const int blocks = (length + block_size - 1) / block_size;
+    std::vector<std::int32_t> pages(block_ids.begin() + static_cast<std::ptrdiff_t>(next_block),
+                                    block_ids.begin() + static_cast<std::ptrdiff_t>(next_block + blocks));
+    next_block += static_cast<std::size_t>(blocks);
+    for (int p = shape.cached; p < length; ++p) {
+      b.token_ids.push_back(p % 7);
+      b.positions.push_back(p);
+      b.slot_mapping.push_back(std::int64_t{pages[static_cast<std::size_t>(p / block_size)]} * block_size +
+                               p % block_size);
+    }
+    b.query_start.push_back(static_cast<std::int32_t>(b.token_ids.size()));
+    b.seq_lens.push_back(length);
+    b.kv_indices.insert(b.kv_indices.end(), pages.begin(), pages.end());
+    b.kv_indptr.push_back(static_cast<std::int32_t>(b.kv_indices.size()));
+    b.kv_last_page_len.push_back(length - (blocks - 1) * block_size);
+    b.logits_indices.push_back(static_cast<std::int32_t>(b.token_ids.size()) - 1);
+    step.pages.push_back(std::move(pages));
+  }
+  return step;
+}
+
+/// Blocks [0, count) in a random order.
+inline std::vector<std::int32_t> shuffled_blocks(std::int64_t count, random_source& rng) {
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(count));
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>(i);
+  std::shuffle(ids.begin(), ids.end(), rng.engine());
+  return ids;
+}
+
+/// A host copy of the pool's contents plus the backend cache they were loaded into.
+struct filled_cache {
+  std::unique_ptr<kv_cache> cache;
+  std::unique_ptr<host_block_pool> host;
+  kv_cache_spec spec;
+
+  /// Element e of block `block` as float (exact widening of the stored type).
+  float element(std::int64_t block, std::int64_t e) const {
+    const auto* base = static_cast<const std::uint8_t*>(host->block_data(block));
+    float value = 0.0f;
+    convert_elements(base + e * static_cast<std::int64_t>(dtype_size(spec.type)), spec.type, &value, dtype::f32, 1);
+    return value;
+  }
+  /// K (v == false) or V of `layer`, kv head `head`, at token `offset` of block `block`, dimension d.
+  float kv(bool v, std::int64_t block, int layer, int head, int offset, int d) const {
+    const std::int64_t e = spec.layer_offset(layer) + (v ? spec.tile_elements() : 0) +
+                           (std::int64_t{head} * spec.block_size + offset) * spec.head_dim + d;
+    return element(block, e);
+  }
+};
+
+/// A cache whose every block holds random values, loaded through copy_blocks.
+inline filled_cache make_filled_cache(backend& b, const kv_cache_spec& spec, random_source& rng) {
+  filled_cache f;
+  f.spec = spec;
+  f.cache = b.create_kv_cache(spec);
+  f.host = b.create_host_pool(spec, spec.num_blocks);
+  std::vector<block_copy> copies;
+  for (std::int64_t block = 0; block < spec.num_blocks; ++block) {
+    const stored_values v =
+        store_as(rng.floats(static_cast<std::size_t>(spec.block_elements()), -2.0f, 2.0f), spec.type);
+    std::memcpy(f.host->block_data(block), v.bytes.data(), v.bytes.size());
+    copies.push_back({block_location::host, static_cast<std::int32_t>(block), block_location::device,
+                      static_cast<std::int32_t>(block)});
+  }
+  b.copy_blocks(*f.cache, f.host.get(), copies);
+  return f;
+}
+
+}  // namespace troupe::test
