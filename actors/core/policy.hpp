@@ -1,0 +1,154 @@
+#pragma once
+// Scheduling policies: objects that order requests, say when a waiting
+// request may preempt a running one, and may refuse admission. The
+// scheduler owns one and can swap it between steps; a new policy rebuilds
+// its state from the live requests (on_attach).
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "actors/core/request_state.hpp"
+
+namespace troupe {
+
+/// Tunables of every policy (each reads its own part).
+struct policy_config {
+  // mlfq (FastServe skip-join multi-level feedback queue)
+  int mlfq_levels = 4;                 ///< number of queues
+  int mlfq_base_quantum = 16;          ///< decode iterations a request gets at level 0
+  int mlfq_quantum_growth = 2;         ///< level i's quantum is base * growth^i
+  int mlfq_entry_prompt_tokens = 256;  ///< level i admits prompts up to this * growth^i tokens
+  double mlfq_promote_after_s = 30.0;  ///< unserved this long: back to level 0
+  // fair (virtual token counters per tenant)
+  double fair_prompt_weight = 1.0;  ///< service per computed prompt token
+  double fair_output_weight = 2.0;  ///< service per generated token
+};
+
+/// What admission control may consult.
+struct admission_context {
+  double now = 0;          ///< seconds
+  double step_time_s = 0;  ///< caller's estimate of one step's duration (0: unknown)
+  int max_prefill_chunk = 0;
+  int max_num_batched_tokens = 0;
+  int max_model_len = 0;
+  std::span<const request_state* const> queued;  ///< requests not yet started
+};
+
+/// The interface every policy implements.
+class scheduling_policy {
+ public:
+  virtual ~scheduling_policy() = default;
+  /// "fcfs", "priority", "mlfq", "deadline" or "fair".
+  virtual const char* name() const = 0;
+  /// The request's place in line: lower is served first, equal keys go by
+  /// arrival. The scheduler reads it once per step (and again after
+  /// on_scheduled returns true), so it may cost a lookup.
+  virtual double sort_key(const request_state& request) const = 0;
+  /// Whether a waiting `candidate` may take a running `victim`'s place.
+  virtual bool may_preempt(const request_state& candidate, const request_state& victim) const;
+  /// Whether admission_problem reads admission_context::queued (building it costs a scan).
+  virtual bool needs_queue_at_admission() const { return false; }
+  /// Empty to admit, else why the request cannot be served (rejected as overloaded).
+  virtual std::string admission_problem(const request_state& request, const admission_context& context) const;
+  /// A request arrived, or the policy took over a live one.
+  virtual void on_attach(request_state& request, double now);
+  /// A request left (finished or cancelled).
+  virtual void on_detach(const request_state& request);
+  /// Before each step's planning, with every live request.
+  virtual void on_step_begin(double now, std::span<request_state* const> requests);
+  /// While planning: `request` got `prompt_tokens` prompt (non-decode) tokens
+  /// in the step. Returns true when that may change the order of requests.
+  virtual bool on_scheduled(request_state& request, std::int64_t prompt_tokens, double now);
+  /// After a step: `request` generated `generated_tokens` tokens (all choices).
+  virtual void on_served(request_state& request, std::int64_t generated_tokens, double now);
+};
+
+/// Orders two requests by the policy's key, then by arrival (a total order).
+bool serve_before(const scheduling_policy& policy, const request_state& a, const request_state& b);
+
+/// First come, first served; never preempts for urgency.
+class fcfs_policy final : public scheduling_policy {
+ public:
+  const char* name() const override { return "fcfs"; }
+  double sort_key(const request_state& request) const override;
+};
+
+/// Lower `priority` first; preempts running requests of higher value.
+class priority_policy final : public scheduling_policy {
+ public:
+  const char* name() const override { return "priority"; }
+  double sort_key(const request_state& request) const override;
+  bool may_preempt(const request_state& candidate, const request_state& victim) const override;
+};
+
+/// FastServe's skip-join MLFQ: entry level from prompt length, demotion
+/// after the level's quantum of decode iterations, promotion to level 0
+/// after waiting unserved too long.
+class mlfq_policy final : public scheduling_policy {
+ public:
+  explicit mlfq_policy(const policy_config& config) : config_(config) {}
+  const char* name() const override { return "mlfq"; }
+  double sort_key(const request_state& request) const override;
+  bool may_preempt(const request_state& candidate, const request_state& victim) const override;
+  void on_attach(request_state& request, double now) override;
+  void on_step_begin(double now, std::span<request_state* const> requests) override;
+  bool on_scheduled(request_state& request, std::int64_t prompt_tokens, double now) override;
+  void on_served(request_state& request, std::int64_t generated_tokens, double now) override;
+  /// The level a prompt of `prompt_tokens` tokens joins.
+  int entry_level(std::int64_t prompt_tokens) const;
+  /// Decode iterations a request may run at `level` before demotion.
+  std::int64_t quantum(int level) const;
+
+ private:
+  policy_config config_;
+};
+
+/// Earliest deadline first; requests without a deadline come last. Rejects
+/// at admission what the step-time estimate says cannot finish in time.
+class deadline_policy final : public scheduling_policy {
+ public:
+  const char* name() const override { return "deadline"; }
+  double sort_key(const request_state& request) const override;
+  bool may_preempt(const request_state& candidate, const request_state& victim) const override;
+  bool needs_queue_at_admission() const override { return true; }
+  std::string admission_problem(const request_state& request, const admission_context& context) const override;
+  /// Seconds the request needs once started: its prefill chunks and decode steps at `step_time_s` each.
+  static double service_time_estimate(const request_state& request, const admission_context& context);
+};
+
+/// Per-tenant fairness by virtual token counters (Sheng et al., "Fairness in
+/// Serving Large Language Models", OSDI'24): the tenant with the least
+/// weighted service goes first. A tenant whose queue was empty is lifted, on
+/// its next arrival, to the least counter among backlogged tenants (or the
+/// greatest counter when none is backlogged), so service it did not ask for
+/// is not banked.
+class fair_policy final : public scheduling_policy {
+ public:
+  explicit fair_policy(const policy_config& config) : config_(config) {}
+  const char* name() const override { return "fair"; }
+  double sort_key(const request_state& request) const override;
+  void on_attach(request_state& request, double now) override;
+  void on_detach(const request_state& request) override;
+  bool on_scheduled(request_state& request, std::int64_t prompt_tokens, double now) override;
+  void on_served(request_state& request, std::int64_t generated_tokens, double now) override;
+  /// The tenant's counter (0 for an unknown tenant).
+  double counter(const std::string& user) const;
+
+ private:
+  struct tenant {
+    double counter = 0;
+    std::set<request_handle> queued;  ///< requests not yet started
+  };
+  policy_config config_;
+  std::map<std::string, tenant> tenants_;
+};
+
+/// Builds a policy by name; nullptr when the name is unknown.
+std::unique_ptr<scheduling_policy> make_policy(std::string_view name, const policy_config& config = {});
+
+}  // namespace troupe

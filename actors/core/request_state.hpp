@@ -1,0 +1,89 @@
+#pragma once
+// The scheduler's state of one request and its sequences (one per choice).
+// Policies read it to order work; only the scheduler changes it, except
+// the fields marked as policy state.
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "actors/core/scheduler_types.hpp"
+
+namespace troupe {
+
+struct request_state;
+
+/// Where a sequence is in its life.
+enum class sequence_status : std::uint8_t {
+  waiting,   ///< needs a (re)prefill: never started, or preempted by recompute
+  running,   ///< device-resident (prefilling or decoding)
+  swapped,   ///< preempted by swap: blocks in the host pool
+  finished,  ///< stopped (any reason); its blocks are freed at the next KV plan
+};
+
+/// One choice of a request: its outputs and its place in KV memory.
+struct sequence {
+  sequence_id id = 0;
+  request_state* request = nullptr;
+  int choice = 0;
+  std::uint64_t seed = 0;  ///< choice_seed(request seed, choice)
+  sequence_status status = sequence_status::waiting;
+  std::vector<std::int32_t> outputs;      ///< sampled tokens
+  std::int32_t num_computed = 0;          ///< tokens whose K/V is written or being written
+  std::vector<std::int32_t> block_table;  ///< device blocks (running); empty otherwise
+  std::int32_t host_blocks = 0;           ///< blocks held in the host pool (swapped)
+  std::int32_t shared_prefix_blocks = 0;  ///< leading blocks that may be shared (prefix hits, fork)
+  bool may_share_last_block = false;      ///< forked and not yet written: the next append may copy
+  bool kv_known = false;                  ///< the KV manager holds it (device or host)
+  int pending_rows = 0;                   ///< logits rows in flight; not schedulable until they return
+  bool started = false;                   ///< has been scheduled at least once
+  std::uint64_t resident_since = 0;       ///< step that last made it resident (admission or swap-in)
+  std::uint64_t granted_step = 0;         ///< step being planned that already gave it tokens (0: none)
+  double last_token_time = -1;            ///< seconds; for inter-token latency
+
+  /// Prompt plus outputs: every token whose K/V the sequence needs.
+  std::int32_t total_tokens() const;
+  /// Token at position `pos` of prompt + outputs.
+  std::int32_t token_at(std::int32_t pos) const;
+  /// True while its blocks are on the device (prefilling or decoding).
+  bool resident() const { return status == sequence_status::running; }
+};
+
+/// One admitted request.
+struct request_state {
+  request_handle handle = 0;
+  request_spec spec;
+  double arrival = 0;               ///< seconds (caller's clock)
+  std::uint64_t arrival_order = 0;  ///< tie-breaker: admission order
+  std::uint64_t seed = 0;
+  double absolute_deadline = std::numeric_limits<double>::infinity();  ///< arrival + deadline_s
+  double timeout_at = std::numeric_limits<double>::infinity();
+  std::vector<std::unique_ptr<sequence>> choices;   ///< choice 0 first; the rest appear at the fork
+  std::vector<std::int32_t> min_tokens_suppressed;  ///< eos (unless ignore_eos) and stop ids
+  bool forked = false;                              ///< the n choices exist
+  bool cancelled = false;
+  int finished_choices = 0;
+  int rows_in_flight = 0;  ///< hooks into this state held by running steps
+  usage_info usage;
+  double first_scheduled = -1;  ///< seconds, for queue time
+  double first_token = -1;      ///< seconds, for time to first token
+
+  // Policy state (written by the active policy).
+  int mlfq_level = 0;
+  std::int64_t mlfq_level_service = 0;  ///< decode iterations at the current level
+  double last_served = 0;               ///< seconds; last step that computed any of its tokens
+
+  // Scheduler scratch.
+  double policy_key = 0;               ///< the policy's sort_key, refreshed every step
+  std::int64_t generated_in_step = 0;  ///< tokens appended while applying one step result
+  bool release_listed = false;         ///< queued for release once done
+  bool in_queue = false;               ///< counted among the requests not yet started
+
+  /// True when every choice has finished.
+  bool done() const { return finished_choices >= spec.n; }
+  /// True before any token of it was computed.
+  bool queued() const;
+};
+
+}  // namespace troupe

@@ -1,0 +1,215 @@
+#pragma once
+// The scheduler's pure core: continuous batching at iteration level under a
+// token budget (decodes first, then prefill chunks packed to fill it), n > 1
+// choices forked from one prefill, stop conditions, cancellation, timeouts,
+// preemption by swap or recompute, and pluggable policies. No threads, no
+// clocks: every call takes the time `now` in seconds from the caller.
+//
+// One step:
+//   kv_request r = s.begin_step(now);          // what the step needs from KV memory
+//   while (auto again = s.on_kv_reply(kv.plan(r))) r = *again;  // re-plan when items did not fit
+//   scheduled_step step = s.take_step();        // -> build_step_batch -> executor
+//   ... s.on_step_result(result, now)           // -> token / finish events
+// schedule(now, kv) does the first three against a kv_planner.
+//
+// Overlap: begin_step may be called while earlier steps are still running
+// (their results not yet given to on_step_result), provided the executor
+// runs steps and their copies in the order they were planned. A sequence
+// waiting for a sampled token is left out of later steps until the result
+// arrives; prefill chunks and every other sequence keep going. cancel(),
+// finish() and on_step_result() may be called between begin_step and
+// take_step. Hooks into request state (logits_row_hook) stay valid until the
+// step's result is applied.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "actors/core/metrics.hpp"
+#include "actors/core/policy.hpp"
+#include "actors/core/request_state.hpp"
+#include "actors/core/scheduler_types.hpp"
+
+namespace troupe {
+
+/// Continuous-batching scheduler (see the file comment for the call order).
+class scheduler {
+ public:
+  /// Throws std::invalid_argument when `config` is inconsistent (see validate_config).
+  explicit scheduler(scheduler_config config, std::unique_ptr<scheduling_policy> policy = nullptr,
+                     policy_config policies = {});
+  ~scheduler();
+  scheduler(const scheduler&) = delete;
+  scheduler& operator=(const scheduler&) = delete;
+
+  // ---- requests -----------------------------------------------------------
+  /// Admits a request arriving at `now`, or says why not (queue full:
+  /// overloaded; prompt too long: too_long; deadline policy: overloaded).
+  submit_result submit(request_spec spec, double now);
+  /// Aborts every unfinished choice; blocks are freed by the next KV request.
+  scheduler_events cancel(request_handle request, double now);
+  /// Ends one choice for a reason found downstream (a stop string).
+  scheduler_events finish(request_handle request, int choice, finish_reason reason, double now);
+
+  // ---- the step -----------------------------------------------------------
+  /// Plans the next step; returns what it needs from the KV manager.
+  kv_request begin_step(double now);
+  /// Applies the KV manager's reply. Returns another request for the same
+  /// step when running sequences did not fit (after choosing victims), or
+  /// nullopt when the step is ready for take_step().
+  std::optional<kv_request> on_kv_reply(const kv_reply& reply);
+  /// The planned step (call after on_kv_reply returned nullopt).
+  scheduled_step take_step();
+  /// begin_step, every KV round against `kv`, take_step.
+  scheduled_step schedule(double now, kv_planner& kv);
+  /// Advances sequences by one sample per logits row of step `result.step`.
+  scheduler_events on_step_result(const step_result& result, double now);
+  /// A planned step will never run: its sequences are preempted for
+  /// recompute and their blocks freed without caching. Abandon every later
+  /// in-flight step too.
+  scheduler_events abandon_step(std::uint64_t step);
+
+  // ---- knobs --------------------------------------------------------------
+  /// Switches policy at the next step boundary; false for an unknown name.
+  bool set_policy(std::string_view name, double now);
+  void set_policy(std::unique_ptr<scheduling_policy> policy, double now);
+  /// The active policy.
+  const scheduling_policy& policy() const { return *policy_; }
+  /// Applies new knobs (not the pool sizes or block size); returns an error
+  /// message and changes nothing when they are inconsistent.
+  std::string set_config(const scheduler_config& config);
+  /// The knobs in force.
+  const scheduler_config& config() const { return config_; }
+  /// The caller's estimate of one step's duration, for deadline admission.
+  void set_step_time_estimate(double seconds) { step_time_estimate_s_ = seconds; }
+
+  // ---- state --------------------------------------------------------------
+  /// Sequences (choices) that are device-resident, waiting to be (re)prefilled, or swapped out.
+  int num_running() const;
+  int num_waiting() const;
+  int num_swapped() const;
+  /// True while any request is live or not yet released (results still out).
+  bool has_unfinished_requests() const { return !requests_.empty(); }
+  /// True when frees or forks wait for the next KV request (run a step even if nothing else is due).
+  bool has_pending_kv_updates() const { return !pending_frees_.empty() || !pending_forks_.empty(); }
+  /// Planned steps with logits rows whose results have not come back.
+  std::size_t num_steps_in_flight() const { return in_flight_.size(); }
+  /// A live request, or nullptr once it has finished and been released.
+  const request_state* find_request(request_handle request) const;
+  /// Counters, gauges and histograms (see metrics.hpp).
+  const scheduler_metrics& metrics() const { return metrics_; }
+
+  /// Empty when `config` is usable, else what is wrong.
+  static std::string validate_config(const scheduler_config& config);
+
+ private:
+  enum class grant_kind : std::uint8_t { append, swap_in, allocate };
+  struct grant {
+    sequence* seq = nullptr;
+    grant_kind kind = grant_kind::append;
+    std::int32_t tokens = 0;
+    std::int32_t blocks = 0;
+  };
+  struct step_plan {
+    std::uint64_t id = 0;
+    double now = 0;
+    int budget = 0;
+    std::int32_t free_blocks = 0;
+    std::int32_t host_free = 0;
+    int resident = 0;
+    bool preempted_for_space = false;
+    std::vector<sequence*> running;     ///< resident sequences, most urgent first
+    std::vector<sequence*> candidates;  ///< waiting and swapped sequences that may be admitted
+    std::vector<grant> grants;
+    kv_request request;  ///< the round being assembled
+    std::vector<kv_allocated> allocated;
+    std::vector<block_copy> copies;
+    scheduler_events events;
+  };
+  struct in_flight_row {
+    sequence* seq = nullptr;           ///< the row's source; kept alive with its request
+    request_state* request = nullptr;  ///< not released while rows_in_flight > 0
+    int choice = 0;
+  };
+  struct in_flight_step {
+    std::vector<in_flight_row> rows;
+    std::vector<sequence_id> sequences;
+  };
+
+  // scheduler.cpp
+  sequence& add_sequence(request_state& request, int choice);
+  void set_status(sequence& seq, sequence_status status);
+  void refresh_key(request_state& request) { request.policy_key = policy_->sort_key(request); }
+  sequence* find_sequence(sequence_id id) const;
+  void finish_sequence(sequence& seq, finish_reason reason, double now, scheduler_events& events);
+  void cancel_request(request_state& request, double now, scheduler_events& events);
+  void release_done_requests();
+  std::vector<request_state*> live_requests() const;
+  void list_for_release(request_state& request);
+  /// The request is no longer queued (it started or ended).
+  void leave_queue(request_state& request);
+  std::int32_t blocks_for(std::int64_t tokens) const;
+  std::string submit_problem(const request_state& request, error_kind& kind) const;
+
+  // scheduler_plan.cpp
+  void collect_sequences();
+  void schedule_running(bool decodes);
+  bool make_room(sequence& seq, std::size_t position, std::int32_t& tokens, std::int32_t& blocks);
+  void admit_waiting();
+  bool admit_room(const sequence& seq, std::int32_t blocks);
+
+  sequence* least_urgent_resident(std::size_t after, const sequence* except) const;
+  sequence* preemptible_for_urgency() const;
+  std::int32_t append_blocks(const sequence& seq, std::int32_t tokens) const;
+  std::int32_t freeable_blocks(const sequence& seq) const;
+  void preempt(sequence& seq, bool for_space);
+  void revoke(sequence& seq);
+  bool granted(const sequence& seq) const;
+  /// Records a grant; true when the policy's order may have changed.
+  bool add_grant(sequence& seq, grant_kind kind, std::int32_t tokens, std::int32_t blocks);
+  void assemble_grants();
+  std::vector<std::int32_t> token_range(const sequence& seq, std::int32_t from, std::int32_t count) const;
+  bool urgent(const sequence& a, const sequence& b) const;
+
+  // scheduler_reply.cpp
+  void apply_deltas(const kv_reply& reply);
+  void handle_refusal(const kv_refused& refused);
+  void retry_append(sequence& seq, const grant& original);
+  scheduled_sequence commit_grant(const grant& g, in_flight_step& record);
+  void add_rows(scheduled_step& step, const scheduled_sequence& scheduled, sequence& seq, in_flight_step& record);
+  void update_gauges();
+
+  // scheduler_result.cpp
+  sequence& fork_child(sequence& parent, int choice);
+  void append_token(sequence& seq, const sample_output& sample, double now, scheduler_events& events);
+  std::optional<finish_reason> stop_reason(const sequence& seq, std::int32_t token) const;
+
+  scheduler_config config_;
+  policy_config policy_config_;
+  std::unique_ptr<scheduling_policy> policy_;
+  std::map<request_handle, std::unique_ptr<request_state>> requests_;
+  std::unordered_map<sequence_id, sequence*> sequences_;
+  request_handle next_handle_ = 1;
+  sequence_id next_sequence_ = 1;
+  std::uint64_t next_step_ = 1;
+  std::uint64_t next_seed_counter_ = 0;
+  std::vector<kv_free> pending_frees_;
+  std::vector<kv_fork> pending_forks_;
+  std::vector<request_handle> release_list_;  ///< done requests to release when no step refers to them
+  int status_counts_[4] = {0, 0, 0, 0};       ///< sequences per sequence_status
+  int num_queued_ = 0;                        ///< requests not yet started
+  std::int32_t pending_freed_blocks_ = 0;     ///< device blocks the pending frees will release (estimate)
+  kv_usage known_usage_;
+  double step_time_estimate_s_ = 0;
+  std::map<std::uint64_t, in_flight_step> in_flight_;
+  std::optional<step_plan> plan_;
+  bool step_ready_ = false;
+  scheduler_metrics metrics_;
+};
+
+}  // namespace troupe

@@ -1,0 +1,134 @@
+// A step's samples: forks for n > 1, new tokens, stop conditions, service
+// accounting for the policy; and abandoning a step that never ran.
+
+#include <algorithm>
+
+#include "actors/core/scheduler.hpp"
+
+namespace troupe {
+
+sequence& scheduler::fork_child(sequence& parent, int choice) {
+  request_state& request = *parent.request;
+  sequence& child = add_sequence(request, choice);
+  child.started = true;
+  if (parent.resident() && parent.kv_known) {
+    set_status(child, sequence_status::running);
+    child.kv_known = true;
+    child.num_computed = parent.num_computed;
+    child.block_table = parent.block_table;
+    child.shared_prefix_blocks = static_cast<std::int32_t>(parent.block_table.size());
+    child.may_share_last_block = true;
+    parent.shared_prefix_blocks = child.shared_prefix_blocks;
+    parent.may_share_last_block = true;
+    pending_forks_.push_back({parent.id, child.id});
+  }  // else the parent left the device meanwhile: the child prefills from scratch
+  return child;
+}
+
+std::optional<finish_reason> scheduler::stop_reason(const sequence& seq, std::int32_t token) const {
+  const request_spec& spec = seq.request->spec;
+  const auto produced = static_cast<std::int64_t>(seq.outputs.size());
+  const auto contains = [token](const std::vector<std::int32_t>& ids) {
+    return std::find(ids.begin(), ids.end(), token) != ids.end();
+  };
+  if (produced >= spec.min_tokens) {
+    if (!spec.ignore_eos && contains(config_.eos_token_ids)) return finish_reason::stop;
+    if (contains(spec.stop_token_ids)) return finish_reason::stop;
+  }
+  if (spec.max_tokens >= 0 && produced >= spec.max_tokens) return finish_reason::length;
+  if (seq.total_tokens() >= config_.max_model_len) return finish_reason::length;
+  return std::nullopt;
+}
+
+void scheduler::append_token(sequence& seq, const sample_output& sample, double now, scheduler_events& events) {
+  request_state& request = *seq.request;
+  seq.outputs.push_back(sample.token);
+  ++request.usage.completion_tokens;
+  ++metrics_.generation_tokens;
+  events.tokens.push_back({request.handle, seq.choice, sample});
+  if (request.first_token < 0) {
+    request.first_token = now;
+    metrics_.time_to_first_token_s.observe(now - request.arrival);
+  } else if (seq.last_token_time >= 0) {
+    metrics_.inter_token_latency_s.observe(now - seq.last_token_time);
+  }
+  seq.last_token_time = now;
+  if (const auto reason = stop_reason(seq, sample.token)) finish_sequence(seq, *reason, now, events);
+}
+
+scheduler_events scheduler::on_step_result(const step_result& result, double now) {
+  scheduler_events events;
+  const auto it = in_flight_.find(result.step);
+  if (it == in_flight_.end()) {
+    events.error = "step " + std::to_string(result.step) + " is not in flight";
+    return events;
+  }
+  if (result.samples.size() != it->second.rows.size()) {
+    events.error = "step " + std::to_string(result.step) + " has " + std::to_string(it->second.rows.size()) +
+                   " logits rows but the result has " + std::to_string(result.samples.size()) + " samples";
+    return events;
+  }
+  const in_flight_step record = std::move(it->second);
+  in_flight_.erase(it);
+  // Children first, so a parent that stops on its first token still forks.
+  for (const in_flight_row& row : record.rows) {
+    request_state& request = *row.request;
+    if (row.choice == row.seq->choice) continue;
+    request.forked = true;
+    if (!request.cancelled && static_cast<int>(request.choices.size()) == row.choice) fork_child(*row.seq, row.choice);
+  }
+  for (std::size_t i = 0; i < record.rows.size(); ++i) {
+    const in_flight_row& row = record.rows[i];
+    request_state& request = *row.request;
+    --request.rows_in_flight;
+    --row.seq->pending_rows;
+    if (row.choice >= static_cast<int>(request.choices.size())) continue;
+    sequence& target = *request.choices[static_cast<std::size_t>(row.choice)];
+    if (target.status == sequence_status::finished) continue;
+    append_token(target, result.samples[i], now, events);
+    ++request.generated_in_step;
+  }
+  for (const in_flight_row& row : record.rows) {
+    request_state& request = *row.request;
+    if (request.generated_in_step == 0) continue;
+    policy_->on_served(request, request.generated_in_step, now);
+    request.generated_in_step = 0;
+  }
+  update_gauges();
+  release_done_requests();
+  return events;
+}
+
+scheduler_events scheduler::abandon_step(std::uint64_t step) {
+  scheduler_events events;
+  const auto it = in_flight_.find(step);
+  if (it == in_flight_.end() || plan_) {
+    events.error = plan_ ? "abandon_step during planning" : "step " + std::to_string(step) + " is not in flight";
+    return events;
+  }
+  const in_flight_step record = std::move(it->second);
+  in_flight_.erase(it);
+  for (const in_flight_row& row : record.rows) {
+    --row.request->rows_in_flight;
+    --row.seq->pending_rows;
+  }
+  for (sequence_id id : record.sequences) {
+    sequence* seq = find_sequence(id);
+    if (seq == nullptr || seq->status == sequence_status::finished) continue;
+    if (seq->kv_known) pending_frees_.push_back({seq->id, /*forget_prefix=*/true});
+    if (seq->resident()) pending_freed_blocks_ += freeable_blocks(*seq);
+    set_status(*seq, sequence_status::waiting);
+    seq->num_computed = 0;
+    seq->block_table.clear();
+    seq->host_blocks = 0;
+    seq->kv_known = false;
+    seq->may_share_last_block = false;
+    events.preempted.push_back({seq->request->handle, seq->choice, preemption_kind::recompute});
+    ++metrics_.preemptions["recompute"];
+  }
+  update_gauges();
+  release_done_requests();
+  return events;
+}
+
+}  // namespace troupe

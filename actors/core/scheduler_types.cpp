@@ -1,0 +1,94 @@
+#include "actors/core/scheduler_types.hpp"
+
+#include <cmath>
+
+#include "actors/core/request_state.hpp"
+
+namespace troupe {
+
+namespace {
+
+std::uint64_t splitmix64(std::uint64_t x) {
+  std::uint64_t z = x + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+template <typename T>
+void move_append(std::vector<T>& to, std::vector<T>& from) {
+  to.insert(to.end(), std::make_move_iterator(from.begin()), std::make_move_iterator(from.end()));
+}
+
+}  // namespace
+
+const char* preemption_mode_name(preemption_mode mode) {
+  switch (mode) {
+    case preemption_mode::swap:
+      return "swap";
+    case preemption_mode::recompute:
+      return "recompute";
+    case preemption_mode::automatic:
+      return "auto";
+  }
+  return "unknown";
+}
+
+std::optional<preemption_mode> parse_preemption_mode(std::string_view name) {
+  if (name == "swap") return preemption_mode::swap;
+  if (name == "recompute") return preemption_mode::recompute;
+  if (name == "auto") return preemption_mode::automatic;
+  return std::nullopt;
+}
+
+const char* preemption_kind_name(preemption_kind kind) { return kind == preemption_kind::swap ? "swap" : "recompute"; }
+
+request_spec make_request_spec(const generation_request& request, std::vector<std::int32_t> prompt_ids) {
+  request_spec spec;
+  spec.request_id = request.request_id;
+  spec.prompt = std::move(prompt_ids);
+  spec.sampling = request.sampling;
+  spec.seed = request.seed;
+  spec.max_tokens = request.max_tokens;
+  spec.min_tokens = request.min_tokens;
+  spec.ignore_eos = request.ignore_eos;
+  spec.stop_token_ids = request.stop_token_ids;
+  spec.n = request.n;
+  spec.priority = request.priority;
+  if (request.deadline_ms) spec.deadline_s = *request.deadline_ms / 1000.0;
+  spec.user = request.user;
+  spec.timeout_s = request.timeout_s;
+  return spec;
+}
+
+std::uint64_t choice_seed(std::uint64_t request_seed, int choice) {
+  if (choice == 0) return request_seed;
+  return splitmix64(request_seed + splitmix64(static_cast<std::uint64_t>(choice)));
+}
+
+void scheduler_events::append(scheduler_events&& other) {
+  move_append(tokens, other.tokens);
+  move_append(finished, other.finished);
+  move_append(preempted, other.preempted);
+  if (error.empty()) error = std::move(other.error);
+}
+
+std::int32_t scheduled_step::num_tokens() const {
+  std::int32_t total = 0;
+  for (const auto& s : sequences) total += static_cast<std::int32_t>(s.tokens.size());
+  return total;
+}
+
+std::int32_t sequence::total_tokens() const {
+  return static_cast<std::int32_t>(request->spec.prompt.size() + outputs.size());
+}
+
+std::int32_t sequence::token_at(std::int32_t pos) const {
+  const auto prompt = static_cast<std::int32_t>(request->spec.prompt.size());
+  return pos < prompt ? request->spec.prompt[static_cast<std::size_t>(pos)]
+                      : outputs[static_cast<std::size_t>(pos - prompt)];
+}
+
+bool request_state::queued() const { return !forked && !choices.empty() && !choices.front()->started; }
+
+}  // namespace troupe

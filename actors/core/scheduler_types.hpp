@@ -1,0 +1,173 @@
+#pragma once
+// The scheduler core's vocabulary: its configuration, what a request brings,
+// the events it reports, and the step it plans. Plain values, so the actor
+// layer can turn each into a message.
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/sampling.hpp"
+#include "kernels/step_batch.hpp"
+#include "memory/kv_protocol.hpp"
+#include "troupe/request.hpp"
+
+namespace troupe {
+
+/// The scheduler's name for an admitted request.
+using request_handle = std::uint64_t;
+
+/// How sequences are preempted when blocks run out or urgent work arrives.
+enum class preemption_mode : std::uint8_t {
+  swap,       ///< blocks copied to the host pool (recompute when the host pool is full)
+  recompute,  ///< blocks dropped; prompt + outputs are prefilled again later
+  automatic,  ///< swap long sequences when the host has room, recompute short ones
+};
+
+/// What one preemption did.
+enum class preemption_kind : std::uint8_t { swap, recompute };
+
+/// "swap", "recompute", "auto".
+const char* preemption_mode_name(preemption_mode mode);
+/// Parses a preemption_mode_name; nullopt when unknown.
+std::optional<preemption_mode> parse_preemption_mode(std::string_view name);
+/// "swap" or "recompute".
+const char* preemption_kind_name(preemption_kind kind);
+
+/// Knobs of the scheduler. All but the pool sizes may change between steps.
+struct scheduler_config {
+  int max_num_batched_tokens = 2048;   ///< token budget per step
+  int max_num_seqs = 256;              ///< device-resident sequences at most
+  int max_prefill_chunk = 512;         ///< tokens of one sequence's prefill per step at most
+  int block_size = 16;                 ///< KV tokens per block (must match the KV manager)
+  int max_model_len = 4096;            ///< context length: prompt + outputs
+  int max_waiting_requests = 4096;     ///< queued (never started) requests at most; more are rejected
+  std::int32_t num_device_blocks = 0;  ///< device pool size, the estimate until the KV manager first replies
+  std::int32_t num_host_blocks = 0;    ///< host pool size, likewise
+  preemption_mode preemption = preemption_mode::automatic;
+  int swap_min_tokens = 256;                ///< automatic mode: recompute sequences shorter than this
+  int preemption_grace_steps = 8;           ///< steps a sequence runs after admission or resumption before a more
+                                            ///< urgent request may preempt it (running out of blocks ignores this)
+  double admission_watermark = 0.01;        ///< fraction of device blocks kept free when admitting new work
+  std::vector<std::int32_t> eos_token_ids;  ///< the model's end-of-sequence ids
+  bool enable_prefix_caching = true;
+  std::uint64_t seed = 0x7472'6f75'7065ull;  ///< source of seeds for requests that bring none
+};
+
+/// What the scheduler needs of one request (make_request_spec builds it
+/// from the public generation_request and its prompt ids).
+struct request_spec {
+  std::string request_id;
+  std::vector<std::int32_t> prompt;  ///< prompt token ids, not empty
+  sampling_params sampling;
+  std::optional<std::uint64_t> seed;  ///< none: drawn from scheduler_config::seed
+  int max_tokens = 16;                ///< < 0: up to the context length
+  int min_tokens = 0;
+  bool ignore_eos = false;
+  std::vector<std::int32_t> stop_token_ids;
+  int n = 1;                         ///< choices sharing the prompt, >= 1
+  int priority = 0;                  ///< lower is more urgent (policy priority)
+  std::optional<double> deadline_s;  ///< finish within this many seconds of arrival (policy deadline)
+  std::string user;                  ///< tenant (policy fair)
+  std::optional<double> timeout_s;   ///< abort this many seconds after arrival
+  std::int32_t adapter_id = 0;       ///< LoRA adapter slot (0: none)
+};
+
+/// The scheduler's view of a public request (deadline_ms becomes seconds).
+request_spec make_request_spec(const generation_request& request, std::vector<std::int32_t> prompt_ids);
+
+/// The seed choice `choice` samples with: the request seed for choice 0,
+/// a fixed mix of (request seed, choice) otherwise; independent of batching.
+std::uint64_t choice_seed(std::uint64_t request_seed, int choice);
+
+/// The answer to submit().
+struct submit_result {
+  bool accepted = false;
+  request_handle handle = 0;
+  error_kind error = error_kind::internal;  ///< when not accepted
+  std::string message;                      ///< when not accepted
+};
+
+/// A choice got a token.
+struct token_event {
+  request_handle request = 0;
+  int choice = 0;
+  sample_output sample;  ///< the token and, when asked, its logprobs
+};
+
+/// A choice finished. Usage totals are final when request_done.
+struct finish_event {
+  request_handle request = 0;
+  int choice = 0;
+  finish_reason reason = finish_reason::stop;
+  usage_info usage;
+  bool request_done = false;
+};
+
+/// A choice was preempted (it resumes later by itself).
+struct preempt_event {
+  request_handle request = 0;
+  int choice = 0;
+  preemption_kind kind = preemption_kind::recompute;
+};
+
+/// Events in the order they happened; a choice's token comes before its finish.
+struct scheduler_events {
+  std::vector<token_event> tokens;
+  std::vector<finish_event> finished;
+  std::vector<preempt_event> preempted;
+  std::string error;  ///< non-empty when the input was rejected (nothing else changed)
+
+  bool empty() const { return tokens.empty() && finished.empty() && preempted.empty() && error.empty(); }
+  void append(scheduler_events&& other);
+};
+
+/// One sequence's share of a planned step.
+struct scheduled_sequence {
+  sequence_id seq = 0;
+  request_handle request = 0;
+  int choice = 0;
+  std::int32_t start = 0;                 ///< position of the first token fed (tokens before it are in the KV cache)
+  std::vector<std::int32_t> tokens;       ///< [k] ids fed at positions start .. start+k-1
+  std::vector<std::int32_t> block_table;  ///< device blocks covering start+k tokens, after the KV reply
+  std::int32_t num_samples = 0;           ///< rows sampled from its last token's logits: 0, 1, or n on the fork step
+};
+
+/// What the executor needs to sample one logits row. The pointers and spans
+/// point into the scheduler's request state and stay valid until
+/// on_step_result (or abandon_step) for this step returns.
+struct logits_row_hook {
+  std::size_t sequence_index = 0;  ///< into scheduled_step::sequences
+  sequence_id seq = 0;
+  request_handle request = 0;
+  int choice = 0;                 ///< the choice this row's token goes to
+  std::uint64_t seed = 0;         ///< the choice's seed (choice_seed)
+  std::uint64_t token_index = 0;  ///< index of the drawn token among the choice's outputs
+  const sampling_params* params = nullptr;
+  std::span<const std::int32_t> prompt_tokens;
+  std::span<const std::int32_t> output_tokens;
+  std::span<const std::int32_t> suppressed_tokens;  ///< eos and stop ids while below min_tokens
+};
+
+/// A planned step: who runs which tokens, rows to sample, copies to run first.
+struct scheduled_step {
+  std::uint64_t id = 0;
+  std::vector<scheduled_sequence> sequences;
+  std::vector<logits_row_hook> rows;  ///< [L] in logits_indices order
+  std::vector<block_copy> copies;     ///< run in order before the forward pass
+  scheduler_events events;            ///< preemptions and timeouts decided while planning
+
+  std::int32_t num_tokens() const;
+  bool empty() const { return sequences.empty() && copies.empty(); }
+};
+
+/// The executor's answer: one sample per logits row, in row order.
+struct step_result {
+  std::uint64_t step = 0;
+  std::vector<sample_output> samples;  ///< [L]
+};
+
+}  // namespace troupe

@@ -1,0 +1,57 @@
+#include "actors/core/step_builder.hpp"
+
+#include <algorithm>
+
+namespace troupe {
+
+step_batch build_step_batch(const scheduled_step& step, std::int32_t block_size) {
+  step_batch batch;
+  const std::size_t num_tokens = static_cast<std::size_t>(step.num_tokens());
+  batch.token_ids.reserve(num_tokens);
+  batch.positions.reserve(num_tokens);
+  batch.slot_mapping.reserve(num_tokens);
+  batch.query_start.reserve(step.sequences.size() + 1);
+  batch.kv_indptr.reserve(step.sequences.size() + 1);
+  batch.query_start.push_back(0);
+  batch.kv_indptr.push_back(0);
+  for (const scheduled_sequence& seq : step.sequences) {
+    const auto count = static_cast<std::int32_t>(seq.tokens.size());
+    const std::int32_t seq_len = seq.start + count;
+    for (std::int32_t i = 0; i < count; ++i) {
+      const std::int32_t pos = seq.start + i;
+      const auto page = static_cast<std::size_t>(pos / block_size);
+      const std::int64_t block = page < seq.block_table.size() ? seq.block_table[page] : -1;
+      batch.token_ids.push_back(seq.tokens[static_cast<std::size_t>(i)]);
+      batch.positions.push_back(pos);
+      batch.slot_mapping.push_back(block * block_size + pos % block_size);
+    }
+    batch.query_start.push_back(batch.query_start.back() + count);
+    batch.seq_lens.push_back(seq_len);
+    const auto pages = std::min<std::size_t>(static_cast<std::size_t>((seq_len + block_size - 1) / block_size),
+                                             seq.block_table.size());
+    batch.kv_indices.insert(batch.kv_indices.end(), seq.block_table.begin(),
+                            seq.block_table.begin() + static_cast<std::ptrdiff_t>(pages));
+    batch.kv_indptr.push_back(static_cast<std::int32_t>(batch.kv_indices.size()));
+    batch.kv_last_page_len.push_back(seq_len - (static_cast<std::int32_t>(pages) - 1) * block_size);
+    for (std::int32_t s = 0; s < seq.num_samples; ++s) batch.logits_indices.push_back(batch.query_start.back() - 1);
+  }
+  batch.block_copies = step.copies;
+  return batch;
+}
+
+void fill_sampling_rows(step_batch& batch, const scheduled_step& step) {
+  batch.sampling.clear();
+  batch.sampling.reserve(step.rows.size());
+  for (const logits_row_hook& hook : step.rows) {
+    sampling_row row;
+    row.params = hook.params;
+    row.seed = hook.seed;
+    row.token_index = hook.token_index;
+    row.prompt_tokens = hook.prompt_tokens;
+    row.output_tokens = hook.output_tokens;
+    row.suppressed_tokens = hook.suppressed_tokens;
+    batch.sampling.push_back(row);
+  }
+}
+
+}  // namespace troupe

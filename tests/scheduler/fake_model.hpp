@@ -1,0 +1,90 @@
+#pragma once
+// A stand-in for the executor: it keeps a token id per KV slot (device and
+// host), runs a step's block copies, writes the step's tokens through
+// slot_mapping, and "samples" each logits row as a hash of the seed, the
+// token index and the context read back through the row's paged-KV table.
+// Wrong block tables, copies, forks or RNG counters change the tokens, so
+// comparing with reference_outputs() checks the whole path.
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "actors/core/scheduler_types.hpp"
+#include "kernels/step_batch.hpp"
+
+namespace troupe::testing {
+
+inline std::uint64_t mix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+/// The fake model's next token for a context: independent of batching.
+inline std::int32_t fake_next_token(std::uint64_t seed, std::uint64_t token_index,
+                                    const std::vector<std::int32_t>& context, std::int32_t vocab) {
+  std::uint64_t h = mix64(seed) ^ mix64(token_index + 0x51ull);
+  for (std::int32_t t : context) h = mix64(h ^ static_cast<std::uint32_t>(t));
+  return static_cast<std::int32_t>(h % static_cast<std::uint64_t>(vocab));
+}
+
+/// What choice `choice` of a request produces when run alone: stop on any
+/// id in `stop_ids` (once min_tokens are out) or after max_tokens.
+inline std::vector<std::int32_t> reference_outputs(const std::vector<std::int32_t>& prompt, std::uint64_t request_seed,
+                                                   int choice, int max_tokens,
+                                                   const std::vector<std::int32_t>& stop_ids, int min_tokens,
+                                                   std::int32_t vocab) {
+  std::vector<std::int32_t> context = prompt, outputs;
+  const std::uint64_t seed = choice_seed(request_seed, choice);
+  while (static_cast<int>(outputs.size()) < max_tokens) {
+    const std::int32_t token = fake_next_token(seed, outputs.size(), context, vocab);
+    outputs.push_back(token);
+    context.push_back(token);
+    const bool stops = std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();
+    if (stops && static_cast<int>(outputs.size()) >= min_tokens) break;
+  }
+  return outputs;
+}
+
+class fake_model {
+ public:
+  fake_model(std::int32_t device_blocks, std::int32_t host_blocks, std::int32_t block_size, std::int32_t vocab)
+      : block_size_(block_size),
+        vocab_(vocab),
+        device_(static_cast<std::size_t>(device_blocks * block_size), -1),
+        host_(static_cast<std::size_t>(host_blocks * block_size), -1) {}
+
+  /// Runs one step; one sample per logits row.
+  step_result run(const scheduled_step& step, const step_batch& batch) {
+    for (const block_copy& c : batch.block_copies) {
+      const auto& from = c.from == block_location::device ? device_ : host_;
+      auto& to = c.to == block_location::device ? device_ : host_;
+      std::copy_n(from.begin() + c.src * block_size_, block_size_, to.begin() + c.dst * block_size_);
+    }
+    for (std::size_t t = 0; t < batch.token_ids.size(); ++t)
+      device_[static_cast<std::size_t>(batch.slot_mapping[t])] = batch.token_ids[t];
+    step_result result;
+    result.step = step.id;
+    for (std::size_t r = 0; r < batch.logits_indices.size(); ++r) {
+      const logits_row_hook& hook = step.rows[r];
+      const std::size_t s = hook.sequence_index;
+      std::vector<std::int32_t> context;
+      for (std::int32_t p = 0; p < batch.seq_lens[s]; ++p) {
+        const std::int32_t block = batch.kv_indices[static_cast<std::size_t>(batch.kv_indptr[s] + p / block_size_)];
+        context.push_back(device_[static_cast<std::size_t>(block * block_size_ + p % block_size_)]);
+      }
+      sample_output out;
+      out.token = fake_next_token(hook.seed, hook.token_index, context, vocab_);
+      result.samples.push_back(out);
+    }
+    return result;
+  }
+
+ private:
+  std::int32_t block_size_, vocab_;
+  std::vector<std::int32_t> device_, host_;
+};
+
+}  // namespace troupe::testing
