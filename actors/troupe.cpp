@@ -63,6 +63,7 @@ loaded_engine_model load_engine_model(const engine_config& config) {
   }
   auto resources = std::make_shared<executor_resources>();
   resources->weights_source = loaded.weights;
+  resources->fail_after_steps = config.test_fail_executor_after_steps;
   const std::string device = resolve_device(config.device);
   resources->device = make_backend(device, config.threads);
   resources->model = std::make_unique<llama_model>(model, loaded.weights->weights(), *resources->device);

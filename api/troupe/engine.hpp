@@ -42,6 +42,8 @@ struct engine_config {
   int max_top_logprobs = 20;          ///< limit on `top_logprobs`
   int tokenizer_workers = 2;          ///< tokenizer actors in the pool
   double request_timeout_s = 600;     ///< default per-request timeout
+  bool batch_invariant = false;       ///< bitwise batch-independent numerics (slower prefill; see docs/operations.md)
+  int test_fail_executor_after_steps = -1;  ///< testing hook: the executor fails after this many steps (-1: never)
 };
 
 /// Receives one request's events. Called from engine threads: return quickly

@@ -130,3 +130,28 @@ TEST(Engine, ParallelSamplesAndStats) {
 
 }  // namespace
 }  // namespace troupe
+
+namespace troupe {
+namespace {
+
+TEST(Engine, AFailedExecutorMakesTheEngineUnhealthyAndFailsItsRequests) {
+  auto config = testing::tiny_engine_config();
+  config.test_fail_executor_after_steps = 3;
+  auto engine = engine::start(config);
+  EXPECT_TRUE(engine->stats().healthy);
+  auto sink = std::make_shared<testing::recording_sink>();
+  engine->submit(text_request("this request outlives the executor", 50), sink);
+  ASSERT_TRUE(sink->wait());
+  ASSERT_TRUE(sink->error);
+  EXPECT_EQ(sink->error->kind, error_kind::internal);
+  const auto stats = engine->stats();
+  EXPECT_FALSE(stats.healthy);
+  EXPECT_NE(stats.health_detail.find("executor failed"), std::string::npos) << stats.health_detail;
+  auto late = std::make_shared<testing::recording_sink>();
+  engine->submit(text_request("after the failure", 4), late);
+  ASSERT_TRUE(late->wait());
+  ASSERT_TRUE(late->error);
+}
+
+}  // namespace
+}  // namespace troupe
