@@ -65,7 +65,10 @@ loaded_engine_model load_engine_model(const engine_config& config) {
   resources->weights_source = loaded.weights;
   resources->fail_after_steps = config.test_fail_executor_after_steps;
   const std::string device = resolve_device(config.device);
-  resources->device = make_backend(device, config.threads);
+  backend_options device_options;
+  device_options.threads = config.threads;
+  device_options.batch_invariant = config.batch_invariant;
+  resources->device = make_backend(device, device_options);
   resources->model = std::make_unique<llama_model>(model, loaded.weights->weights(), *resources->device);
   const dtype kv_type = device == "cuda" ? dtype::bf16 : default_kv_type(model.torch_dtype);
   const std::size_t block_bytes = resources->model->kv_block_bytes(config.block_size, kv_type);

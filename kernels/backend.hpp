@@ -142,9 +142,22 @@ class backend {
   virtual std::vector<sample_output> sample(const step_plan& plan, tensor_view logits) = 0;
 };
 
+/// How make_backend builds a backend.
+struct backend_options {
+  int threads = 0;  ///< cpu: threads per op including the caller; 0 = all cores
+  /// Every output row of every op is a pure function of that row's inputs
+  /// (and, for attention, of its sequence's K/V and the query's position):
+  /// bitwise the same whatever shares the step and however a prompt is
+  /// chunked. cpu: supported (prefill GEMMs get slower); cuda: ignored.
+  bool batch_invariant = false;
+};
+
 /// Creates a backend by name ("cpu", "cuda"); `threads` applies to cpu
 /// (0 = all cores). Throws std::runtime_error naming what is unavailable.
 std::unique_ptr<backend> make_backend(const std::string& name, int threads);
+/// Creates a backend by name ("cpu", "cuda") with `options`. Throws
+/// std::runtime_error naming what is unavailable.
+std::unique_ptr<backend> make_backend(const std::string& name, const backend_options& options);
 
 /// True when a CUDA device is usable in this process.
 bool cuda_available();

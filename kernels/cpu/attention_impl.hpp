@@ -145,22 +145,69 @@ inline void fold_tile(const row_group& rows, const float* k, const float* v, int
   }
 }
 
-/// Writes the finished rows: normalised into `out`, or raw into the partial buffers.
-inline void finish_rows(const attention_args& a, const float* o, const float* m, const float* l) {
-  const int head_dim = a.head_dim, q_heads = a.kv_heads * a.group;
-  const int rows = a.num_queries * q_heads;
-  for (int r = 0; r < rows; ++r) {
-    const float* src = o + static_cast<std::int64_t>(r) * head_dim;
-    if (a.out == nullptr) {
-      float* dst = a.partial_o + static_cast<std::int64_t>(r) * head_dim;
-      for (int d = 0; d < head_dim; ++d) dst[d] = src[d];
-      a.partial_m[r] = m[r];
-      a.partial_l[r] = l[r];
-      continue;
+/// Writes the raw softmax state of every row into the partial buffers.
+inline void write_partial_rows(const attention_args& a, const float* o, const float* m, const float* l) {
+  const std::int64_t rows = std::int64_t{a.num_queries} * a.kv_heads * a.group;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* src = o + r * a.head_dim;
+    float* dst = a.partial_o + r * a.head_dim;
+    for (int d = 0; d < a.head_dim; ++d) dst[d] = src[d];
+    a.partial_m[r] = m[r];
+    a.partial_l[r] = l[r];
+  }
+}
+
+/// Folds one chunk's softmax state of a row (output o, max m, sum l) into
+/// the row's merged state, chunks in position order. The one merge rule for
+/// both in-item chunks and split items.
+inline void merge_chunk_state(const float* o, float m, float l, int head_dim, float* merged_o, float* merged_m,
+                              float* merged_l) {
+  if (l == 0.0f) return;  // the chunk lies wholly after this query
+  const float new_max = *merged_m > m ? *merged_m : m;
+  const float merged_scale = __builtin_expf(*merged_m - new_max);  // 0 while nothing is merged (m = -inf)
+  const float chunk_scale = __builtin_expf(m - new_max);
+  const vf old_weight = set1(merged_scale), new_weight = set1(chunk_scale);
+  int d = 0;
+  for (; d + W <= head_dim; d += W)
+    store(merged_o + d, add(mul(load(merged_o + d), old_weight), mul(load(o + d), new_weight)));
+  if (d < head_dim) {
+    const int rest = head_dim - d;
+    store_tail(merged_o + d,
+               add(mul(load_tail(merged_o + d, rest), old_weight), mul(load_tail(o + d, rest), new_weight)), rest);
+  }
+  *merged_l = *merged_l * merged_scale + l * chunk_scale;
+  *merged_m = new_max;
+}
+
+/// Empty softmax states for `rows` rows: o = 0, m = -inf, l = 0.
+inline void reset_states(float* o, float* m, float* l, std::int64_t rows, int head_dim) {
+  for (std::int64_t i = 0; i < rows * head_dim; ++i) o[i] = 0.0f;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    m[r] = -__builtin_inff();
+    l[r] = 0.0f;
+  }
+}
+
+/// dst = o / l (zeros for an empty row).
+inline void write_normalised(const float* o, float l, int head_dim, float* dst) {
+  const vf inv = set1(l > 0.0f ? 1.0f / l : 0.0f);
+  int d = 0;
+  for (; d + W <= head_dim; d += W) store(dst + d, mul(load(o + d), inv));
+  if (d < head_dim) store_tail(dst + d, mul(load_tail(o + d, head_dim - d), inv), head_dim - d);
+}
+
+/// Merges the chunks of split rows, in chunk order, and writes their outputs.
+inline void attention_merge(const attention_merge_args& a) {
+  for (std::int64_t r = 0; r < a.rows; ++r) {
+    float merged_m = -__builtin_inff(), merged_l = 0.0f;
+    for (int d = 0; d < a.head_dim; ++d) a.scratch[d] = 0.0f;
+    for (int c = 0; c < a.chunks; ++c) {
+      const std::int64_t row = c * a.rows + r;
+      merge_chunk_state(a.partial_o + row * a.head_dim, a.partial_m[row], a.partial_l[row], a.head_dim, a.scratch,
+                        &merged_m, &merged_l);
     }
-    float* dst = a.out + (r / q_heads) * a.out_stride + static_cast<std::int64_t>(r % q_heads) * head_dim;
-    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-    for (int d = 0; d < head_dim; ++d) dst[d] = src[d] * inv;
+    write_normalised(a.scratch, merged_l, a.head_dim,
+                     a.out + (r / a.q_heads) * a.out_stride + (r % a.q_heads) * static_cast<std::int64_t>(a.head_dim));
   }
 }
 
@@ -247,35 +294,74 @@ inline void fold_block_head(const attention_args& a, const float* k, const float
   }
 }
 
-inline void attention(const attention_args& a) {
-  const int head_dim = a.head_dim, block_size = a.block_size;
-  const std::int64_t rows = static_cast<std::int64_t>(a.num_queries) * a.kv_heads * a.group;
-  float* o = a.scratch;
-  float* m = o + rows * head_dim;
-  float* l = m + rows;
-  float* scores = l + rows;  // max_fold_rows rows of block_size + 2 W
-  float* k_buf = scores + max_fold_rows * (block_size + 2 * W);
-  float* v_buf = k_buf + static_cast<std::int64_t>(block_size) * head_dim;
-  for (std::int64_t i = 0; i < rows * head_dim; ++i) o[i] = 0.0f;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    m[r] = -__builtin_inff();
-    l[r] = 0.0f;
-  }
-  std::int32_t last_position = 0;
-  for (int t = 0; t < a.num_queries; ++t)
-    last_position = a.positions[t] > last_position ? a.positions[t] : last_position;
-  for (std::int64_t first = a.kv_begin; first < a.kv_end && first <= last_position; first += block_size) {
-    const int count = static_cast<int>(a.kv_end - first < block_size ? a.kv_end - first : block_size);
+/// Softmax state buffers of one work item, carved from its scratch.
+struct attention_buffers {
+  float *o, *m, *l;                       ///< the current chunk's state
+  float *merged_o, *merged_m, *merged_l;  ///< the chunks merged so far
+  float *scores, *k_buf, *v_buf;
+};
+
+/// Lays the buffers out in the item's scratch (attention_scratch_floats).
+inline attention_buffers carve_buffers(const attention_args& a, std::int64_t rows) {
+  attention_buffers b;
+  b.o = a.scratch;
+  b.m = b.o + rows * a.head_dim;
+  b.l = b.m + rows;
+  b.merged_o = b.l + rows;
+  b.merged_m = b.merged_o + rows * a.head_dim;
+  b.merged_l = b.merged_m + rows;
+  b.scores = b.merged_l + rows;  // max_fold_rows rows of block_size + 2 W
+  b.k_buf = b.scores + max_fold_rows * (a.block_size + 2 * W);
+  b.v_buf = b.k_buf + static_cast<std::int64_t>(a.block_size) * a.head_dim;
+  return b;
+}
+
+/// Folds cached tokens [begin, end) (whole blocks, bar the context's last)
+/// into the chunk state; stops past the last query's position.
+inline void fold_range(const attention_args& a, const attention_buffers& b, std::int64_t begin, std::int64_t end,
+                       std::int32_t last_position) {
+  const int block_size = a.block_size;
+  for (std::int64_t first = begin; first < end && first <= last_position; first += block_size) {
+    const int count = static_cast<int>(end - first < block_size ? end - first : block_size);
     const std::int32_t block = a.pages[first / block_size];
+    // The next block is prefetched across chunk boundaries too.
     const bool has_next = first + block_size < a.kv_end && first + block_size <= last_position;
     const std::int32_t next_block = has_next ? a.pages[(first + block_size) / block_size] : -1;
     for (int head = 0; head < a.kv_heads; ++head) {
       const float *k = nullptr, *v = nullptr;
-      load_tiles(a, block, next_block, head, count, k_buf, v_buf, &k, &v);
-      fold_block_head(a, k, v, head, first, count, scores, o, m, l);
+      load_tiles(a, block, next_block, head, count, b.k_buf, b.v_buf, &k, &v);
+      fold_block_head(a, k, v, head, first, count, b.scores, b.o, b.m, b.l);
     }
   }
-  finish_rows(a, o, m, l);
+}
+
+/// Runs one work item: its chunks merged into normalised outputs, or (out
+/// null) one chunk's raw state into the partial buffers.
+inline void attention(const attention_args& a) {
+  const int head_dim = a.head_dim;
+  const std::int64_t rows = static_cast<std::int64_t>(a.num_queries) * a.kv_heads * a.group;
+  const attention_buffers b = carve_buffers(a, rows);
+  std::int32_t last_position = 0;
+  for (int t = 0; t < a.num_queries; ++t)
+    last_position = a.positions[t] > last_position ? a.positions[t] : last_position;
+  if (a.out == nullptr) {  // one chunk of a split run, merged by attention_merge
+    reset_states(b.o, b.m, b.l, rows, head_dim);
+    fold_range(a, b, a.kv_begin, a.kv_end, last_position);
+    write_partial_rows(a, b.o, b.m, b.l);
+    return;
+  }
+  reset_states(b.merged_o, b.merged_m, b.merged_l, rows, head_dim);
+  for (std::int64_t chunk = a.kv_begin; chunk < a.kv_end && chunk <= last_position; chunk += a.chunk_tokens) {
+    reset_states(b.o, b.m, b.l, rows, head_dim);
+    fold_range(a, b, chunk, a.kv_end - chunk < a.chunk_tokens ? a.kv_end : chunk + a.chunk_tokens, last_position);
+    for (std::int64_t r = 0; r < rows; ++r)
+      merge_chunk_state(b.o + r * head_dim, b.m[r], b.l[r], head_dim, b.merged_o + r * head_dim, b.merged_m + r,
+                        b.merged_l + r);
+  }
+  const int q_heads = a.kv_heads * a.group;
+  for (std::int64_t r = 0; r < rows; ++r)
+    write_normalised(b.merged_o + r * head_dim, b.merged_l[r], head_dim,
+                     a.out + (r / q_heads) * a.out_stride + (r % q_heads) * static_cast<std::int64_t>(head_dim));
 }
 
 }  // namespace troupe::cpu::TROUPE_ISA_NS

@@ -1,9 +1,7 @@
 // RoPE + KV write, paged attention with its split-KV merge, and block copies.
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
-#include <limits>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -113,6 +111,7 @@ void cpu_backend::attention(const step_plan& plan_base, tensor_view q, const kv_
     a.pages = batch.kv_indices.data() + batch.kv_indptr[static_cast<std::size_t>(item.sequence)];
     a.kv_begin = item.kv_begin;
     a.kv_end = item.kv_end;
+    a.chunk_tokens = plan.chunk_tokens;
     a.q = q.as<const float>() + item.first_token * q.row_stride;
     a.q_stride = q.row_stride;
     a.positions = batch.positions.data() + item.first_token;
@@ -131,32 +130,26 @@ void cpu_backend::attention(const step_plan& plan_base, tensor_view q, const kv_
   if (!plan.merges.empty()) merge_attention_partials(plan, out);
 }
 
-// Combines the softmax states of a split row: out = Σ_c e^(m_c - M) o_c / Σ_c e^(m_c - M) l_c.
+// Combines the chunk states of split rows by the rule in-item chunks use.
 void cpu_backend::merge_attention_partials(const cpu_step_plan& plan, tensor_view out) {
   const int head_dim = plan.geometry.head_dim, q_heads = plan.geometry.num_q_heads;
   const float* partial_o = attention_partials_.data();
   const float* partial_m = partial_o + plan.partial_rows * head_dim;
   const float* partial_l = partial_m + plan.partial_rows;
-  pool_.parallel_for(static_cast<std::int64_t>(plan.merges.size()), [&](std::int64_t index, int) {
+  pool_.parallel_for(static_cast<std::int64_t>(plan.merges.size()), [&](std::int64_t index, int thread) {
     const attention_merge& merge = plan.merges[static_cast<std::size_t>(index)];
-    const std::int64_t rows = std::int64_t{merge.num_queries} * q_heads;
-    for (std::int64_t r = 0; r < rows; ++r) {
-      float max_m = -std::numeric_limits<float>::infinity();
-      for (int c = 0; c < merge.chunks; ++c) max_m = std::max(max_m, partial_m[merge.first_partial_row + c * rows + r]);
-      float* dst = out.as<float>() + (merge.first_token + r / q_heads) * out.row_stride + (r % q_heads) * head_dim;
-      std::fill(dst, dst + head_dim, 0.0f);
-      float denominator = 0.0f;
-      for (int c = 0; c < merge.chunks; ++c) {
-        const std::int64_t row = merge.first_partial_row + c * rows + r;
-        if (partial_l[row] == 0.0f) continue;  // the chunk lies wholly after this query
-        const float weight = std::exp(partial_m[row] - max_m);
-        denominator += weight * partial_l[row];
-        const float* o = partial_o + row * head_dim;
-        for (int d = 0; d < head_dim; ++d) dst[d] += weight * o[d];
-      }
-      const float inv = denominator > 0.0f ? 1.0f / denominator : 0.0f;
-      for (int d = 0; d < head_dim; ++d) dst[d] *= inv;
-    }
+    attention_merge_args a;
+    a.head_dim = head_dim;
+    a.q_heads = q_heads;
+    a.chunks = merge.chunks;
+    a.rows = std::int64_t{merge.num_queries} * q_heads;
+    a.partial_o = partial_o + merge.first_partial_row * head_dim;
+    a.partial_m = partial_m + merge.first_partial_row;
+    a.partial_l = partial_l + merge.first_partial_row;
+    a.out = out.as<float>() + merge.first_token * out.row_stride;
+    a.out_stride = out.row_stride;
+    a.scratch = scratch_.get(thread);
+    kernels_.attention_merge(a);
   });
 }
 

@@ -68,6 +68,7 @@ cpu_backend::cpu_backend(const cpu_backend_options& options)
       kernels_(kernels_for(isa_)),
       placement_(options.weights),
       gemv_max_rows_(options.gemv_max_rows),
+      batch_invariant_(options.batch_invariant),
       pool_(options.threads),
       scratch_(pool_.size()),
       matmuls_(std::make_unique<onednn_matmuls>(pool_.size(), isa_ >= isa_level::avx512_bf16)) {

@@ -21,6 +21,10 @@ struct cpu_backend_options {
   std::optional<isa_level> max_isa;  ///< cap on the kernel dispatch level (tests force each path); default: detected
   weight_placement weights = weight_placement::copy;
   int gemv_max_rows = -1;  ///< linear uses the skinny GEMM for M <= this, oneDNN above; -1 = default
+  /// Every op computes each output row in one fixed order whatever the row
+  /// count, the batch and the chunking (linear: the skinny GEMM for every M,
+  /// gemv_max_rows ignored). See README.md for what it guarantees and costs.
+  bool batch_invariant = false;
 };
 
 /// Creates a CPU backend. Throws std::invalid_argument when max_isa exceeds

@@ -112,7 +112,11 @@ class cpu_backend final : public backend {
 
  private:
   void copy_parallel(void* dst, const void* src, std::size_t bytes);
-  void linear_skinny(tensor_view x, const cpu_linear_weight& w, tensor_view out);
+  /// The skinny GEMM, parallel over weight rows; `k_blocked` walks K in
+  /// blocks (many rows, batch-invariant mode) with the same per-element order.
+  void linear_skinny(tensor_view x, const cpu_linear_weight& w, tensor_view out, bool k_blocked);
+  /// bf16 copies of x's rows, `stride` elements apart, for the vdpbf16ps path.
+  const std::uint16_t* round_rows_to_bf16(tensor_view x, std::int64_t stride);
   /// Largest M that `linear` runs on the skinny GEMM for weights of `type`.
   int skinny_row_limit(dtype type) const;
   void merge_attention_partials(const cpu_step_plan& plan, tensor_view out);
@@ -121,6 +125,7 @@ class cpu_backend final : public backend {
   const isa_kernels& kernels_;
   weight_placement placement_;
   int gemv_max_rows_;  ///< -1: per weight type
+  bool batch_invariant_;
   thread_pool pool_;
   per_thread_scratch scratch_;
   std::unique_ptr<onednn_matmuls> matmuls_;

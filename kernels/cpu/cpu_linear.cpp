@@ -33,6 +33,20 @@ void check_parts(std::span<const host_tensor> parts, std::span<const host_tensor
   }
 }
 
+// Batch-invariant mode above this many rows runs the K-blocked skinny GEMM
+// (same bits, more arithmetic per byte moved); at or below it weights are
+// streamed once, as for decode.
+constexpr std::int64_t invariant_blocked_min_rows = 32;
+// K block: the 8 activation rows of a pass over this many bytes (1024 f32 or
+// 2048 bf16 columns) stay in L1 while the weight tiles stream past.
+constexpr std::int64_t invariant_slice_bytes = std::int64_t{32} << 10;
+// Weight rows one task owns: about this many bytes (a multiple of 12 rows,
+// so whole tiles), held in L2 while every activation row slice passes over
+// them. Both measured best on Zen 5 at M = 512 (kernels/cpu/README.md).
+constexpr std::int64_t invariant_panel_bytes = std::int64_t{512} << 10;
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
 }  // namespace
 
 std::unique_ptr<linear_weight> cpu_backend::prepare_linear(std::span<const host_tensor> parts,
@@ -79,8 +93,13 @@ void cpu_backend::linear(tensor_view x, const linear_weight& w, tensor_view out)
   require(out.cols == weight->rows, "linear", "out columns differ from the weight's out_features");
   require(x.rows == out.rows, "linear", "x and out differ in rows");
   if (x.rows == 0 || weight->rows == 0) return;
-  if (x.rows <= skinny_row_limit(weight->type)) {
-    linear_skinny(x, *weight, out);
+  if (batch_invariant_) {
+    // The skinny GEMM computes every output element in the same order
+    // whatever the row count, the row's place in a tile, the tile shape, the
+    // K blocking or the thread that runs it; oneDNN promises no such thing.
+    linear_skinny(x, *weight, out, x.rows > invariant_blocked_min_rows);
+  } else if (x.rows <= skinny_row_limit(weight->type)) {
+    linear_skinny(x, *weight, out, false);
   } else {
     matmuls_->run(pool_, kernels_, x, *weight, out);
   }
@@ -92,7 +111,18 @@ int cpu_backend::skinny_row_limit(dtype weights) const {
   return onednn_bf16 ? default_gemv_max_rows_bf16 : default_gemv_max_rows_other;
 }
 
-void cpu_backend::linear_skinny(tensor_view x, const cpu_linear_weight& w, tensor_view out) {
+const std::uint16_t* cpu_backend::round_rows_to_bf16(tensor_view x, std::int64_t stride) {
+  activations_bf16_.resize(static_cast<std::size_t>(x.rows * stride));
+  const std::int64_t per_task = rows_per_task(x.rows, x.cols, pool_.size());
+  pool_.parallel_for(ceil_div(x.rows, per_task), [&](std::int64_t task, int) {
+    for (std::int64_t r = task * per_task; r < std::min(x.rows, (task + 1) * per_task); ++r)
+      kernels_.from_f32(x.as<const float>() + r * x.row_stride, activations_bf16_.data() + r * stride, elem::bf16,
+                        x.cols);
+  });
+  return activations_bf16_.data();
+}
+
+void cpu_backend::linear_skinny(tensor_view x, const cpu_linear_weight& w, tensor_view out, bool k_blocked) {
   gemv_args args;
   args.weights = w.data;
   args.weight_type = static_cast<elem>(w.type);
@@ -100,23 +130,40 @@ void cpu_backend::linear_skinny(tensor_view x, const cpu_linear_weight& w, tenso
   args.bias = w.bias.empty() ? nullptr : w.bias.data();
   args.x = x.as<const float>();
   args.x_stride = x.row_stride;
-  args.m_rows = x.rows;
   args.out = out.as<float>();
   args.out_stride = out.row_stride;
   if (w.type == dtype::bf16 && kernels_.bf16_dot) {
-    activations_bf16_.resize(static_cast<std::size_t>(x.rows * w.cols));
-    for (std::int64_t r = 0; r < x.rows; ++r)
-      kernels_.from_f32(args.x + r * x.row_stride, activations_bf16_.data() + r * w.cols, elem::bf16, w.cols);
-    args.x_bf16 = activations_bf16_.data();
+    // Rows one cache line longer than whole lines: rows a multiple of 4 KiB
+    // apart would all fall in one L1 set, and a pass reads 8 of them at once.
+    args.x_bf16_stride = ceil_div(w.cols, 32) * 32 + 32;
+    args.x_bf16 = round_rows_to_bf16(x, args.x_bf16_stride);
   }
-  // Contiguous runs of output rows, a few per thread so a stalled thread is covered.
-  const std::int64_t per_task =
-      std::max<std::int64_t>(16, (w.rows + 4 * pool_.size() - 1) / (4 * pool_.size()) / 8 * 8);
-  const std::int64_t tasks = (w.rows + per_task - 1) / per_task;
-  pool_.parallel_for(tasks, [&](std::int64_t task, int) {
+  // Tasks: contiguous runs of weight rows, a few per thread so a stalled
+  // thread is covered. Blocked runs are sized to stay in L2 and, when they
+  // are too few to go round, the activation rows are split into blocks too.
+  const std::int64_t wanted = 4 * pool_.size();
+  std::int64_t run_length = std::max<std::int64_t>(16, ceil_div(w.rows, wanted) / 8 * 8);
+  std::int64_t block_rows = x.rows;
+  if (k_blocked) {
+    const auto row_bytes = static_cast<std::int64_t>(w.cols * dtype_size(w.type));
+    run_length = std::max<std::int64_t>(12, invariant_panel_bytes / row_bytes / 12 * 12);
+    const std::int64_t row_blocks = std::max<std::int64_t>(1, wanted / ceil_div(w.rows, run_length));
+    block_rows = ceil_div(ceil_div(x.rows, row_blocks), 8) * 8;
+    const std::int64_t x_element_bytes = args.x_bf16 != nullptr ? 2 : 4;
+    args.k_block = std::max<std::int64_t>(32, invariant_slice_bytes / 8 / x_element_bytes / 32 * 32);
+    scratch_.reserve(gemv_accumulator_floats(run_length));
+  }
+  const std::int64_t runs = ceil_div(w.rows, run_length), row_blocks = ceil_div(x.rows, block_rows);
+  pool_.parallel_for(runs * row_blocks, [&](std::int64_t task, int thread) {
+    const std::int64_t first_row = task % row_blocks * block_rows, run = task / row_blocks;
     gemv_args slice = args;
-    slice.n_begin = task * per_task;
-    slice.n_end = std::min(w.rows, slice.n_begin + per_task);
+    slice.x += first_row * x.row_stride;
+    if (slice.x_bf16 != nullptr) slice.x_bf16 += first_row * args.x_bf16_stride;
+    slice.out += first_row * out.row_stride;
+    slice.m_rows = std::min(block_rows, x.rows - first_row);
+    slice.n_begin = run * run_length;
+    slice.n_end = std::min(w.rows, slice.n_begin + run_length);
+    if (k_blocked) slice.accumulators = scratch_.get(thread);
     kernels_.gemv(slice);
   });
 }

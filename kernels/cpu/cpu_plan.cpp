@@ -45,13 +45,15 @@ void fill_rotary_tables(const step_batch& batch, cpu_step_plan& plan) {
 }
 
 // Work items per (sequence, query block), each covering every head. A query
-// block whose context exceeds one split chunk (decode, short verification
-// runs) is split over fixed chunks of the context, so a long decode keeps
-// every core busy; the chunk boundaries depend only on the sequence itself,
-// so its result is the same whatever else shares the batch.
+// block whose context exceeds one chunk (decode, short verification runs)
+// is split into one item per chunk, so a long decode keeps every core busy.
+// Either way each query's context is cut at the same positions and merged
+// by the same rule, so its result is the same bits whatever else shares the
+// batch and however its prompt was chunked.
 void partition_attention(const step_batch& batch, cpu_step_plan& plan) {
   const int block_size = plan.cache.block_size;
   const std::int64_t split_tokens = std::max(1, attention_split_tokens / block_size) * std::int64_t{block_size};
+  plan.chunk_tokens = split_tokens;
   std::vector<std::int64_t> cost;  // cached tokens each item reads, times its queries
   for (std::int64_t s = 0; s < batch.num_sequences(); ++s) {
     const auto su = static_cast<std::size_t>(s);

@@ -31,7 +31,10 @@ struct attention_merge {
 
 /// Query tokens per attention work item (times the q heads gives its rows).
 inline constexpr int attention_query_block = 16;
-/// Cached tokens per split chunk when a short query run has a long context.
+/// Cached tokens per context chunk (rounded to whole blocks): every query
+/// walks its context in these position-aligned chunks and merges them in
+/// order, whether one item runs them all or a short query run with a long
+/// context is split into one item per chunk.
 inline constexpr int attention_split_tokens = 256;
 
 class cpu_step_plan final : public step_plan {
@@ -47,6 +50,7 @@ class cpu_step_plan final : public step_plan {
   std::vector<float> rope_sin;  ///< [T][rotary_dim / 2]
   std::vector<attention_item> items;
   std::vector<attention_merge> merges;
+  std::int64_t chunk_tokens = 0;   ///< attention_split_tokens rounded to whole blocks
   std::int64_t partial_rows = 0;   ///< rows of partial softmax state all split items need
   std::int64_t max_item_rows = 0;  ///< largest num_queries * group of any item
 };

@@ -26,16 +26,32 @@ struct gemv_args {
   const float* bias = nullptr;  ///< [N] or null
   const float* x = nullptr;     ///< [m_rows][k], row stride x_stride (floats)
   std::int64_t x_stride = 0;
-  const std::uint16_t* x_bf16 = nullptr;  ///< [m_rows][k] packed bf16 copy of x (dot-bf16 path only)
+  const std::uint16_t* x_bf16 = nullptr;  ///< [m_rows][k] bf16 copy of x (dot-bf16 path only)
+  std::int64_t x_bf16_stride = 0;         ///< elements between rows of x_bf16
   std::int64_t m_rows = 0;
   float* out = nullptr;  ///< [m_rows][N], row stride out_stride (floats)
   std::int64_t out_stride = 0;
   std::int64_t n_begin = 0, n_end = 0;
+  /// > 0: walk K in blocks of this many elements (a multiple of 32), each
+  /// block's activation slice kept in L1 while the weight tiles pass over
+  /// it; every output element still accumulates over K in the same order as
+  /// with 0 (one pass over all of K per tile), so the two agree bit for bit.
+  std::int64_t k_block = 0;
+  float* accumulators = nullptr;  ///< gemv_accumulator_floats() floats of scratch when k_block > 0
 };
+
+/// Scratch floats a K-blocked gemv (gemv_args::k_block > 0) needs for `n`
+/// weight rows: one vector of partial sums per (activation row of a pass, weight row).
+inline std::size_t gemv_accumulator_floats(std::int64_t n) { return static_cast<std::size_t>(n) * 8 * 16; }
 
 /// One attention work item: every q head of `num_queries` consecutive tokens
 /// of one sequence against the sequence's cached tokens [kv_begin, kv_end).
-/// Rows are (token, q head), q head = kv head * group + g.
+/// Rows are (token, q head), q head = kv head * group + g. The context is
+/// walked in chunks of `chunk_tokens` that start at positions multiple of
+/// it; each chunk's online softmax starts afresh, and the chunks' states are
+/// merged in position order by one rule (attention_merge's), so a query's
+/// output is the same bits whether its chunks ran in one item or as
+/// separate items merged afterwards.
 struct attention_args {
   int head_dim = 0;
   int group = 1;  ///< q heads per kv head
@@ -48,7 +64,8 @@ struct attention_args {
   std::int64_t tile_elements = 0;           ///< V tile follows K tile by this many elements
   int kv_heads = 0;                         ///< kv heads, all processed by the item
   const std::int32_t* pages = nullptr;      ///< the sequence's block ids, in order
-  std::int64_t kv_begin = 0, kv_end = 0;    ///< token range; kv_begin is a multiple of block_size
+  std::int64_t kv_begin = 0, kv_end = 0;    ///< token range; kv_begin is a multiple of chunk_tokens
+  std::int64_t chunk_tokens = 0;            ///< a multiple of block_size; with out null, kv range is one chunk
   const float* q = nullptr;                 ///< row of the first query token; head h at + h * head_dim
   std::int64_t q_stride = 0;                ///< floats between query tokens
   const std::int32_t* positions = nullptr;  ///< [num_queries] positions of the query tokens
@@ -65,8 +82,26 @@ struct attention_args {
 inline std::size_t attention_scratch_floats(std::int64_t rows, int head_dim, int block_size) {
   const auto r = static_cast<std::size_t>(rows), d = static_cast<std::size_t>(head_dim),
              b = static_cast<std::size_t>(block_size);
-  return r * d + 2 * r + 8 * (b + 32) + 2 * b * d + 64;  // 8 score rows of up to 16-wide padding
+  // Chunk and merged softmax states, 8 score rows of up to 16-wide padding, K/V tiles.
+  return 2 * (r * d + 2 * r) + 8 * (b + 32) + 2 * b * d + 64;
 }
+
+/// Rows of a split attention run whose chunks ran as separate items: row r
+/// of chunk c has its unnormalised output at partial_o + (c * rows + r) *
+/// head_dim, its max and sum at partial_m/l[c * rows + r]. Row r's result
+/// goes to out + (r / q_heads) * out_stride + (r % q_heads) * head_dim.
+struct attention_merge_args {
+  int head_dim = 0;
+  int q_heads = 0;
+  int chunks = 0;
+  std::int64_t rows = 0;
+  const float* partial_o = nullptr;
+  const float* partial_m = nullptr;
+  const float* partial_l = nullptr;
+  float* out = nullptr;
+  std::int64_t out_stride = 0;
+  float* scratch = nullptr;  ///< head_dim floats
+};
 
 /// Kernels of one dispatch level. Rows are contiguous float arrays unless noted.
 struct isa_kernels {
@@ -89,6 +124,8 @@ struct isa_kernels {
   void (*rope_row)(float* x, int heads, int head_dim, int rot_dim, const float* cos, const float* sin);
   /// Runs one attention work item.
   void (*attention)(const attention_args& args);
+  /// Merges the chunks of split attention rows into their outputs.
+  void (*attention_merge)(const attention_merge_args& args);
   /// max(x[0..n)); -inf for n == 0.
   float (*row_max)(const float* x, std::int64_t n);
   /// Σ exp(x[i] - shift), accumulated in double.

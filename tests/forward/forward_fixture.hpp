@@ -29,11 +29,16 @@ struct fixture_model {
   std::vector<npy_array> logits;
   std::vector<std::vector<std::int32_t>> greedy;
 
-  static fixture_model load(const std::string& name, int threads = 2) {
+  /// `batch_invariant`: the backend's batch-invariant mode (backend_options).
+  static fixture_model load(const std::string& name, int threads = 2, bool batch_invariant = false) {
     const auto dir = std::filesystem::path(TROUPE_FIXTURES_DIR) / "models" / name;
     checkpoint_options options;
     options.show_progress = false;
-    fixture_model f{dir, checkpoint::open(dir, options), make_backend("cpu", threads), nullptr, {}, {}, {}, {}};
+    backend_options backend_settings;
+    backend_settings.threads = threads;
+    backend_settings.batch_invariant = batch_invariant;
+    fixture_model f{dir, checkpoint::open(dir, options), make_backend("cpu", backend_settings), nullptr, {}, {}, {},
+                    {}};
     f.model = std::make_unique<llama_model>(f.ckpt.config(), f.ckpt.weights(), *f.cpu);
     std::ifstream in(dir / "reference.json");
     std::stringstream text;

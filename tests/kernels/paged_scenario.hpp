@@ -4,6 +4,7 @@
 // taken from a shuffled list of the pool's blocks.
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -101,6 +102,53 @@ inline filled_cache make_filled_cache(backend& b, const kv_cache_spec& spec, ran
   }
   b.copy_blocks(*f.cache, f.host.get(), copies);
   return f;
+}
+
+/// Attention shape and KV element type of one test case.
+struct attention_case {
+  int q_heads, kv_heads, head_dim, block_size;
+  dtype type;
+};
+
+/// A two-layer cache of `blocks` blocks for `c`.
+inline kv_cache_spec spec_for(const attention_case& c, std::int64_t blocks) {
+  return {.num_layers = 2,
+          .num_kv_heads = c.kv_heads,
+          .head_dim = c.head_dim,
+          .block_size = c.block_size,
+          .num_blocks = blocks,
+          .type = c.type};
+}
+
+inline attention_geometry geometry_for(const attention_case& c) {
+  attention_geometry g;
+  g.num_q_heads = c.q_heads;
+  g.num_kv_heads = c.kv_heads;
+  g.head_dim = c.head_dim;
+  g.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+  g.rope.head_dim = c.head_dim;
+  return g;
+}
+
+/// Blocks the sequences occupy together.
+inline std::int64_t blocks_needed(const std::vector<sequence_shape>& shapes, int block_size) {
+  std::int64_t n = 0;
+  for (const auto& s : shapes) n += (s.cached + s.fresh + block_size - 1) / block_size;
+  return n;
+}
+
+/// Runs attention for `batch` on `cache` (queries `q_values`, [T, Hq*D]) and
+/// returns the output rows; the output starts poisoned and its padding is checked.
+inline std::vector<float> run_attention(backend& b, const filled_cache& cache, const step_batch& batch,
+                                        const attention_case& c, const std::vector<float>& q_values, int layer) {
+  auto plan = b.plan_step(batch, cache.spec, geometry_for(c));
+  const std::int64_t tokens = batch.num_tokens(), width = std::int64_t{c.q_heads} * c.head_dim;
+  padded_matrix q(b, tokens, width, 7), out(b, tokens, width, 2);
+  q.fill(q_values);
+  out.poison_view();
+  b.attention(*plan, q.view(), *cache.cache, layer, out.view());
+  EXPECT_TRUE(out.padding_intact());
+  return out.values();
 }
 
 }  // namespace troupe::test
