@@ -1,0 +1,202 @@
+// The listener and the server's lifecycle. Sessions live in http_session.cpp
+// and ws_session.cpp.
+
+#include "api/http/http_server.hpp"
+
+#include <spdlog/spdlog.h>
+#include <algorithm>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/strand.hpp>
+#include <stdexcept>
+#include <thread>
+
+#include "api/http/server_internal.hpp"
+
+namespace troupe::api {
+
+using namespace detail;
+
+strand_post post_gate::make_post(net::any_io_executor strand) {
+  auto target = std::make_shared<event_target>();
+  {
+    std::lock_guard lock(mutex_);
+    if (open_) target->strand = std::move(strand);
+    if (targets_.size() >= prune_at_) {
+      std::erase_if(targets_, [](const std::weak_ptr<event_target>& entry) { return entry.expired(); });
+      prune_at_ = std::max<std::size_t>(64, 2 * targets_.size());
+    }
+    targets_.push_back(target);
+  }
+  return [target](std::function<void()> work) {
+    std::lock_guard lock(target->mutex);
+    if (target->strand) net::post(*target->strand, std::move(work));
+  };
+}
+
+void post_gate::close() {
+  std::lock_guard lock(mutex_);
+  open_ = false;
+  for (const std::weak_ptr<event_target>& entry : targets_) {
+    if (auto target = entry.lock()) {
+      std::lock_guard target_lock(target->mutex);
+      target->strand.reset();
+    }
+  }
+  targets_.clear();
+}
+
+server_state::server_state(engine& engine, server_config server_config)
+    : config(std::move(server_config)), workers(static_cast<std::size_t>(std::max(1, config.worker_threads))) {
+  routes.engine = &engine;
+  routes.limits = config.limits;
+  routes.model = engine.info();
+  routes.api_key = config.api_key;
+  routes.version = config.version;
+  routes.started_at =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  routes.draining = &draining;
+}
+
+std::uint64_t server_state::add_session(std::weak_ptr<closable> session) {
+  std::lock_guard lock(sessions_mutex_);
+  const std::uint64_t ticket = next_ticket_++;
+  sessions_.emplace(ticket, std::move(session));
+  return ticket;
+}
+
+void server_state::remove_session(std::uint64_t ticket) {
+  std::lock_guard lock(sessions_mutex_);
+  sessions_.erase(ticket);
+}
+
+void server_state::close_sessions() {
+  std::vector<std::shared_ptr<closable>> live;
+  {
+    std::lock_guard lock(sessions_mutex_);
+    for (const auto& [ticket, session] : sessions_) {
+      if (auto strong = session.lock()) live.push_back(std::move(strong));
+    }
+  }
+  for (const auto& session : live) session->close();
+}
+
+connection_slot::connection_slot(server_state& state, std::weak_ptr<closable> session)
+    : state_(state),
+      ticket_(state.add_session(std::move(session))),
+      over_capacity_(state.connections.fetch_add(1) >= state.config.max_connections) {}
+
+connection_slot::~connection_slot() {
+  state_.connections.fetch_sub(1);
+  state_.remove_session(ticket_);
+}
+
+struct http_server::impl {
+  impl(engine& engine, server_config config)
+      : state(std::make_shared<server_state>(engine, std::move(config))), acceptor(net::make_strand(io)) {}
+
+  void listen();
+  void do_accept();
+  void on_accept(beast::error_code ec, tcp::socket socket);
+
+  // Destroyed in reverse order: the io_context (and every session still in
+  // it) goes before the state the sessions point into.
+  std::shared_ptr<server_state> state;
+  net::io_context io;
+  tcp::acceptor acceptor;
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  std::vector<std::thread> threads;
+  std::once_flag stopped;
+};
+
+void http_server::impl::listen() {
+  const server_config& config = state->config;
+  beast::error_code ec;
+  const auto address = net::ip::make_address(config.host, ec);
+  if (ec) throw std::runtime_error("cannot listen on '" + config.host + "': not an IP address");
+  const tcp::endpoint endpoint(address, config.port);
+  const std::string where = config.host + ":" + std::to_string(config.port);
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) throw std::runtime_error("cannot listen on " + where + ": " + ec.message());
+}
+
+void http_server::impl::do_accept() {
+  acceptor.async_accept(net::make_strand(io),
+                        [this](beast::error_code ec, tcp::socket socket) { on_accept(ec, std::move(socket)); });
+}
+
+void http_server::impl::on_accept(beast::error_code ec, tcp::socket socket) {
+  if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+  if (ec) {
+    spdlog::warn("accept failed: {}", ec.message());  // e.g. out of file descriptors: keep serving
+  } else {
+    start_http_session(std::move(socket), state);
+  }
+  do_accept();
+}
+
+http_server::http_server(engine& engine, server_config config)
+    : impl_(std::make_unique<impl>(engine, std::move(config))) {
+  impl_->listen();
+}
+
+http_server::~http_server() { stop(); }
+
+void http_server::start() {
+  if (!impl_->threads.empty()) return;
+  impl_->work.emplace(impl_->io.get_executor());
+  impl_->do_accept();
+  const int count = std::max(1, impl_->state->config.io_threads);
+  for (int i = 0; i < count; ++i) impl_->threads.emplace_back([this] { impl_->io.run(); });
+}
+
+std::uint16_t http_server::port() const {
+  beast::error_code ec;
+  const tcp::endpoint endpoint = impl_->acceptor.local_endpoint(ec);
+  return ec ? 0 : endpoint.port();
+}
+
+void http_server::stop_accepting() {
+  impl_->state->draining = true;
+  net::post(impl_->acceptor.get_executor(), [this] {
+    beast::error_code ec;
+    impl_->acceptor.close(ec);
+  });
+}
+
+bool http_server::wait_idle(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (active_requests() > 0 || impl_->state->pending_responses.load() > 0) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+void http_server::stop() {
+  std::call_once(impl_->stopped, [this] {
+    stop_accepting();
+    impl_->state->gate->close();
+    impl_->state->close_sessions();
+    // Closed sockets complete their pending operations; give them a moment to unwind.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (active_connections() > 0 && std::chrono::steady_clock::now() < deadline && !impl_->threads.empty()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    impl_->work.reset();
+    impl_->io.stop();
+    for (std::thread& thread : impl_->threads) thread.join();
+    impl_->threads.clear();
+    // Last, so no I/O thread can post route work after the pool finished; what
+    // the workers post back lands in the stopped io_context and is destroyed with it.
+    impl_->state->workers.join();
+  });
+}
+
+std::int64_t http_server::active_requests() const { return impl_->state->in_flight->load(); }
+
+int http_server::active_connections() const { return impl_->state->connections.load(); }
+
+}  // namespace troupe::api

@@ -1,0 +1,75 @@
+#pragma once
+// The HTTP/WebSocket server in front of an engine: OpenAI-compatible
+// endpoints with SSE, the multiplexed WebSocket protocol, tokenize,
+// health, metrics. No Beast or Asio types here (they stay in the .cpp files).
+//
+// Lifecycle for a signal-driven shutdown:
+//   server.stop_accepting();            // new connections refused, /ready 503
+//   engine.shutdown(drain);             // running requests finish or abort
+//   server.wait_idle(timeout);          // responses flushed to clients
+//   server.stop();                      // every connection closed, threads joined
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "api/http/request_limits.hpp"
+#include "troupe/engine.hpp"
+
+namespace troupe::api {
+
+/// Everything the server needs besides the engine. Sizes in bytes.
+struct server_config {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 8000;                          ///< 0: any free port (read it back with http_server::port())
+  int io_threads = 2;                                 ///< threads running the sockets
+  int worker_threads = 2;                             ///< threads running route handlers (they may wait on the engine)
+  std::size_t max_body_bytes = std::size_t{8} << 20;  ///< larger bodies: 413
+  std::uint32_t max_header_bytes = std::uint32_t{64} << 10;  ///< larger headers: 431
+  std::chrono::milliseconds idle_timeout{60'000};            ///< keep-alive wait for a request; WebSocket idle (pinged)
+  std::chrono::milliseconds read_timeout{30'000};            ///< a request's first byte to its last (slowloris bound)
+  std::chrono::milliseconds write_timeout{30'000};           ///< one write to a client that does not read
+  int max_connections = 1024;                                ///< more: 503 and close
+  std::string api_key;                                       ///< empty: no authentication
+  std::size_t max_stream_queue_bytes = std::size_t{4} << 20;  ///< outgoing queue per SSE response or WebSocket
+  int max_ws_requests = 256;                                  ///< concurrent requests per WebSocket
+  request_limits limits;                                      ///< usually request_limits::from_engine_config
+  std::string version = "0.1.0";                              ///< reported by /version
+};
+
+/// See the file comment. Thread-safe.
+class http_server {
+ public:
+  /// Binds and listens (throws std::runtime_error naming host:port when it
+  /// cannot); serving starts with start(). `engine` must outlive the server.
+  http_server(engine& engine, server_config config);
+  ~http_server();
+  http_server(const http_server&) = delete;
+  http_server& operator=(const http_server&) = delete;
+
+  /// Starts the I/O and worker threads.
+  void start();
+  /// The bound port (useful with port 0).
+  std::uint16_t port() const;
+  /// Closes the listening socket; generation requests on open connections
+  /// get 503 shutting_down, /ready turns 503. Idempotent.
+  void stop_accepting();
+  /// Waits until no engine request and no HTTP response is in flight, up to
+  /// `timeout`; true when idle.
+  bool wait_idle(std::chrono::milliseconds timeout);
+  /// Closes every connection (their engine requests are cancelled) and joins
+  /// the threads. Idempotent; the destructor calls it.
+  void stop();
+
+  /// Engine requests submitted and not yet finished, failed or cancelled.
+  std::int64_t active_requests() const;
+  /// Open client connections (HTTP and WebSocket).
+  int active_connections() const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace troupe::api

@@ -1,0 +1,383 @@
+// One HTTP/1.1 connection: keep-alive requests, read limits and timeouts,
+// plain replies, SSE streams and the hand-over to a WebSocket session.
+// Everything runs on the connection's strand; handlers come in do_/on_ pairs.
+
+#include <algorithm>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/bind_handler.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/serializer.hpp>
+#include <boost/beast/http/write.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
+#include <cctype>
+#include <optional>
+
+#include "api/http/response_render.hpp"
+#include "api/http/server_internal.hpp"
+
+namespace troupe::api::detail {
+
+namespace http = beast::http;
+
+namespace {
+
+constexpr std::size_t max_sse_write_bytes = 64 * 1024;
+constexpr std::size_t first_read_bytes = 4096;
+constexpr std::chrono::seconds linger_time{1};
+
+/// A client's X-Request-Id is echoed when it is short and plain; otherwise one is made.
+std::string request_id_for(std::string_view given) {
+  const bool plain = !given.empty() && given.size() <= 128 && std::all_of(given.begin(), given.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == ':';
+  });
+  return plain ? std::string(given) : random_hex(16);
+}
+
+/// The reply for a request the parser rejected (it never reached the routes).
+api_error read_error_reply(beast::error_code ec) {
+  if (ec == http::error::header_limit) {
+    return api_error(431, "invalid_request_error", "request header fields are too large", {}, "header_too_large");
+  }
+  if (ec == http::error::body_limit) {
+    return api_error(413, "invalid_request_error", "request body is too large", {}, "body_too_large");
+  }
+  return api_error(400, "invalid_request_error", "malformed HTTP request: " + ec.message(), {}, "bad_http");
+}
+
+}  // namespace
+
+class http_session final : public closable, public job_listener, public std::enable_shared_from_this<http_session> {
+ public:
+  http_session(tcp::socket&& socket, std::shared_ptr<server_state> state)
+      : stream_(std::move(socket)), state_(std::move(state)) {}
+
+  void run() {
+    slot_.emplace(*state_, weak_from_this());
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+      if (!self->slot_->over_capacity()) return self->do_read();
+      api_error error(503, "service_unavailable_error", "too many connections", {}, "too_many_connections");
+      error.retry_after_s = 1;
+      self->keep_alive_ = false;
+      self->request_id_ = random_hex(16);
+      self->do_write_reply(error_reply(error));
+    });
+  }
+
+  void close() override {
+    net::post(stream_.get_executor(), [self = shared_from_this()] { self->abandon(); });
+  }
+
+  void job_reply(generation_job&, http_reply reply) override { do_write_reply(std::move(reply)); }
+
+  void job_stream_started(generation_job&) override { do_write_stream_header(); }
+
+  void job_frames_queued(generation_job&) override {
+    if (queue_ && queue_->over_limit()) {
+      // The client reads slower than the engine writes: give up on it, free the engine.
+      return abandon();
+    }
+    if (streaming_) do_write_frames();
+  }
+
+  void job_finished(generation_job&) override {
+    job_done_ = true;
+    job_.reset();
+    if (streaming_) do_write_frames();
+  }
+
+ private:
+  // --- reading a request -------------------------------------------------
+  void do_read() {
+    if (buffer_.size() > 0) return do_read_header();  // pipelined bytes already here
+    stream_.expires_after(state_->config.idle_timeout);
+    stream_.async_read_some(buffer_.prepare(first_read_bytes),
+                            beast::bind_front_handler(&http_session::on_first_bytes, shared_from_this()));
+  }
+
+  void on_first_bytes(beast::error_code ec, std::size_t bytes) {
+    if (ec) return abandon();  // idle timeout, or the client closed between requests
+    buffer_.commit(bytes);
+    do_read_header();
+  }
+
+  void do_read_header() {
+    parser_.emplace();
+    parser_->header_limit(state_->config.max_header_bytes);
+    parser_->body_limit(state_->config.max_body_bytes);
+    stream_.expires_after(state_->config.read_timeout);  // covers header and body: slowloris bound
+    http::async_read_header(stream_, buffer_, *parser_,
+                            beast::bind_front_handler(&http_session::on_read_header, shared_from_this()));
+  }
+
+  void on_read_header(beast::error_code ec, std::size_t) {
+    if (ec) return on_read_failed(ec);
+    const auto expect = parser_->get()[http::field::expect];
+    if (!beast::iequals(expect, "100-continue") || parser_->is_done()) return do_read_body();
+    net::async_write(stream_, net::buffer(continue_line_),
+                     [self = shared_from_this()](beast::error_code write_ec, std::size_t) {
+                       if (write_ec) return self->abandon();
+                       self->do_read_body();
+                     });
+  }
+
+  void do_read_body() {
+    http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&http_session::on_read, shared_from_this()));
+  }
+
+  void on_read_failed(beast::error_code ec) {
+    if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == net::error::operation_aborted ||
+        ec == net::error::connection_reset || ec == net::error::eof || closed_) {
+      return abandon();
+    }
+    keep_alive_ = false;  // the stream position is unknown after a framing error
+    request_id_ = random_hex(16);
+    do_write_reply(error_reply(read_error_reply(ec)));
+  }
+
+  void on_read(beast::error_code ec, std::size_t) {
+    if (ec) return on_read_failed(ec);
+    http::request<http::string_body> request = parser_->release();
+    parser_.reset();
+    keep_alive_ = request.keep_alive();
+    request_id_ = request_id_for(request["X-Request-Id"]);
+    http_request_view view;
+    view.method = std::string(request.method_string());
+    const std::string_view target = request.target();
+    const std::size_t question = target.find('?');
+    view.path = std::string(target.substr(0, question));
+    view.query = question == std::string_view::npos ? "" : std::string(target.substr(question + 1));
+    view.authorization = std::string(request[http::field::authorization]);
+    view.request_id = request_id_;
+    if (beast::websocket::is_upgrade(request)) return upgrade(std::move(request), view);
+    view.body = std::move(request.body());
+    ++state_->pending_responses;
+    counted_response_ = true;
+    do_route(std::move(view));
+  }
+
+  void upgrade(http::request<http::string_body> request, const http_request_view& view) {
+    if (std::optional<http_reply> refusal = check_websocket_upgrade(view, state_->routes)) {
+      keep_alive_ = false;
+      return do_write_reply(std::move(*refusal));
+    }
+    closed_ = true;  // the socket now belongs to the WebSocket session
+    start_ws_session(std::move(stream_), std::move(request), request_id_, state_);
+  }
+
+  // --- routing (off the I/O threads) ---------------------------------------
+  void do_route(http_request_view view) {
+    net::post(state_->workers, [self = shared_from_this(), view = std::move(view)] {
+      routed_request routed = route_request(view, self->state_->routes);
+      net::post(self->stream_.get_executor(),
+                [self, routed = std::move(routed)]() mutable { self->on_routed(std::move(routed)); });
+    });
+  }
+
+  void on_routed(routed_request routed) {
+    if (closed_) return;
+    if (!routed.generation) return do_write_reply(std::move(routed.reply));
+    const bool stream = routed.generation->stream;
+    queue_ = std::make_shared<outgoing_queue>(state_->config.max_stream_queue_bytes);
+    job_options options;
+    options.mode = stream ? output_mode::sse : output_mode::aggregate;
+    options.stream_key = state_->next_stream_key++;
+    options.queue = queue_;
+    options.listener = shared_from_this();
+    options.in_flight = state_->in_flight;
+    auto job = std::make_shared<generation_job>(std::move(*routed.generation), std::move(options));
+    job_ = job;
+    job_done_ = false;
+    job->start(*state_->routes.engine, state_->gate->make_post(stream_.get_executor()));
+    do_watch_disconnect();
+  }
+
+  // --- plain replies ------------------------------------------------------------
+  void do_write_reply(http_reply reply) {
+    if (closed_) return;
+    auto response = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(reply.status), 11);
+    response->set(http::field::server, "troupe");
+    response->set(http::field::content_type, reply.content_type);
+    response->set("X-Request-Id", request_id_);
+    for (const header_field& header : reply.headers) response->set(header.name, header.value);
+    response->keep_alive(keep_alive_ && !state_->draining.load());
+    response->body() = std::move(reply.body);
+    response->prepare_payload();
+    stream_.expires_after(state_->config.write_timeout);
+    http::async_write(stream_, *response, [self = shared_from_this(), response](beast::error_code ec, std::size_t) {
+      self->on_write_reply(ec, response->keep_alive());
+    });
+  }
+
+  void on_write_reply(beast::error_code ec, bool keep_alive) {
+    finish_response();
+    if (ec) return abandon();
+    if (!keep_alive) return do_linger();
+    do_read();
+  }
+
+  /// Closing right after an error reply would reset the connection while the
+  /// client still sends (a body past the limit) and destroy the reply in
+  /// flight: stop sending, discard input briefly, then close.
+  void do_linger() {
+    if (closed_) return;
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.expires_after(linger_time);
+    buffer_.clear();
+    stream_.async_read_some(buffer_.prepare(first_read_bytes),
+                            beast::bind_front_handler(&http_session::on_linger, shared_from_this()));
+  }
+
+  void on_linger(beast::error_code ec, std::size_t) {
+    if (ec || closed_) return abandon();
+    buffer_.clear();
+    stream_.async_read_some(buffer_.prepare(first_read_bytes),
+                            beast::bind_front_handler(&http_session::on_linger, shared_from_this()));
+  }
+
+  // --- SSE ------------------------------------------------------------------
+  void do_write_stream_header() {
+    stream_header_.emplace(http::status::ok, 11);
+    stream_header_->set(http::field::server, "troupe");
+    stream_header_->set(http::field::content_type, "text/event-stream");
+    stream_header_->set(http::field::cache_control, "no-cache");
+    stream_header_->set("X-Request-Id", request_id_);
+    stream_header_->keep_alive(keep_alive_ && !state_->draining.load());
+    stream_header_->chunked(true);
+    stream_serializer_.emplace(*stream_header_);
+    writing_ = true;
+    stream_.expires_after(state_->config.write_timeout);
+    http::async_write_header(stream_, *stream_serializer_,
+                             beast::bind_front_handler(&http_session::on_write_stream_header, shared_from_this()));
+  }
+
+  void on_write_stream_header(beast::error_code ec, std::size_t) {
+    writing_ = false;
+    if (ec) return abandon();
+    streaming_ = true;
+    do_write_frames();
+  }
+
+  void do_write_frames() {
+    if (writing_ || closed_ || !queue_) return;
+    std::string data;
+    while (data.size() < max_sse_write_bytes) {
+      std::optional<std::string> frame = queue_->pop();
+      if (!frame) break;
+      data += *frame;
+    }
+    if (data.empty()) {
+      if (job_done_) do_write_last_chunk();
+      return;
+    }
+    write_data_ = to_hex(data.size()) + "\r\n" + data + "\r\n";  // one HTTP/1.1 chunk
+    writing_ = true;
+    stream_.expires_after(state_->config.write_timeout);
+    net::async_write(stream_, net::buffer(write_data_),
+                     beast::bind_front_handler(&http_session::on_write_frames, shared_from_this()));
+  }
+
+  void on_write_frames(beast::error_code ec, std::size_t) {
+    writing_ = false;
+    if (ec) return abandon();  // the client went away or stopped reading: cancels the job
+    do_write_frames();
+  }
+
+  void do_write_last_chunk() {
+    write_data_ = "0\r\n\r\n";
+    writing_ = true;
+    stream_.expires_after(state_->config.write_timeout);
+    net::async_write(stream_, net::buffer(write_data_), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      self->writing_ = false;
+      self->streaming_ = false;
+      const bool keep_alive = self->stream_header_->keep_alive();
+      self->stream_serializer_.reset();
+      self->stream_header_.reset();
+      self->on_write_reply(ec, keep_alive);
+    });
+  }
+
+  static std::string to_hex(std::size_t value) {
+    static constexpr char digits[] = "0123456789abcdef";
+    std::string text;
+    do {
+      text.insert(text.begin(), digits[value & 0xF]);
+      value >>= 4;
+    } while (value != 0);
+    return text;
+  }
+
+  // --- disconnects ------------------------------------------------------------
+  /// While a job runs nothing is read, so wait for readability: EOF or a
+  /// reset means the client left and its engine requests must be cancelled.
+  void do_watch_disconnect() {
+    const std::uint64_t watch = ++watch_id_;
+    stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this(), watch](beast::error_code ec) {
+      self->on_watch_disconnect(ec, watch);
+    });
+  }
+
+  void on_watch_disconnect(beast::error_code ec, std::uint64_t watch) {
+    if (watch != watch_id_ || closed_ || (!job_ && !streaming_)) return;
+    if (ec == net::error::operation_aborted) return;
+    if (!ec) {
+      char byte = 0;
+      const std::size_t peeked = stream_.socket().receive(net::buffer(&byte, 1), tcp::socket::message_peek, ec);
+      if (!ec && peeked > 0) return;  // a pipelined request: it waits in the socket for its turn
+    }
+    abandon();
+  }
+
+  void finish_response() {
+    if (counted_response_) --state_->pending_responses;
+    counted_response_ = false;
+    job_done_ = false;
+    queue_.reset();
+  }
+
+  /// Ends the connection: cancels the running job (its engine requests) and closes.
+  void abandon() {
+    if (closed_) return;
+    closed_ = true;
+    if (auto job = std::move(job_)) job->cancel();
+    finish_response();
+    streaming_ = false;
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.close();
+  }
+
+  static constexpr std::string_view continue_line_ = "HTTP/1.1 100 Continue\r\n\r\n";
+
+  beast::tcp_stream stream_;
+  std::shared_ptr<server_state> state_;
+  std::optional<connection_slot> slot_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::string request_id_;
+  bool keep_alive_ = true;
+  bool counted_response_ = false;
+  bool closed_ = false;
+  std::shared_ptr<generation_job> job_;
+  std::shared_ptr<outgoing_queue> queue_;
+  bool job_done_ = false;
+  std::optional<http::response<http::empty_body>> stream_header_;
+  std::optional<http::response_serializer<http::empty_body>> stream_serializer_;
+  std::string write_data_;
+  bool writing_ = false;
+  bool streaming_ = false;
+  std::uint64_t watch_id_ = 0;
+};
+
+void start_http_session(tcp::socket socket, std::shared_ptr<server_state> state) {
+  std::make_shared<http_session>(std::move(socket), std::move(state))->run();
+}
+
+}  // namespace troupe::api::detail

@@ -1,0 +1,144 @@
+#include "api/http/prometheus.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <map>
+
+namespace troupe::api {
+
+namespace {
+
+/// Appends one metric family; every sample gets the model_name label first.
+class exposition {
+ public:
+  explicit exposition(std::string_view model_name)
+      : model_label_("model_name=\"" + escape_label_value(model_name) + "\"") {}
+
+  void family(std::string_view name, std::string_view type, std::string_view help) {
+    text_ += "# HELP ";
+    text_ += name;
+    text_ += ' ';
+    text_ += help;  // our own constant texts: nothing to escape
+    text_ += "\n# TYPE ";
+    text_ += name;
+    text_ += ' ';
+    text_ += type;
+    text_ += '\n';
+  }
+
+  void sample(std::string_view name, double value, std::string_view extra_labels = {}) {
+    text_ += name;
+    text_ += '{';
+    text_ += model_label_;
+    if (!extra_labels.empty()) {
+      text_ += ',';
+      text_ += extra_labels;
+    }
+    text_ += "} ";
+    text_ += format_metric_value(value);
+    text_ += '\n';
+  }
+
+  void gauge(std::string_view name, std::string_view help, double value) {
+    family(name, "gauge", help);
+    sample(name, value);
+  }
+
+  void counter(std::string_view name, std::string_view help, double value) {
+    family(name, "counter", help);
+    sample(name, value);
+  }
+
+  void labelled_counter(std::string_view name, std::string_view help, std::string_view label,
+                        const std::map<std::string, std::uint64_t>& values) {
+    family(name, "counter", help);
+    for (const auto& [key, value] : values) {
+      sample(name, static_cast<double>(value), std::string(label) + "=\"" + escape_label_value(key) + "\"");
+    }
+  }
+
+  void histogram(std::string_view name, std::string_view help, const histogram_snapshot& snapshot) {
+    family(name, "histogram", help);
+    const std::string bucket = std::string(name) + "_bucket";
+    // Cumulative counts must not decrease; clamp whatever the snapshot says.
+    std::uint64_t running = 0;
+    for (std::size_t i = 0; i < snapshot.upper_bounds.size(); ++i) {
+      if (i < snapshot.bucket_counts.size()) running = std::max(running, snapshot.bucket_counts[i]);
+      running = std::min(running, snapshot.count);
+      sample(bucket, static_cast<double>(running), "le=\"" + format_metric_value(snapshot.upper_bounds[i]) + "\"");
+    }
+    sample(bucket, static_cast<double>(snapshot.count), "le=\"+Inf\"");
+    sample(std::string(name) + "_sum", snapshot.sum);
+    sample(std::string(name) + "_count", static_cast<double>(snapshot.count));
+  }
+
+  std::string take() { return std::move(text_); }
+
+ private:
+  std::string model_label_;
+  std::string text_;
+};
+
+}  // namespace
+
+std::string escape_label_value(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (const char c : value) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string format_metric_value(double value) {
+  if (std::isnan(value)) return "NaN";
+  if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
+  char buffer[64];
+  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+  return std::string(buffer, result.ptr);
+}
+
+std::string render_prometheus(const engine_stats& stats, std::string_view model_name) {
+  exposition out(model_name);
+  out.gauge("troupe:num_requests_running", "Requests running (prefilling or decoding).", stats.num_requests_running);
+  out.gauge("troupe:num_requests_waiting", "Requests waiting to be scheduled.", stats.num_requests_waiting);
+  out.gauge("troupe:num_requests_swapped", "Requests whose KV blocks are swapped to host memory.",
+            stats.num_requests_swapped);
+  out.gauge("troupe:kv_cache_usage_perc", "Fraction of device KV cache blocks in use (0 to 1).", stats.kv_cache_usage);
+  out.counter("troupe:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
+              static_cast<double>(stats.prefix_cache_queries));
+  out.counter("troupe:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.",
+              static_cast<double>(stats.prefix_cache_hits));
+  out.counter("troupe:prompt_tokens_total", "Prompt tokens processed.", static_cast<double>(stats.prompt_tokens));
+  out.counter("troupe:generation_tokens_total", "Tokens generated.", static_cast<double>(stats.generation_tokens));
+  // Known label values are always present (at 0), so dashboards see every series from the start.
+  std::map<std::string, std::uint64_t> preemptions{{"swap", 0}, {"recompute", 0}};
+  for (const auto& [kind, count] : stats.preemptions) preemptions[kind] = count;
+  std::map<std::string, std::uint64_t> successes{{"stop", 0}, {"length", 0}, {"abort", 0}};
+  for (const auto& [reason, count] : stats.request_success) successes[reason] = count;
+  out.labelled_counter("troupe:num_preemptions_total", "Preemptions, by kind (swap or recompute).", "kind",
+                       preemptions);
+  out.labelled_counter("troupe:request_success_total", "Finished requests, by finish reason.", "finished_reason",
+                       successes);
+  out.histogram("troupe:time_to_first_token_seconds", "Time to the first generated token, seconds.",
+                stats.time_to_first_token_s);
+  out.histogram("troupe:inter_token_latency_seconds", "Time between consecutive generated tokens, seconds.",
+                stats.inter_token_latency_s);
+  out.histogram("troupe:e2e_request_latency_seconds", "Request latency from arrival to finish, seconds.",
+                stats.e2e_request_latency_s);
+  out.histogram("troupe:request_queue_time_seconds", "Time requests waited before their first step, seconds.",
+                stats.request_queue_time_s);
+  out.histogram("troupe:iteration_tokens_total", "Tokens scheduled per engine step.", stats.iteration_tokens);
+  return out.take();
+}
+
+}  // namespace troupe::api

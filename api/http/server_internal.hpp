@@ -1,0 +1,111 @@
+#pragma once
+// Shared by the server's Beast translation units only (http_server.cpp,
+// http_session.cpp, ws_session.cpp); nothing else includes Beast or Asio.
+
+#include <atomic>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "api/http/generation_job.hpp"
+#include "api/http/http_server.hpp"
+#include "api/http/routes.hpp"
+
+namespace troupe::api::detail {
+
+namespace beast = boost::beast;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+/// One job's way onto its connection's strand. Engine sinks hold this, never
+/// an executor: a sink may outlive the io_context, and an executor destroyed
+/// after its io_context touches freed memory.
+struct event_target {
+  std::mutex mutex;
+  std::optional<net::any_io_executor> strand;  ///< empty once the server stopped
+};
+
+/// Lets engine threads post onto session strands until the server stops;
+/// afterwards their events are dropped.
+class post_gate {
+ public:
+  /// A strand_post for `strand` (a session's), registered for close().
+  strand_post make_post(net::any_io_executor strand);
+  /// Detaches every target: later posts are dropped, no executor survives.
+  void close();
+
+ private:
+  std::mutex mutex_;
+  bool open_ = true;
+  std::vector<std::weak_ptr<event_target>> targets_;
+  std::size_t prune_at_ = 64;  ///< prune expired targets when the list reaches this size
+};
+
+/// A live connection the server closes at shutdown.
+class closable {
+ public:
+  virtual ~closable() = default;
+  /// Cancels the connection's requests and closes its socket (posted onto its strand).
+  virtual void close() = 0;
+};
+
+/// State shared by the listener and every session.
+struct server_state {
+  server_state(engine& engine, server_config config);
+
+  server_config config;
+  route_context routes;
+  std::atomic<bool> draining{false};
+  std::shared_ptr<post_gate> gate = std::make_shared<post_gate>();
+  in_flight_counter in_flight = std::make_shared<std::atomic<std::int64_t>>(0);
+  std::atomic<int> connections{0};
+  std::atomic<int> pending_responses{0};  ///< HTTP requests read and not yet answered
+  std::atomic<std::uint64_t> next_stream_key{1};
+  net::thread_pool workers;  ///< runs route handlers off the I/O threads
+
+  /// Registers a live session for close-at-shutdown; returns its ticket.
+  std::uint64_t add_session(std::weak_ptr<closable> session);
+  void remove_session(std::uint64_t ticket);
+  /// Calls close() on every live session.
+  void close_sessions();
+
+ private:
+  std::mutex sessions_mutex_;
+  std::uint64_t next_ticket_ = 1;
+  std::unordered_map<std::uint64_t, std::weak_ptr<closable>> sessions_;
+};
+
+/// Counts a connection for its lifetime and registers it for shutdown.
+class connection_slot {
+ public:
+  connection_slot(server_state& state, std::weak_ptr<closable> session);
+  ~connection_slot();
+  connection_slot(const connection_slot&) = delete;
+  connection_slot& operator=(const connection_slot&) = delete;
+  /// True when this connection is beyond max_connections.
+  bool over_capacity() const { return over_capacity_; }
+
+ private:
+  server_state& state_;
+  std::uint64_t ticket_;
+  bool over_capacity_;
+};
+
+/// Serves HTTP on an accepted socket (http_session.cpp).
+void start_http_session(tcp::socket socket, std::shared_ptr<server_state> state);
+
+/// Takes over a connection whose request asked for a WebSocket upgrade
+/// (ws_session.cpp). `request_id` is echoed in the handshake response.
+void start_ws_session(beast::tcp_stream stream, beast::http::request<beast::http::string_body> upgrade,
+                      std::string request_id, std::shared_ptr<server_state> state);
+
+}  // namespace troupe::api::detail

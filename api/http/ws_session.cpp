@@ -1,0 +1,216 @@
+// One WebSocket connection at /v1/ws: many generations multiplexed by client
+// id over one socket, a bounded outgoing queue, keep-alive pings. Runs on the
+// connection's strand; handlers come in do_/on_ pairs.
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/beast/core/bind_handler.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/websocket/stream.hpp>
+#include <map>
+#include <optional>
+
+#include "api/http/server_internal.hpp"
+#include "api/http/ws_protocol.hpp"
+
+namespace troupe::api::detail {
+
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+
+class ws_session final : public closable, public job_listener, public std::enable_shared_from_this<ws_session> {
+ public:
+  ws_session(beast::tcp_stream&& stream, std::shared_ptr<server_state> state)
+      : ws_(std::move(stream)),
+        state_(std::move(state)),
+        queue_(std::make_shared<outgoing_queue>(state_->config.max_stream_queue_bytes)) {}
+
+  void run(http::request<http::string_body> upgrade, std::string request_id) {
+    slot_.emplace(*state_, weak_from_this());
+    beast::get_lowest_layer(ws_).expires_never();  // the websocket's own timeouts take over
+    websocket::stream_base::timeout timeouts{};
+    timeouts.handshake_timeout = state_->config.read_timeout;
+    timeouts.idle_timeout = state_->config.idle_timeout;
+    timeouts.keep_alive_pings = true;
+    ws_.set_option(timeouts);
+    ws_.set_option(websocket::stream_base::decorator([request_id](websocket::response_type& response) {
+      response.set(http::field::server, "troupe");
+      response.set("X-Request-Id", request_id);
+    }));
+    ws_.read_message_max(state_->config.max_body_bytes);
+    ws_.auto_fragment(false);  // one frame per message: merged deltas can be large
+    upgrade_ = std::move(upgrade);
+    net::dispatch(ws_.get_executor(), [self = shared_from_this()] {
+      self->ws_.async_accept(self->upgrade_, beast::bind_front_handler(&ws_session::on_accept, self));
+    });
+  }
+
+  void close() override {
+    net::post(ws_.get_executor(), [self = shared_from_this()] { self->abandon(); });
+  }
+
+  void job_reply(generation_job&, http_reply) override {}  // websocket jobs answer in frames
+  void job_stream_started(generation_job&) override {}
+
+  void job_frames_queued(generation_job&) override {
+    if (queue_->over_limit()) shed_load();
+    do_write();
+  }
+
+  void job_finished(generation_job& job) override {
+    for (auto it = jobs_.begin(); it != jobs_.end(); ++it) {
+      if (it->second.get() == &job) {
+        jobs_.erase(it);
+        break;
+      }
+    }
+  }
+
+ private:
+  void on_accept(beast::error_code ec) {
+    if (ec) return abandon();
+    do_read();
+  }
+
+  void do_read() { ws_.async_read(read_buffer_, beast::bind_front_handler(&ws_session::on_read, shared_from_this())); }
+
+  void on_read(beast::error_code ec, std::size_t) {
+    if (ec) return abandon();  // closed by the client, idle timeout, oversized frame
+    const std::string text = beast::buffers_to_string(read_buffer_.data());
+    read_buffer_.consume(read_buffer_.size());
+    if (!ws_.got_text()) {
+      send(ws_error_frame(nullptr, invalid_field({}, "binary frames are not supported; send JSON text", "bad_frame")));
+    } else {
+      handle_message(text);
+    }
+    do_read();
+  }
+
+  void handle_message(std::string_view text) {
+    ws_client_message message;
+    try {
+      message = parse_ws_message(text, state_->routes.limits, state_->routes.model);
+    } catch (const ws_message_error& error) {
+      return send(ws_error_frame(error.id, error));
+    }
+    switch (message.type) {
+      case ws_client_message::kind::ping:
+        return send(ws_pong_frame(message.ping_data));
+      case ws_client_message::kind::cancel:
+        return cancel(message);
+      case ws_client_message::kind::generate:
+        return generate(std::move(message));
+    }
+  }
+
+  void cancel(const ws_client_message& message) {
+    const auto found = jobs_.find(message.id_key);
+    if (found == jobs_.end()) {
+      return send(ws_error_frame(
+          message.id, api_error(404, "invalid_request_error", "no running request has this id", "id", "unknown_id")));
+    }
+    std::shared_ptr<generation_job> job = found->second;
+    job->cancel_in_engine();  // its choices finish with "abort", then a done frame follows
+  }
+
+  void generate(ws_client_message message) {
+    if (std::optional<api_error> refusal = refusal_for(message)) return send(ws_error_frame(message.id, *refusal));
+    start_job(std::move(message));
+  }
+
+  std::optional<api_error> refusal_for(const ws_client_message& message) const {
+    if (jobs_.count(message.id_key) != 0) {
+      return api_error(400, "invalid_request_error", "a request with this id is already running", "id", "duplicate_id");
+    }
+    if (jobs_.size() >= static_cast<std::size_t>(state_->config.max_ws_requests)) {
+      return api_error(429, "rate_limit_error",
+                       "too many concurrent requests on this socket (at most " +
+                           std::to_string(state_->config.max_ws_requests) + ")",
+                       {}, "too_many_requests");
+    }
+    if (state_->draining.load()) {
+      return api_error(503, "service_unavailable_error", "the server is shutting down", {}, "shutting_down");
+    }
+    return std::nullopt;
+  }
+
+  void start_job(ws_client_message message) {
+    job_options options;
+    options.mode = output_mode::websocket;
+    options.stream_key = state_->next_stream_key++;
+    options.client_id = message.id;
+    options.queue = queue_;
+    options.listener = shared_from_this();
+    options.in_flight = state_->in_flight;
+    auto job = std::make_shared<generation_job>(std::move(message.generation), std::move(options));
+    jobs_[message.id_key] = job;
+    job->start(*state_->routes.engine, state_->gate->make_post(ws_.get_executor()));
+  }
+
+  /// The client reads slower than its requests produce: cancel them all,
+  /// drop what waits for them, and tell the client why (docs/api.md).
+  void shed_load() {
+    std::map<std::string, std::shared_ptr<generation_job>> victims = std::move(jobs_);
+    jobs_.clear();
+    const api_error error(503, "server_error",
+                          "the client read too slowly: outgoing queue exceeded " +
+                              std::to_string(queue_->limit_bytes()) + " bytes, request cancelled",
+                          {}, "slow_consumer");
+    for (auto& [key, job] : victims) {
+      job->cancel();
+      queue_->drop_stream(job->stream_key());
+      queue_->push_frame(0, -1, ws_error_frame(job->client_id(), error));
+    }
+  }
+
+  void send(std::string frame) {
+    queue_->push_frame(0, -1, std::move(frame));
+    do_write();
+  }
+
+  void do_write() {
+    if (writing_ || closed_) return;
+    std::optional<std::string> frame = queue_->pop();
+    if (!frame) return;
+    write_data_ = std::move(*frame);
+    writing_ = true;
+    ws_.text(true);
+    ws_.async_write(net::buffer(write_data_), beast::bind_front_handler(&ws_session::on_write, shared_from_this()));
+  }
+
+  void on_write(beast::error_code ec, std::size_t) {
+    writing_ = false;
+    if (ec) return abandon();
+    do_write();
+  }
+
+  /// Ends the connection and cancels every request on it.
+  void abandon() {
+    if (closed_) return;
+    closed_ = true;
+    std::map<std::string, std::shared_ptr<generation_job>> jobs = std::move(jobs_);
+    jobs_.clear();
+    for (auto& [key, job] : jobs) job->cancel();
+    beast::error_code ignored;
+    beast::get_lowest_layer(ws_).socket().shutdown(tcp::socket::shutdown_both, ignored);
+    beast::get_lowest_layer(ws_).close();
+  }
+
+  websocket::stream<beast::tcp_stream> ws_;
+  std::shared_ptr<server_state> state_;
+  std::optional<connection_slot> slot_;
+  http::request<http::string_body> upgrade_;
+  beast::flat_buffer read_buffer_;
+  std::shared_ptr<outgoing_queue> queue_;
+  std::map<std::string, std::shared_ptr<generation_job>> jobs_;  ///< running requests by client id (JSON)
+  std::string write_data_;
+  bool writing_ = false;
+  bool closed_ = false;
+};
+
+void start_ws_session(beast::tcp_stream stream, http::request<http::string_body> upgrade, std::string request_id,
+                      std::shared_ptr<server_state> state) {
+  std::make_shared<ws_session>(std::move(stream), std::move(state))->run(std::move(upgrade), std::move(request_id));
+}
+
+}  // namespace troupe::api::detail

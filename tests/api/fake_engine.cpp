@@ -1,0 +1,205 @@
+// Scripts, chosen by a keyword in the prompt text (or chat messages):
+//   (none)        every choice emits max_tokens tokens (8 when unlimited), one
+//                 token per delta, choices interleaved; finish "length"
+//                 ("stop" when unlimited)
+//   stop-early    every choice stops after 2 tokens: reason stop, stop_reason "\n"
+//   endless       a token every 2 ms until cancelled; then finish "abort"
+//   flood         16 KiB deltas every millisecond until cancelled
+//   fail-midway   2 deltas, then an internal error
+//   overloaded    error overloaded before anything else
+//   too-long      error too_long before anything else
+//   utf8-split    "€" split over two tokens: the first delta holds its text back
+
+#include "fake_engine.hpp"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/value.hpp>
+
+namespace troupe::testing {
+
+namespace {
+
+std::string prompt_of(const generation_request& request) {
+  if (request.kind == prompt_kind::chat) return request.chat_messages_json;
+  return request.prompt_text;
+}
+
+bool has(const std::string& text, const char* keyword) { return text.find(keyword) != std::string::npos; }
+
+token_logprobs logprob_entry(const std::string& text, int token, float logprob, int top) {
+  token_logprobs entry{token, text, logprob, {}, {}};
+  for (int k = 0; k < top; ++k) {
+    entry.top.emplace_back(" alt" + std::to_string(k), logprob - 0.5f * static_cast<float>(k + 1));
+    entry.top_ids.push_back(900 + k);
+  }
+  return entry;
+}
+
+}  // namespace
+
+fake_engine::fake_engine() {
+  info_.served_model_name = "fake-model";
+  info_.model_dir = "/models/fake";
+  info_.vocab_size = 1000;
+  info_.max_model_len = 4096;
+  info_.device = "cpu";
+}
+
+fake_engine::~fake_engine() { shutdown(std::chrono::milliseconds(0)); }
+
+std::string fake_engine::submit(generation_request request, std::shared_ptr<request_sink> sink) {
+  if (request.request_id.empty()) request.request_id = "fake-" + std::to_string(next_id_++);
+  const std::string id = request.request_id;
+  auto live = std::make_shared<live_request>();
+  std::lock_guard lock(mutex_);
+  submitted_.push_back(request);
+  live_[id] = live;
+  ++running_;
+  threads_.emplace_back([this, request = std::move(request), sink = std::move(sink), live]() mutable {
+    run_script(std::move(request), std::move(sink), std::move(live));
+    --running_;
+  });
+  return id;
+}
+
+void fake_engine::run_script(generation_request request, std::shared_ptr<request_sink> sink,
+                             std::shared_ptr<live_request> live) {
+  const std::string prompt = prompt_of(request);
+  const std::string& id = request.request_id;
+  if (has(prompt, "overloaded")) return sink->on_error({id, error_kind::overloaded, "queue is full", {}});
+  if (has(prompt, "too-long")) return sink->on_error({id, error_kind::too_long, "prompt is too long", "prompt"});
+  const int prompt_tokens = request.kind == prompt_kind::token_ids ? static_cast<int>(request.prompt_token_ids.size())
+                                                                   : static_cast<int>(prompt.size());
+  const std::string prompt_text =
+      request.kind == prompt_kind::token_ids ? detokenize(request.prompt_token_ids, false) : prompt;
+  sink->on_accepted({id, prompt_tokens, prompt_text});
+
+  const bool endless = has(prompt, "endless") || has(prompt, "flood");
+  const int tokens = has(prompt, "stop-early")   ? 2
+                     : endless                   ? 1'000'000
+                     : has(prompt, "utf8-split") ? 2
+                     : request.max_tokens > 0    ? request.max_tokens
+                                                 : 8;
+  const int top = request.sampling.top_logprobs;
+  usage_info usage{prompt_tokens, 2, 0};
+  for (int i = 0; i < tokens && !live->cancelled; ++i) {
+    if (has(prompt, "fail-midway") && i == 2) {
+      return sink->on_error({id, error_kind::internal, "scripted failure", {}});
+    }
+    for (int c = 0; c < request.n; ++c) {
+      delta_event delta{id, c, {}, {100 + i}, {}};
+      std::string text = request.n > 1 ? " c" + std::to_string(c) + "t" + std::to_string(i) : " t" + std::to_string(i);
+      if (has(prompt, "flood")) text = std::string(16 * 1024, 'x');
+      if (has(prompt, "utf8-split")) text = i == 0 ? "\xE2\x82" : "\xAC";
+      delta.text = has(prompt, "utf8-split") ? (i == 0 ? "" : "\xE2\x82\xAC") : text;
+      if (request.sampling.logprobs) {
+        delta.logprobs.push_back(logprob_entry(text, 100 + i, -0.25f * static_cast<float>(i + 1) - 0.1f * c, top));
+      }
+      sink->on_delta(delta);
+      ++usage.completion_tokens;
+    }
+    if (has(prompt, "endless")) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (has(prompt, "flood")) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const finish_reason reason = live->cancelled             ? finish_reason::abort
+                               : has(prompt, "stop-early") ? finish_reason::stop
+                               : request.max_tokens > 0    ? finish_reason::length
+                                                           : finish_reason::stop;
+  for (int c = 0; c < request.n; ++c) {
+    finished_event done{id, c, reason, {}, usage, c == request.n - 1};
+    if (has(prompt, "stop-early")) done.stop_reason = "\n";
+    sink->on_finished(done);
+  }
+}
+
+void fake_engine::cancel(const std::string& request_id) {
+  std::lock_guard lock(mutex_);
+  cancelled_.push_back(request_id);
+  if (const auto found = live_.find(request_id); found != live_.end()) found->second->cancelled = true;
+}
+
+engine_stats fake_engine::stats() {
+  std::lock_guard lock(mutex_);
+  engine_stats stats;
+  stats.num_requests_running = running_.load();
+  stats.kv_cache_usage = kv_usage_;
+  stats.healthy = healthy_;
+  stats.health_detail = health_detail_;
+  stats.preemptions = {{"swap", 3}};
+  stats.request_success = {{"stop", 5}, {"length", 2}};
+  stats.time_to_first_token_s = {{0.01, 0.1, 1.0}, {1, 3, 4, 5}, 2.5, 5};
+  return stats;
+}
+
+std::vector<std::int32_t> fake_engine::tokenize(const std::string& text, bool add_special_tokens) {
+  std::vector<std::int32_t> ids;
+  if (add_special_tokens) ids.push_back(1);
+  for (const unsigned char c : text) ids.push_back(static_cast<std::int32_t>(c) + 3);
+  return ids;
+}
+
+std::string fake_engine::detokenize(const std::vector<std::int32_t>& ids, bool skip_special_tokens) {
+  std::string text;
+  for (const std::int32_t id : ids) {
+    if (id < 3) {
+      if (!skip_special_tokens) text += "<s>";
+    } else if (id < 259) {
+      text += static_cast<char>(id - 3);
+    }
+  }
+  return text;
+}
+
+std::string fake_engine::apply_chat_template(const std::string& messages_json, const std::string&,
+                                             bool add_generation_prompt) {
+  std::string text;
+  const boost::json::value messages = boost::json::parse(messages_json);
+  for (const auto& message : messages.as_array()) {
+    const std::string role(message.at("role").as_string());
+    const auto& content = message.at("content");
+    text += "<" + role + ">" + (content.is_string() ? std::string(content.as_string()) : "") + "</" + role + ">";
+  }
+  return add_generation_prompt ? text + "<assistant>" : text;
+}
+
+void fake_engine::shutdown(std::chrono::milliseconds) {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [id, live] : live_) live->cancelled = true;
+    threads = std::move(threads_);
+  }
+  for (std::thread& thread : threads) thread.join();
+}
+
+void fake_engine::set_healthy(bool healthy, std::string detail) {
+  std::lock_guard lock(mutex_);
+  healthy_ = healthy;
+  health_detail_ = std::move(detail);
+}
+
+void fake_engine::set_kv_usage(double usage) {
+  std::lock_guard lock(mutex_);
+  kv_usage_ = usage;
+}
+
+std::vector<generation_request> fake_engine::submitted() const {
+  std::lock_guard lock(mutex_);
+  return submitted_;
+}
+
+std::vector<std::string> fake_engine::cancelled() const {
+  std::lock_guard lock(mutex_);
+  return cancelled_;
+}
+
+bool fake_engine::eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() >= deadline) return condition();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+}  // namespace troupe::testing

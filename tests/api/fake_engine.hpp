@@ -1,0 +1,68 @@
+#pragma once
+// A scripted troupe::engine for the API tests: each request runs on its own
+// thread and emits events chosen by a keyword in its prompt (see
+// fake_engine.cpp). Records submissions and cancels for assertions.
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "troupe/engine.hpp"
+
+namespace troupe::testing {
+
+/// See the file comment. Token i of choice c has text " t<i>" (" c<c>t<i>"
+/// when n > 1), id 100 + i and logprob -(i + 1) / 4 - c / 10.
+class fake_engine final : public engine {
+ public:
+  fake_engine();
+  ~fake_engine() override;
+
+  std::string submit(generation_request request, std::shared_ptr<request_sink> sink) override;
+  void cancel(const std::string& request_id) override;
+  engine_stats stats() override;
+  const model_info& info() const override { return info_; }
+  /// One id per byte (byte value + 3); BOS is id 1 when `add_special_tokens`.
+  std::vector<std::int32_t> tokenize(const std::string& text, bool add_special_tokens) override;
+  std::string detokenize(const std::vector<std::int32_t>& ids, bool skip_special_tokens) override;
+  /// "<role>content</role>" per message, then "<assistant>" when asked.
+  std::string apply_chat_template(const std::string& messages_json, const std::string& tools_json,
+                                  bool add_generation_prompt) override;
+  void shutdown(std::chrono::milliseconds drain) override;
+
+  void set_healthy(bool healthy, std::string detail = {});
+  void set_kv_usage(double usage);
+  std::vector<generation_request> submitted() const;
+  std::vector<std::string> cancelled() const;
+  /// Requests whose script has not ended yet.
+  int running() const { return running_.load(); }
+  /// Polls `condition` every few ms up to `timeout`; returns its last value.
+  static bool eventually(const std::function<bool()>& condition,
+                         std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+ private:
+  struct live_request {
+    std::atomic<bool> cancelled{false};
+  };
+  void run_script(generation_request request, std::shared_ptr<request_sink> sink, std::shared_ptr<live_request> live);
+
+  model_info info_;
+  mutable std::mutex mutex_;
+  std::vector<generation_request> submitted_;
+  std::vector<std::string> cancelled_;
+  std::map<std::string, std::shared_ptr<live_request>> live_;
+  std::vector<std::thread> threads_;
+  std::atomic<int> running_{0};
+  std::atomic<int> next_id_{0};
+  bool healthy_ = true;
+  std::string health_detail_;
+  double kv_usage_ = 0.0;
+};
+
+}  // namespace troupe::testing
