@@ -134,7 +134,11 @@ void dispatch(self_ptr self, scheduled_step step) {
   self->request(state.setup.executor, state.setup.step_timeout, atom::run_step_v, work)
       .then([self](const step_result_ptr& result) { on_step_done(self, *result); },
             [self, id](const caf::error& error) {
-              self->state.in_flight.erase(id);
+              auto& state = self->state;
+              // The step and every later one in flight will never run: their
+              // rows are released before the requests are failed.
+              if (state.in_flight.count(id) != 0) state.core->abandon_step(id);
+              state.in_flight.erase(state.in_flight.find(id), state.in_flight.end());
               fail_engine(self, "step " + std::to_string(id) + ": " + caf::to_string(error));
             });
 }
@@ -293,6 +297,7 @@ scheduler_actor::behavior_type scheduler_behavior(self_ptr self, scheduler_setup
         auto& state = self->state;
         state.draining = true;
         if (!state.core->has_unfinished_requests()) return true;
+        if (!state.healthy) return false;  // nothing can finish on a failed executor
         auto promise = self->make_response_promise<bool>();
         state.drains.push_back({promise, state.now() + seconds});
         self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(seconds)),

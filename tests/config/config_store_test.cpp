@@ -17,7 +17,7 @@ TEST(ConfigStore, DefaultsParse) {
   EXPECT_EQ(store.get_int("max_num_batched_tokens"), 2048);
   EXPECT_EQ(store.get_text("policy"), "fcfs");
   EXPECT_TRUE(store.get_bool("enable_prefix_caching"));
-  EXPECT_DOUBLE_EQ(store.get_real("request_timeout_s"), 600.0);
+  EXPECT_DOUBLE_EQ(store.get_real("request_timeout"), 600.0);
   EXPECT_EQ(store.source_of("policy"), config_source::defaults);
   config_store server(server_knobs());
   EXPECT_EQ(server.get_int("port"), 8000);
