@@ -2,6 +2,7 @@
 // and `param`, following OpenAI's and vLLM's documented field semantics.
 
 #include <gtest/gtest.h>
+#include <cctype>
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -111,6 +112,10 @@ struct rejection {
   std::string param;
 };
 
+void PrintTo(const rejection& r, std::ostream* os) {
+  *os << (r.body.size() > 80 ? r.body.substr(0, 80) + "..." : r.body);
+}
+
 class CompletionsRejection : public ::testing::TestWithParam<rejection> {};
 
 TEST_P(CompletionsRejection, NamesTheField) {
@@ -159,7 +164,14 @@ INSTANTIATE_TEST_SUITE_P(
         rejection{R"({"prompt":"x","suffix":"tail"})", 400, "suffix"},
         rejection{R"({"prompt":"x","best_of":2})", 400, "best_of"},
         rejection{R"({"prompt":"x","deadline_ms":0})", 400, "deadline_ms"},
-        rejection{R"({"prompt":"x","seed":1e30})", 400, "seed"}));
+        rejection{R"({"prompt":"x","seed":1e30})", 400, "seed"}),
+    [](const ::testing::TestParamInfo<rejection>& info) {  // e.g. "7_prompt_1_0_"
+      std::string name = std::to_string(info.index) + "_" + info.param.param;
+      for (char& c : name) {
+        if (std::isalnum(static_cast<unsigned char>(c)) == 0) c = '_';
+      }
+      return name;
+    });
 
 TEST(CompletionsRequest, TokenPromptLongerThanTheContextIs413) {
   std::string ids = "[";
