@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+
 #include "actors/core/step_builder.hpp"
 
 namespace troupe {
@@ -20,6 +22,7 @@ caf::result<step_result_ptr> run(executor_state& state, const scheduled_step& st
   if (r.fail_after_steps >= 0 && state.steps >= r.fail_after_steps) state.failed = true;
   if (state.failed) return caf::make_error(caf::sec::runtime_error, "executor failed (injected failure)");
   try {
+    const auto started = std::chrono::steady_clock::now();
     auto result = std::make_shared<step_result>();
     result->step = step.id;
     if (step.sequences.empty()) {
@@ -29,6 +32,7 @@ caf::result<step_result_ptr> run(executor_state& state, const scheduled_step& st
       fill_sampling_rows(batch, step);
       result->samples = r.model->step(batch, *r.cache, r.host.get());
     }
+    result->execute_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     ++state.steps;
     return step_result_ptr{std::move(result)};
   } catch (const std::exception& e) {

@@ -47,6 +47,10 @@ std::vector<double> iteration_token_buckets() {
   return {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
 }
 
+std::vector<double> step_time_buckets_s() {
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0};
+}
+
 void scheduler_metrics::fill(engine_stats& stats) const {
   stats.num_requests_running = num_running;
   stats.num_requests_waiting = num_waiting;
@@ -69,6 +73,7 @@ void scheduler_metrics::fill(engine_stats& stats) const {
   stats.e2e_request_latency_s = e2e_request_latency_s.snapshot();
   stats.request_queue_time_s = request_queue_time_s.snapshot();
   stats.iteration_tokens = iteration_tokens.snapshot();
+  stats.model_execute_time_s = model_execute_time_s.snapshot();
 }
 
 }  // namespace troupe

@@ -36,6 +36,7 @@ std::vector<double> ttft_buckets_s();
 std::vector<double> inter_token_buckets_s();
 std::vector<double> request_latency_buckets_s();
 std::vector<double> iteration_token_buckets();
+std::vector<double> step_time_buckets_s();
 
 /// Everything the scheduler measures.
 struct scheduler_metrics {
@@ -44,6 +45,7 @@ struct scheduler_metrics {
   histogram e2e_request_latency_s{request_latency_buckets_s()};
   histogram request_queue_time_s{request_latency_buckets_s()};
   histogram iteration_tokens{iteration_token_buckets()};
+  histogram model_execute_time_s{step_time_buckets_s()};  ///< executor time of each step with sequences
 
   std::uint64_t steps = 0;
   std::uint64_t prompt_tokens = 0;                       ///< prompt tokens of admitted requests

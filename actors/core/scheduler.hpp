@@ -159,6 +159,8 @@ class scheduler {
   // scheduler_plan.cpp
   void collect_sequences();
   void schedule_running(bool decodes);
+  /// Decodes the step being planned may take: all of them, or half while another step runs.
+  int decode_cap() const;
   bool make_room(sequence& seq, std::size_t position, std::int32_t& tokens, std::int32_t& blocks);
   void admit_waiting();
   bool admit_room(const sequence& seq, std::int32_t blocks);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "actors/core/scheduler.hpp"
@@ -67,13 +68,29 @@ void scheduler::collect_sequences() {
   plan_->resident = static_cast<int>(running.size());
 }
 
+int scheduler::decode_cap() const {
+  if (in_flight_.empty()) return std::numeric_limits<int>::max();
+  // Steps overlap: a decoding sequence sits out the step planned while its
+  // token is being sampled, so decodes alternate between the step running
+  // and the one being planned. Splitting them evenly keeps both halves long
+  // enough to hide the other's result handling and planning; without the cap
+  // one step takes nearly all of them, the other almost none, and the
+  // executor waits on the scheduler after every short step.
+  int decoding = 0;
+  for (const sequence* seq : plan_->running) {
+    if (seq->resident() && seq->total_tokens() - seq->num_computed <= 1) ++decoding;
+  }
+  return (decoding + 1) / 2;
+}
+
 void scheduler::schedule_running(bool decodes) {
+  int decode_slots = decodes ? decode_cap() : 0;
   for (std::size_t i = 0; i < plan_->running.size(); ++i) {
     sequence& seq = *plan_->running[i];
     if (!seq.resident() || seq.pending_rows > 0 || granted(seq)) continue;
     const std::int32_t remaining = seq.total_tokens() - seq.num_computed;
     if (remaining <= 0 || (remaining == 1) != decodes) continue;
-    if (plan_->budget <= 0) break;
+    if (plan_->budget <= 0 || (decodes && decode_slots-- <= 0)) break;
     std::int32_t tokens = decodes ? 1 : std::min({remaining, config_.max_prefill_chunk, plan_->budget});
     std::int32_t blocks = 0;
     if (make_room(seq, i, tokens, blocks)) add_grant(seq, grant_kind::append, tokens, blocks);

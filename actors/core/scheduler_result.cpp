@@ -70,6 +70,7 @@ scheduler_events scheduler::on_step_result(const step_result& result, double now
   }
   const in_flight_step record = std::move(it->second);
   in_flight_.erase(it);
+  metrics_.model_execute_time_s.observe(result.execute_s);
   // Children first, so a parent that stops on its first token still forks.
   for (const in_flight_row& row : record.rows) {
     request_state& request = *row.request;

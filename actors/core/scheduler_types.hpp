@@ -168,6 +168,7 @@ struct scheduled_step {
 struct step_result {
   std::uint64_t step = 0;
   std::vector<sample_output> samples;  ///< [L]
+  double execute_s = 0;                ///< wall seconds the executor spent on the step (forward + sampling)
 };
 
 }  // namespace troupe

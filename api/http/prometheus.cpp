@@ -138,6 +138,8 @@ std::string render_prometheus(const engine_stats& stats, std::string_view model_
   out.histogram("troupe:request_queue_time_seconds", "Time requests waited before their first step, seconds.",
                 stats.request_queue_time_s);
   out.histogram("troupe:iteration_tokens_total", "Tokens scheduled per engine step.", stats.iteration_tokens);
+  out.histogram("troupe:model_execute_time_seconds",
+                "Executor wall time per engine step (forward pass and sampling), seconds.", stats.model_execute_time_s);
   return out.take();
 }
 

@@ -86,6 +86,7 @@ struct engine_stats {
   histogram_snapshot e2e_request_latency_s;
   histogram_snapshot request_queue_time_s;
   histogram_snapshot iteration_tokens;
+  histogram_snapshot model_execute_time_s;  ///< executor wall time per step, seconds
   std::string policy;                 ///< current scheduling policy
   bool healthy = true;                ///< false when an executor died or is stuck
   std::string health_detail;

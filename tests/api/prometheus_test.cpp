@@ -114,7 +114,8 @@ TEST(Prometheus, EveryRequiredNameWithHelpAndType) {
                                                        {"troupe:inter_token_latency_seconds", "histogram"},
                                                        {"troupe:e2e_request_latency_seconds", "histogram"},
                                                        {"troupe:request_queue_time_seconds", "histogram"},
-                                                       {"troupe:iteration_tokens_total", "histogram"}};
+                                                       {"troupe:iteration_tokens_total", "histogram"},
+                                                       {"troupe:model_execute_time_seconds", "histogram"}};
   for (const auto& [name, type] : required) {
     EXPECT_EQ(parsed.types.count(name) ? parsed.types.at(name) : "", type) << name;
     EXPECT_EQ(parsed.helps.count(name), 1u) << name;

@@ -153,5 +153,11 @@ def test_operator_endpoints(server):
                      "troupe:generation_tokens_total", "troupe:num_preemptions_total",
                      "troupe:request_success_total", "troupe:time_to_first_token_seconds_bucket",
                      "troupe:inter_token_latency_seconds_bucket", "troupe:e2e_request_latency_seconds_bucket",
-                     "troupe:request_queue_time_seconds_bucket", "troupe:iteration_tokens_total_bucket"]:
+                     "troupe:request_queue_time_seconds_bucket", "troupe:iteration_tokens_total_bucket",
+                     "troupe:model_execute_time_seconds_bucket"]:
         assert required in names, required
+    before = server.metric("troupe:model_execute_time_seconds_count")
+    requests.post(server.base_url + "/v1/completions", json={"prompt": "time the steps", "max_tokens": 3},
+                  timeout=30).raise_for_status()
+    assert server.metric("troupe:model_execute_time_seconds_count") >= before + 3  # a prefill and two decodes
+    assert server.metric("troupe:model_execute_time_seconds_sum") > 0

@@ -67,6 +67,7 @@ class fake_model {
       device_[static_cast<std::size_t>(batch.slot_mapping[t])] = batch.token_ids[t];
     step_result result;
     result.step = step.id;
+    result.execute_s = execute_s;
     for (std::size_t r = 0; r < batch.logits_indices.size(); ++r) {
       const logits_row_hook& hook = step.rows[r];
       const std::size_t s = hook.sequence_index;
@@ -81,6 +82,8 @@ class fake_model {
     }
     return result;
   }
+
+  double execute_s = 0.001;  ///< reported as each step's executor time
 
  private:
   std::int32_t block_size_, vocab_;

@@ -48,6 +48,8 @@ TEST(scheduler_metrics, latencies_follow_the_times_passed_in) {
   EXPECT_EQ(m.request_success.at("length"), 2u);
   EXPECT_DOUBLE_EQ(m.iteration_tokens.snapshot().sum, 19.0);
   EXPECT_EQ(m.iteration_tokens.snapshot().count, 5u);
+  EXPECT_EQ(m.model_execute_time_s.snapshot().count, 5u);  // the fake model reports 1 ms per step
+  EXPECT_DOUBLE_EQ(m.model_execute_time_s.snapshot().sum, 0.005);
 
   engine_stats stats;
   m.fill(stats);
@@ -55,6 +57,7 @@ TEST(scheduler_metrics, latencies_follow_the_times_passed_in) {
   EXPECT_EQ(stats.num_requests_running, 0);
   EXPECT_EQ(stats.kv_blocks_total, 64);
   EXPECT_EQ(stats.time_to_first_token_s.count, 2u);
+  EXPECT_EQ(stats.model_execute_time_s.count, 5u);
 }
 
 TEST(scheduler_metrics, gauges_and_kv_usage_track_the_last_step) {

@@ -49,6 +49,31 @@ TEST(overlap, a_step_planned_while_the_previous_runs_skips_only_sequences_awaiti
   EXPECT_EQ((run.outputs[{b, 0}]), reference_outputs(b_spec.prompt, 4, 0, 2, {}, 0, harness::kVocab));
 }
 
+TEST(overlap, decodes_split_evenly_between_the_running_step_and_the_next) {
+  const scheduler_config config = small_config(/*budget=*/64, 8, /*chunk=*/8);
+  scheduler sched(config);
+  block_manager kv(kv_config(config));
+  fake_model model(config.num_device_blocks, config.num_host_blocks, config.block_size, harness::kVocab);
+  for (int i = 0; i < 6; ++i) sched.submit(make_spec(4, 30, 1 + i), 0);
+  const scheduled_step first = sched.schedule(0, kv);  // six prefills
+  ASSERT_EQ(first.sequences.size(), 6u);
+  const step_result first_result = model.run(first, build_step_batch(first, config.block_size));
+  for (int i = 0; i < 2; ++i) sched.submit(make_spec(4, 30, 10 + i), 0);
+  const scheduled_step second = sched.schedule(0.01, kv);  // two prefills beside the running six
+  ASSERT_EQ(second.sequences.size(), 2u);
+  const step_result second_result = model.run(second, build_step_batch(second, config.block_size));
+  EXPECT_EQ(sched.on_step_result(first_result, 0.02).error, "");
+  // Six could decode now, but with `second` running the eight decoders split four and four.
+  const scheduled_step third = sched.schedule(0.03, kv);
+  EXPECT_EQ(third.sequences.size(), 4u);
+  const step_result third_result = model.run(third, build_step_batch(third, config.block_size));
+  EXPECT_EQ(sched.on_step_result(second_result, 0.04).error, "");
+  const scheduled_step fourth = sched.schedule(0.05, kv);
+  EXPECT_EQ(fourth.sequences.size(), 4u) << "the two left over and the two from `second`";
+  model.run(fourth, build_step_batch(fourth, config.block_size));
+  EXPECT_EQ(sched.on_step_result(third_result, 0.06).error, "");
+}
+
 TEST(overlap, a_cancel_during_the_kv_exchange_frees_the_new_allocation_next_step) {
   const scheduler_config config = small_config();
   scheduler sched(config);
