@@ -2,7 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "actors/core/step_builder.hpp"
 
@@ -54,6 +56,33 @@ executor_actor::behavior_type executor_behavior(executor_actor::stateful_pointer
 }
 
 }  // namespace
+
+double time_one_token_step(executor_resources& r) {
+  static const sampling_params greedy = [] {
+    sampling_params params;
+    params.temperature = 0;
+    return params;
+  }();
+  if (r.cache->spec().num_blocks < 1) return 0;
+  step_batch batch;
+  batch.token_ids = {0};
+  batch.positions = {0};
+  batch.query_start = {0, 1};
+  batch.seq_lens = {1};
+  batch.kv_indptr = {0, 1};
+  batch.kv_indices = {0};
+  batch.kv_last_page_len = {1};
+  batch.slot_mapping = {0};
+  batch.logits_indices = {0};
+  batch.sampling = {sampling_row{&greedy}};
+  double fastest = std::numeric_limits<double>::infinity();
+  for (int run = 0; run < 3; ++run) {
+    const auto started = std::chrono::steady_clock::now();
+    r.model->step(batch, *r.cache, r.host.get());
+    fastest = std::min(fastest, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  }
+  return fastest;
+}
 
 executor_actor spawn_executor(caf::actor_system& system, std::shared_ptr<executor_resources> resources) {
   return system.spawn<caf::detached>(executor_behavior, std::move(resources));

@@ -22,6 +22,12 @@ struct executor_resources {
   int fail_after_steps = -1;  ///< test hook: fail every step after this many (-1: never)
 };
 
+/// Runs a one-token greedy step (writing slot 0 of the free KV pool) a few
+/// times and returns the fastest, seconds: the cost every step pays however
+/// small, which decides whether overlapping steps split their decodes.
+/// Also warms the backend up before the first request.
+double time_one_token_step(executor_resources& resources);
+
 /// Spawns a detached executor over `resources`.
 executor_actor spawn_executor(caf::actor_system& system, std::shared_ptr<executor_resources> resources);
 

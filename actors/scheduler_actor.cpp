@@ -1,9 +1,12 @@
 #include "actors/scheduler_actor.hpp"
 
-#include <deque>
 #include <spdlog/spdlog.h>
+#include <algorithm>
+#include <deque>
 #include <unordered_map>
 #include <unordered_set>
+
+#include "actors/core/step_cost.hpp"
 
 namespace troupe {
 
@@ -23,7 +26,11 @@ struct scheduler_state {
   std::deque<std::string> early_cancels;  ///< ids cancelled before they were submitted (bounded)
   std::unordered_set<std::string> early_cancel_set;
   bool planning = false;
-  std::map<std::uint64_t, double> in_flight;  ///< step id -> start time
+  std::map<std::uint64_t, double> in_flight;  ///< step id -> dispatch time
+  step_cost_model step_cost;
+  overlap_mode overlap = overlap_mode::alternate;
+  double result_received_s = -1;  ///< when the last step result arrived, until the next dispatch
+  double messaging_s = 0;         ///< the last step's round trip less its executor time
   bool healthy = true;
   std::string health_detail;
   bool draining = false;
@@ -82,7 +89,9 @@ void route(self_ptr self, scheduler_events events) {
                 route(self, self->state.core->finish(handle, choice, finish_reason::stop, self->state.now()));
               if (!stops->choices.empty()) try_step(self);
             },
-            [](const caf::error& error) { spdlog::error("scheduler: tokenizer shard failed: {}", caf::to_string(error)); });
+            [](const caf::error& error) {
+              spdlog::error("scheduler: tokenizer shard failed: {}", caf::to_string(error));
+            });
   }
   settle_drains(self);
 }
@@ -102,7 +111,8 @@ void fail_engine(self_ptr self, const std::string& reason) {
   }
   for (std::size_t shard = 0; shard < batches.size(); ++shard) {
     if (batches[shard].errors.empty()) continue;
-    caf::anon_send(state.setup.shards[shard], atom::events_v, std::make_shared<const stream_batch>(std::move(batches[shard])));
+    caf::anon_send(state.setup.shards[shard], atom::events_v,
+                   std::make_shared<const stream_batch>(std::move(batches[shard])));
   }
   std::vector<request_handle> live;
   for (const auto& [handle, id] : state.ids) live.push_back(handle);
@@ -120,8 +130,17 @@ void on_step_done(self_ptr self, const step_result& result) {
     const double elapsed = state.now() - started->second;
     state.step_time_ewma_s = state.step_time_ewma_s == 0 ? elapsed : 0.9 * state.step_time_ewma_s + 0.1 * elapsed;
     state.core->set_step_time_estimate(state.step_time_ewma_s);
+    state.messaging_s = std::max(0.0, elapsed - result.execute_s);  // to the executor and back
     state.in_flight.erase(started);
   }
+  if (const overlap_mode mode = state.step_cost.mode(); mode != state.overlap) {
+    spdlog::info(
+        "scheduler: steps now overlap in {} mode (one-token step {:.3f} ms, gap between serial steps {:.3f} ms)",
+        overlap_mode_name(mode), 1e3 * state.step_cost.fixed_step_s(), 1e3 * state.step_cost.serial_gap_s());
+    state.overlap = mode;
+    state.core->set_split_decodes(mode == overlap_mode::split);
+  }
+  state.result_received_s = state.now();
   route(self, state.core->on_step_result(result, state.now()));
   try_step(self);
 }
@@ -129,7 +148,11 @@ void on_step_done(self_ptr self, const step_result& result) {
 void dispatch(self_ptr self, scheduled_step step) {
   auto& state = self->state;
   const std::uint64_t id = step.id;
-  state.in_flight[id] = state.now();
+  const double now = state.now();
+  state.in_flight[id] = now;
+  if (state.result_received_s >= 0 && state.overlap == overlap_mode::serial)
+    state.step_cost.observe_serial_gap(now - state.result_received_s + state.messaging_s);
+  state.result_received_s = -1;
   auto work = std::make_shared<const scheduled_step>(std::move(step));
   self->request(state.setup.executor, state.setup.step_timeout, atom::run_step_v, work)
       .then([self](const step_result_ptr& result) { on_step_done(self, *result); },
@@ -149,6 +172,7 @@ void finish_planning(self_ptr self) {
   state.planning = false;
   route(self, std::move(step.events));
   if (step.empty()) {
+    state.result_received_s = -1;
     // Frees queued while this step was planned (a cancel) go out at once.
     if (state.core->has_pending_kv_updates()) {
       try_step(self);
@@ -180,8 +204,12 @@ void send_kv(self_ptr self, kv_request request) {
 void try_step(self_ptr self) {
   auto& state = self->state;
   if (!state.healthy || state.planning) return;
-  if (static_cast<int>(state.in_flight.size()) >= state.setup.max_steps_in_flight) return;
-  if (!state.core->has_unfinished_requests() && !state.core->has_pending_kv_updates()) return;
+  const int max_in_flight = state.overlap == overlap_mode::serial ? 1 : state.setup.max_steps_in_flight;
+  if (static_cast<int>(state.in_flight.size()) >= max_in_flight) return;
+  if (!state.core->has_unfinished_requests() && !state.core->has_pending_kv_updates()) {
+    state.result_received_s = -1;  // idle: the next dispatch waits for a request, not for planning
+    return;
+  }
   state.planning = true;
   send_kv(self, state.core->begin_step(state.now()));
 }
@@ -191,11 +219,13 @@ void submit(self_ptr self, const admitted_request& admitted) {
   const std::string& id = admitted.accepted.request_id;
   if (!state.healthy || state.draining) {
     const error_kind kind = state.healthy ? error_kind::shutting_down : error_kind::internal;
-    admitted.sink.error({id, kind, state.healthy ? "the engine is shutting down" : "the engine failed: " + state.health_detail, ""});
+    admitted.sink.error(
+        {id, kind, state.healthy ? "the engine is shutting down" : "the engine failed: " + state.health_detail, ""});
     return;
   }
   if (state.handles.count(id) != 0) {
-    admitted.sink.error({id, error_kind::invalid_request, "a request with id '" + id + "' is already running", "request_id"});
+    admitted.sink.error(
+        {id, error_kind::invalid_request, "a request with id '" + id + "' is already running", "request_id"});
     return;
   }
   const submit_result result = state.core->submit(admitted.spec, state.now());
@@ -240,7 +270,8 @@ engine_stats_ptr snapshot(const scheduler_state& state) {
   const double now = state.now();
   if (state.healthy && !state.in_flight.empty() && now - state.in_flight.begin()->second > state.setup.stuck_after_s) {
     stats->healthy = false;
-    stats->health_detail = "a step has been running for " + std::to_string(now - state.in_flight.begin()->second) + " s";
+    stats->health_detail =
+        "a step has been running for " + std::to_string(now - state.in_flight.begin()->second) + " s";
   }
   return stats;
 }
@@ -282,6 +313,8 @@ scheduler_actor::behavior_type scheduler_behavior(self_ptr self, scheduler_setup
                                                   std::chrono::steady_clock::time_point start) {
   auto& state = self->state;
   state.core = std::make_unique<scheduler>(setup.config, make_policy(setup.policy));
+  state.step_cost = step_cost_model(setup.one_token_step_s);
+  state.overlap = state.step_cost.mode();
   state.setup = std::move(setup);
   state.start = start;
   return {

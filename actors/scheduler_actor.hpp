@@ -21,7 +21,8 @@ struct scheduler_setup {
   int max_steps_in_flight = 2;
   caf::timespan kv_timeout = std::chrono::seconds(10);
   caf::timespan step_timeout = std::chrono::seconds(600);  ///< a step running longer fails the executor
-  double stuck_after_s = 30.0;  ///< /health reports a step running longer than this as stuck
+  double stuck_after_s = 30.0;                             ///< /health reports a step running longer than this as stuck
+  double one_token_step_s = 0;                             ///< measured executor time of a one-token step (0: unknown)
 };
 
 /// Spawns the scheduler actor. `clock_start` is the engine's time origin.

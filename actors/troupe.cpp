@@ -1,8 +1,8 @@
 #include "actors/troupe.hpp"
 
-#include <random>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
+#include <random>
 
 #include "actors/intake.hpp"
 #include "actors/kv_manager.hpp"
@@ -50,7 +50,8 @@ double troupe_handles::now() const {
 
 loaded_engine_model load_engine_model(const engine_config& config) {
   loaded_engine_model loaded;
-  const std::filesystem::path dir = config.model_dir.empty() ? ensure_demo_model() : std::filesystem::path(config.model_dir);
+  const std::filesystem::path dir =
+      config.model_dir.empty() ? ensure_demo_model() : std::filesystem::path(config.model_dir);
   loaded.weights = std::make_shared<const checkpoint>(checkpoint::open(dir));
   loaded.preparer = prompt_preparer::load(dir);
   const model_config& model = loaded.weights->config();
@@ -77,6 +78,7 @@ loaded_engine_model load_engine_model(const engine_config& config) {
   const kv_cache_spec spec = resources->model->kv_spec(config.block_size, loaded.num_device_blocks, kv_type);
   resources->cache = resources->device->create_kv_cache(spec);
   if (loaded.num_host_blocks > 0) resources->host = resources->device->create_host_pool(spec, loaded.num_host_blocks);
+  loaded.one_token_step_s = time_one_token_step(*resources);
   loaded.executor = resources;
   loaded.eos_token_ids = eos_ids(*loaded.weights, *loaded.preparer->tokenizer());
   loaded.info.served_model_name = config.served_model_name.empty() ? dir.filename().string() : config.served_model_name;
@@ -88,6 +90,8 @@ loaded_engine_model load_engine_model(const engine_config& config) {
                loaded.info.served_model_name, model.num_hidden_layers, loaded.max_model_len, loaded.num_device_blocks,
                config.block_size, loaded.num_device_blocks * static_cast<std::int64_t>(block_bytes) >> 20,
                loaded.num_host_blocks, device);
+  spdlog::info("model {}: a one-token step takes {:.3f} ms", loaded.info.served_model_name,
+               1e3 * loaded.one_token_step_s);
   return loaded;
 }
 
@@ -124,6 +128,7 @@ troupe_handles spawn_troupe(caf::actor_system& system, const engine_config& conf
   setup.kv = handles.kv;
   setup.executor = handles.executor;
   setup.shards = handles.tokenizers;
+  setup.one_token_step_s = model.one_token_step_s;
   handles.scheduler = spawn_scheduler(system, std::move(setup), handles.clock_start);
 
   intake_setup intake;

@@ -24,6 +24,7 @@ struct loaded_engine_model {
   std::int64_t num_host_blocks = 0;
   int max_model_len = 0;
   std::vector<std::int32_t> eos_token_ids;
+  double one_token_step_s = 0;  ///< executor time of a one-token step, measured at load
 };
 
 /// Loads `config.model_dir` (or the demo model), picks the device, uploads

@@ -87,6 +87,10 @@ class scheduler {
   const scheduler_config& config() const { return config_; }
   /// The caller's estimate of one step's duration, for deadline admission.
   void set_step_time_estimate(double seconds) { step_time_estimate_s_ = seconds; }
+  /// While a step is in flight, let the next take at most half the decoding
+  /// sequences (see step_cost_model for when that pays). Off by default.
+  void set_split_decodes(bool split) { split_decodes_ = split; }
+  bool split_decodes() const { return split_decodes_; }
 
   // ---- state --------------------------------------------------------------
   /// Sequences (choices) that are device-resident, waiting to be (re)prefilled, or swapped out.
@@ -159,7 +163,7 @@ class scheduler {
   // scheduler_plan.cpp
   void collect_sequences();
   void schedule_running(bool decodes);
-  /// Decodes the step being planned may take: all of them, or half while another step runs.
+  /// Decodes the step being planned may take: all, or half while another step runs and decodes are split.
   int decode_cap() const;
   bool make_room(sequence& seq, std::size_t position, std::int32_t& tokens, std::int32_t& blocks);
   void admit_waiting();
@@ -208,6 +212,7 @@ class scheduler {
   std::int32_t pending_freed_blocks_ = 0;     ///< device blocks the pending frees will release (estimate)
   kv_usage known_usage_;
   double step_time_estimate_s_ = 0;
+  bool split_decodes_ = false;
   std::map<std::uint64_t, in_flight_step> in_flight_;
   std::optional<step_plan> plan_;
   bool step_ready_ = false;

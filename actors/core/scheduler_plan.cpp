@@ -69,13 +69,10 @@ void scheduler::collect_sequences() {
 }
 
 int scheduler::decode_cap() const {
-  if (in_flight_.empty()) return std::numeric_limits<int>::max();
-  // Steps overlap: a decoding sequence sits out the step planned while its
-  // token is being sampled, so decodes alternate between the step running
-  // and the one being planned. Splitting them evenly keeps both halves long
-  // enough to hide the other's result handling and planning; without the cap
-  // one step takes nearly all of them, the other almost none, and the
-  // executor waits on the scheduler after every short step.
+  if (!split_decodes_ || in_flight_.empty()) return std::numeric_limits<int>::max();
+  // A decoding sequence sits out the step planned while its token is being
+  // sampled, so decodes alternate between the running step and the next;
+  // an even split keeps both long enough to hide the other's turnaround.
   int decoding = 0;
   for (const sequence* seq : plan_->running) {
     if (seq->resident() && seq->total_tokens() - seq->num_computed <= 1) ++decoding;

@@ -52,6 +52,7 @@ TEST(overlap, a_step_planned_while_the_previous_runs_skips_only_sequences_awaiti
 TEST(overlap, decodes_split_evenly_between_the_running_step_and_the_next) {
   const scheduler_config config = small_config(/*budget=*/64, 8, /*chunk=*/8);
   scheduler sched(config);
+  sched.set_split_decodes(true);
   block_manager kv(kv_config(config));
   fake_model model(config.num_device_blocks, config.num_host_blocks, config.block_size, harness::kVocab);
   for (int i = 0; i < 6; ++i) sched.submit(make_spec(4, 30, 1 + i), 0);
