@@ -8,6 +8,7 @@
 
 #include "api/http/api_error.hpp"
 #include "api/http/utf8.hpp"
+#include "model/chat/exact_json.hpp"
 
 namespace troupe::api {
 
@@ -32,10 +33,10 @@ boost::json::object parse_json_object(std::string_view body) {
     }
     offset += length;
   }
-  boost::json::parse_options options;
-  options.max_depth = 64;  // deep nesting is an attack, not a request
+  // Correctly rounded doubles: chat bodies reach the template's tojson,
+  // which must print what Python's json.loads would have read.
   boost::json::error_code ec;
-  boost::json::value value = boost::json::parse(body, ec, {}, options);
+  boost::json::value value = parse_json_exact(body, ec, /*max_depth=*/64);  // deep nesting is an attack
   if (ec) {
     throw api_error(400, "invalid_request_error", "request body is not valid JSON: " + ec.message(), {},
                     "invalid_json");

@@ -90,9 +90,9 @@ class exact_handler {
 
 }  // namespace
 
-boost::json::value parse_json_exact(std::string_view text, boost::system::error_code& ec) {
+boost::json::value parse_json_exact(std::string_view text, boost::system::error_code& ec, std::size_t max_depth) {
   boost::json::parse_options options;
-  options.max_depth = 512;  // Python has no fixed nesting limit; stay far above real tool schemas
+  options.max_depth = max_depth;
   boost::json::basic_parser<exact_handler> parser(options);
   std::size_t used = parser.write_some(false, text.data(), text.size(), ec);
   if (!ec && used < text.size()) ec = boost::json::error::extra_data;

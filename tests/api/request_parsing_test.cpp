@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <cctype>
+#include <cstdlib>
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -194,6 +195,15 @@ TEST(RequestBodyJson, MalformedJsonAndInvalidUtf8AreRejected) {
   }
   std::string deep(100, '[');
   EXPECT_THROW(parse_json_object("{\"a\":" + deep + std::string(100, ']') + "}"), api_error);
+}
+
+TEST(RequestBodyJson, NumbersAreCorrectlyRounded) {
+  // Boost.JSON's own parser reads this literal one ulp off; chat templates'
+  // tojson would then print a number Python never would.
+  const boost::json::object body = parse_json_object(R"({"t":0.11935319286735585,"n":[1e-7,2.5e300]})");
+  EXPECT_EQ(body.at("t").as_double(), std::strtod("0.11935319286735585", nullptr));
+  EXPECT_EQ(body.at("n").as_array().at(0).as_double(), 1e-7);
+  EXPECT_EQ(body.at("n").as_array().at(1).as_double(), 2.5e300);
 }
 
 TEST(ChatRequest, MessagesAreNormalisedForTheTemplate) {
