@@ -264,7 +264,13 @@ void cancel(self_ptr self, const std::string& id) {
 engine_stats_ptr snapshot(const scheduler_state& state) {
   auto stats = std::make_shared<engine_stats>();
   state.core->metrics().fill(*stats);
-  stats->policy = state.core->policy().name();
+  const scheduler_config& config = state.core->config();
+  stats->settings.policy = state.core->policy().name();
+  stats->settings.preemption_mode = preemption_mode_name(config.preemption);
+  stats->settings.max_num_batched_tokens = config.max_num_batched_tokens;
+  stats->settings.max_num_seqs = config.max_num_seqs;
+  stats->settings.max_prefill_chunk = config.max_prefill_chunk;
+  stats->settings.max_waiting_requests = config.max_waiting_requests;
   stats->healthy = state.healthy;
   stats->health_detail = state.health_detail;
   const double now = state.now();

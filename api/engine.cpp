@@ -1,9 +1,9 @@
 // The engine facade: the troupe behind the plain C++ interface of
 // <troupe/engine.hpp>, in an actor system of its own or a caller's.
 
+#include <spdlog/spdlog.h>
 #include <atomic>
 #include <caf/all.hpp>
-#include <spdlog/spdlog.h>
 
 #include "actors/troupe.hpp"
 #include "troupe/engine_caf.hpp"
@@ -17,8 +17,11 @@ class troupe_engine final : public engine {
   // Runs the troupe in `system`; `owned` is set when the engine made the system itself.
   troupe_engine(const engine_config& config, std::unique_ptr<caf::actor_system_config> owned_config,
                 std::unique_ptr<caf::actor_system> owned, caf::actor_system* system)
-      : owned_config_(std::move(owned_config)), owned_system_(std::move(owned)), system_(*system),
-        model_(load_engine_model(config)), handles_(spawn_troupe(system_, config, model_)) {}
+      : owned_config_(std::move(owned_config)),
+        owned_system_(std::move(owned)),
+        system_(*system),
+        model_(load_engine_model(config)),
+        handles_(spawn_troupe(system_, config, model_)) {}
 
   ~troupe_engine() override { shutdown(std::chrono::milliseconds(0)); }
 
@@ -60,6 +63,23 @@ class troupe_engine final : public engine {
 
   const model_info& info() const override { return model_.info; }
 
+  std::string configure(const settings_change& change) override {
+    if (stopped_) return "the engine has shut down";
+    auto message = std::make_shared<config_change>();
+    message->policy = change.policy;
+    message->preemption_mode = change.preemption_mode;
+    message->max_num_batched_tokens = change.max_num_batched_tokens;
+    message->max_num_seqs = change.max_num_seqs;
+    message->max_prefill_chunk = change.max_prefill_chunk;
+    message->max_waiting_requests = change.max_waiting_requests;
+    std::string problem;
+    caf::scoped_actor self{system_};
+    self->request(handles_.scheduler, std::chrono::seconds(2), atom::configure_v, config_change_ptr{std::move(message)})
+        .receive([&](const std::string& answer) { problem = answer; },
+                 [&](const caf::error& error) { problem = "the scheduler did not answer: " + caf::to_string(error); });
+    return problem;
+  }
+
   std::vector<std::int32_t> tokenize(const std::string& text, bool add_special_tokens) override {
     return model_.preparer->tokenizer()->encode(text, add_special_tokens);
   }
@@ -78,9 +98,10 @@ class troupe_engine final : public engine {
     caf::scoped_actor self{system_};
     const double seconds = std::chrono::duration<double>(drain).count();
     self->request(handles_.scheduler, drain + std::chrono::seconds(5), atom::drain_v, seconds)
-        .receive([](bool) {}, [](const caf::error& error) {
-          spdlog::warn("engine shutdown: drain did not finish: {}", caf::to_string(error));
-        });
+        .receive([](bool) {},
+                 [](const caf::error& error) {
+                   spdlog::warn("engine shutdown: drain did not finish: {}", caf::to_string(error));
+                 });
     for (const auto& tokenizer : handles_.tokenizers) self->send_exit(tokenizer, caf::exit_reason::user_shutdown);
     self->send_exit(handles_.intake, caf::exit_reason::user_shutdown);
     self->send_exit(handles_.scheduler, caf::exit_reason::user_shutdown);

@@ -2,6 +2,7 @@
 
 #include <boost/json/serialize.hpp>
 
+#include "api/http/admin.hpp"
 #include "api/http/api_error.hpp"
 #include "api/http/json_fields.hpp"
 #include "api/http/prometheus.hpp"
@@ -140,6 +141,26 @@ routed_request handle_metrics(const http_request_view&, const route_context& con
   return routed;
 }
 
+routed_request handle_admin_page(const http_request_view&, const route_context&) {
+  routed_request routed;
+  routed.reply.content_type = "text/html; charset=utf-8";
+  routed.reply.body = std::string(admin_page_html());
+  routed.reply.headers.push_back({"Cache-Control", "no-store"});
+  return routed;
+}
+
+routed_request handle_admin_config(const http_request_view&, const route_context& context) {
+  return json_reply(admin_config_json(context.engine->stats()));
+}
+
+routed_request handle_admin_update(const http_request_view& request, const route_context& context) {
+  const settings_change change = parse_settings_change(parse_json_object(request.body));
+  if (std::string refused = context.engine->configure(change); !refused.empty()) {
+    throw api_error(409, "invalid_request_error", "the engine refused the change: " + refused, {}, "setting_refused");
+  }
+  return json_reply(admin_config_json(context.engine->stats()));
+}
+
 routed_request handle_ws_without_upgrade(const http_request_view&, const route_context&) {
   throw api_error(426, "invalid_request_error", "/v1/ws expects a WebSocket upgrade", {}, "upgrade_required");
 }
@@ -163,6 +184,9 @@ constexpr route routes[] = {
     {"GET",  "/ready",               false, handle_ready},
     {"GET",  "/version",             false, handle_version},
     {"GET",  "/metrics",             false, handle_metrics},
+    {"GET",  "/admin",               false, handle_admin_page},
+    {"GET",  "/admin/config",        true,  handle_admin_config},
+    {"PATCH", "/admin/config",       true,  handle_admin_update},
 };
 // clang-format on
 

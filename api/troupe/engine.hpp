@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,29 +21,29 @@ namespace troupe {
 /// Everything an engine needs to start. Field names follow the CLI flags
 /// (`--max-num-batched-tokens` is max_num_batched_tokens).
 struct engine_config {
-  std::string model_dir;              ///< HF directory; empty: the built-in demo model
-  std::string served_model_name;      ///< name clients use; default: the directory's name
-  std::string device = "auto";        ///< "cpu", "cuda" or "auto"
-  int threads = 0;                    ///< cpu backend threads (0: all cores)
-  int max_num_batched_tokens = 2048;  ///< token budget per step
-  int max_num_seqs = 256;             ///< running sequences at most
-  int max_prefill_chunk = 512;        ///< tokens of one prompt per step at most
-  int block_size = 16;                ///< KV tokens per block
-  std::int64_t kv_cache_bytes = 0;    ///< device KV pool size (0: derived from free memory)
+  std::string model_dir;                                  ///< HF directory; empty: the built-in demo model
+  std::string served_model_name;                          ///< name clients use; default: the directory's name
+  std::string device = "auto";                            ///< "cpu", "cuda" or "auto"
+  int threads = 0;                                        ///< cpu backend threads (0: all cores)
+  int max_num_batched_tokens = 2048;                      ///< token budget per step
+  int max_num_seqs = 256;                                 ///< running sequences at most
+  int max_prefill_chunk = 512;                            ///< tokens of one prompt per step at most
+  int block_size = 16;                                    ///< KV tokens per block
+  std::int64_t kv_cache_bytes = 0;                        ///< device KV pool size (0: derived from free memory)
   std::int64_t swap_space_bytes = std::int64_t{1} << 30;  ///< host swap pool size
-  int max_model_len = 0;              ///< context length limit (0: the model's)
-  std::string policy = "fcfs";        ///< fcfs | priority | mlfq | deadline | fair
-  std::string preemption_mode = "auto";  ///< swap | recompute | auto
+  int max_model_len = 0;                                  ///< context length limit (0: the model's)
+  std::string policy = "fcfs";                            ///< fcfs | priority | mlfq | deadline | fair
+  std::string preemption_mode = "auto";                   ///< swap | recompute | auto
   bool enable_prefix_caching = true;
-  int max_waiting_requests = 4096;    ///< queue bound; more is rejected as overloaded
-  int max_n = 16;                     ///< limit on `n`
-  int max_stop_strings = 16;          ///< limit on `stop` entries
-  int max_stop_string_bytes = 256;    ///< limit on each stop string
-  int max_logit_bias = 1024;          ///< limit on `logit_bias` entries
-  int max_top_logprobs = 20;          ///< limit on `top_logprobs`
-  int tokenizer_workers = 2;          ///< tokenizer actors in the pool
-  double request_timeout_s = 600;     ///< default per-request timeout
-  bool batch_invariant = false;       ///< bitwise batch-independent numerics (slower prefill; see docs/operations.md)
+  int max_waiting_requests = 4096;  ///< queue bound; more is rejected as overloaded
+  int max_n = 16;                   ///< limit on `n`
+  int max_stop_strings = 16;        ///< limit on `stop` entries
+  int max_stop_string_bytes = 256;  ///< limit on each stop string
+  int max_logit_bias = 1024;        ///< limit on `logit_bias` entries
+  int max_top_logprobs = 20;        ///< limit on `top_logprobs`
+  int tokenizer_workers = 2;        ///< tokenizer actors in the pool
+  double request_timeout_s = 600;   ///< default per-request timeout
+  bool batch_invariant = false;     ///< bitwise batch-independent numerics (slower prefill; see docs/operations.md)
   int test_fail_executor_after_steps = -1;  ///< testing hook: the executor fails after this many steps (-1: never)
 };
 
@@ -59,10 +60,31 @@ class request_sink {
 
 /// A histogram snapshot: cumulative counts per upper bound, Prometheus style.
 struct histogram_snapshot {
-  std::vector<double> upper_bounds;       ///< ascending; +Inf is implicit
+  std::vector<double> upper_bounds;          ///< ascending; +Inf is implicit
   std::vector<std::uint64_t> bucket_counts;  ///< cumulative, one per bound, then +Inf
   double sum = 0.0;
   std::uint64_t count = 0;
+};
+
+/// The scheduler settings that may change while the engine runs (the knobs
+/// marked live in `troupe knobs`).
+struct live_settings {
+  std::string policy;           ///< fcfs, priority, mlfq, deadline, fair
+  std::string preemption_mode;  ///< auto, swap, recompute
+  int max_num_batched_tokens = 0;
+  int max_num_seqs = 0;
+  int max_prefill_chunk = 0;
+  int max_waiting_requests = 0;
+};
+
+/// A change to some live settings; unset fields stay as they are.
+struct settings_change {
+  std::optional<std::string> policy;
+  std::optional<std::string> preemption_mode;
+  std::optional<int> max_num_batched_tokens;
+  std::optional<int> max_num_seqs;
+  std::optional<int> max_prefill_chunk;
+  std::optional<int> max_waiting_requests;
 };
 
 /// A consistent snapshot of the engine's counters and gauges.
@@ -70,16 +92,16 @@ struct engine_stats {
   int num_requests_running = 0;
   int num_requests_waiting = 0;
   int num_requests_swapped = 0;
-  double kv_cache_usage = 0.0;        ///< device pool, fraction in [0, 1]
-  double host_kv_cache_usage = 0.0;   ///< swap pool, fraction in [0, 1]
+  double kv_cache_usage = 0.0;       ///< device pool, fraction in [0, 1]
+  double host_kv_cache_usage = 0.0;  ///< swap pool, fraction in [0, 1]
   std::int64_t kv_blocks_total = 0;
   std::int64_t kv_blocks_free = 0;
   std::uint64_t prefix_cache_queries = 0;  ///< prompt tokens looked up
   std::uint64_t prefix_cache_hits = 0;     ///< prompt tokens found
   std::uint64_t prompt_tokens = 0;
   std::uint64_t generation_tokens = 0;
-  std::map<std::string, std::uint64_t> preemptions;       ///< by kind: swap, recompute
-  std::map<std::string, std::uint64_t> request_success;   ///< by finish reason
+  std::map<std::string, std::uint64_t> preemptions;      ///< by kind: swap, recompute
+  std::map<std::string, std::uint64_t> request_success;  ///< by finish reason
   std::uint64_t steps = 0;
   histogram_snapshot time_to_first_token_s;
   histogram_snapshot inter_token_latency_s;
@@ -87,8 +109,8 @@ struct engine_stats {
   histogram_snapshot request_queue_time_s;
   histogram_snapshot iteration_tokens;
   histogram_snapshot model_execute_time_s;  ///< executor wall time per step, seconds
-  std::string policy;                 ///< current scheduling policy
-  bool healthy = true;                ///< false when an executor died or is stuck
+  live_settings settings;                   ///< current live settings
+  bool healthy = true;                      ///< false when an executor died or is stuck
   std::string health_detail;
 };
 
@@ -119,6 +141,9 @@ class engine {
   /// A snapshot of counters and gauges (waits for the scheduler, bounded).
   virtual engine_stats stats() = 0;
   virtual const model_info& info() const = 0;
+  /// Applies `change` at the next step boundary, all or nothing. Returns an
+  /// empty string, or why the change was refused (nothing changed then).
+  virtual std::string configure(const settings_change& change) = 0;
 
   /// Text ↔ ids with the model's tokenizer (for /tokenize and /detokenize).
   virtual std::vector<std::int32_t> tokenize(const std::string& text, bool add_special_tokens) = 0;
@@ -139,10 +164,18 @@ struct callback_sink final : request_sink {
   std::function<void(const finished_event&)> finished;
   std::function<void(const error_event&)> error;
 
-  void on_accepted(const accepted_event& e) override { if (accepted) accepted(e); }
-  void on_delta(const delta_event& e) override { if (delta) delta(e); }
-  void on_finished(const finished_event& e) override { if (finished) finished(e); }
-  void on_error(const error_event& e) override { if (error) error(e); }
+  void on_accepted(const accepted_event& e) override {
+    if (accepted) accepted(e);
+  }
+  void on_delta(const delta_event& e) override {
+    if (delta) delta(e);
+  }
+  void on_finished(const finished_event& e) override {
+    if (finished) finished(e);
+  }
+  void on_error(const error_event& e) override {
+    if (error) error(e);
+  }
 };
 
 }  // namespace troupe

@@ -6,8 +6,8 @@
 // should be parsed with this to render byte-identically to transformers.
 
 #include <boost/json/value.hpp>
-#include <cstddef>
 #include <boost/system/error_code.hpp>
+#include <cstddef>
 #include <string_view>
 
 namespace troupe {
@@ -15,7 +15,6 @@ namespace troupe {
 /// Parses `text` like boost::json::parse (UTF-8 validated, nesting up to
 /// `max_depth` levels), re-reading every non-integer number with
 /// std::from_chars. On failure returns null and sets `ec`.
-boost::json::value parse_json_exact(std::string_view text, boost::system::error_code& ec,
-                                    std::size_t max_depth = 512);
+boost::json::value parse_json_exact(std::string_view text, boost::system::error_code& ec, std::size_t max_depth = 512);
 
 }  // namespace troupe

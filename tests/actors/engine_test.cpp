@@ -125,7 +125,8 @@ TEST(Engine, ParallelSamplesAndStats) {
   auto again = std::make_shared<recording_sink>();
   engine->submit(request, again);
   ASSERT_TRUE(again->wait());
-  for (std::size_t c = 0; c < 3; ++c) EXPECT_EQ(again->choices[c].tokens, sink->choices[c].tokens) << "seeded choice " << c;
+  for (std::size_t c = 0; c < 3; ++c)
+    EXPECT_EQ(again->choices[c].tokens, sink->choices[c].tokens) << "seeded choice " << c;
 }
 
 }  // namespace
@@ -133,6 +134,36 @@ TEST(Engine, ParallelSamplesAndStats) {
 
 namespace troupe {
 namespace {
+
+TEST(Engine, LiveSettingsChangeAtTheNextStepAllOrNothing) {
+  auto engine = engine::start(tiny_engine_config());
+  settings_change change;
+  change.policy = "mlfq";
+  change.max_num_seqs = 2;
+  change.preemption_mode = "recompute";
+  EXPECT_EQ(engine->configure(change), "");
+  live_settings now = engine->stats().settings;
+  EXPECT_EQ(now.policy, "mlfq");
+  EXPECT_EQ(now.max_num_seqs, 2);
+  EXPECT_EQ(now.preemption_mode, "recompute");
+
+  settings_change bad;
+  bad.max_num_batched_tokens = 64;
+  bad.policy = "lifo";
+  EXPECT_NE(engine->configure(bad), "");
+  EXPECT_EQ(engine->stats().settings.max_num_batched_tokens, now.max_num_batched_tokens) << "nothing of it applied";
+
+  // Three requests under a limit of two running sequences still all finish.
+  std::vector<std::shared_ptr<recording_sink>> sinks;
+  for (int i = 0; i < 3; ++i) {
+    sinks.push_back(std::make_shared<recording_sink>());
+    engine->submit(text_request("limited " + std::to_string(i), 4), sinks.back());
+  }
+  for (const auto& sink : sinks) {
+    ASSERT_TRUE(sink->wait());
+    EXPECT_EQ(sink->usage.completion_tokens, 4);
+  }
+}
 
 TEST(Engine, AFailedExecutorMakesTheEngineUnhealthyAndFailsItsRequests) {
   auto config = testing::tiny_engine_config();

@@ -118,6 +118,24 @@ void fake_engine::cancel(const std::string& request_id) {
   if (const auto found = live_.find(request_id); found != live_.end()) found->second->cancelled = true;
 }
 
+std::string fake_engine::configure(const settings_change& change) {
+  std::lock_guard lock(mutex_);
+  if (change.max_num_seqs && *change.max_num_seqs > 1000) return "max_num_seqs above what the fake engine allows";
+  configured_.push_back(change);
+  if (change.policy) settings_.policy = *change.policy;
+  if (change.preemption_mode) settings_.preemption_mode = *change.preemption_mode;
+  if (change.max_num_batched_tokens) settings_.max_num_batched_tokens = *change.max_num_batched_tokens;
+  if (change.max_num_seqs) settings_.max_num_seqs = *change.max_num_seqs;
+  if (change.max_prefill_chunk) settings_.max_prefill_chunk = *change.max_prefill_chunk;
+  if (change.max_waiting_requests) settings_.max_waiting_requests = *change.max_waiting_requests;
+  return {};
+}
+
+std::vector<settings_change> fake_engine::configured() const {
+  std::lock_guard lock(mutex_);
+  return configured_;
+}
+
 engine_stats fake_engine::stats() {
   std::lock_guard lock(mutex_);
   engine_stats stats;
@@ -125,6 +143,7 @@ engine_stats fake_engine::stats() {
   stats.kv_cache_usage = kv_usage_;
   stats.healthy = healthy_;
   stats.health_detail = health_detail_;
+  stats.settings = settings_;
   stats.preemptions = {{"swap", 3}};
   stats.request_success = {{"stop", 5}, {"length", 2}};
   stats.time_to_first_token_s = {{0.01, 0.1, 1.0}, {1, 3, 4, 5}, 2.5, 5};

@@ -28,6 +28,9 @@ class fake_engine final : public engine {
   void cancel(const std::string& request_id) override;
   engine_stats stats() override;
   const model_info& info() const override { return info_; }
+  /// Applies the change to the settings stats() reports; refuses a
+  /// max_num_seqs above 1000 (as a real engine refuses what it cannot do).
+  std::string configure(const settings_change& change) override;
   /// One id per byte (byte value + 3); BOS is id 1 when `add_special_tokens`.
   std::vector<std::int32_t> tokenize(const std::string& text, bool add_special_tokens) override;
   std::string detokenize(const std::vector<std::int32_t>& ids, bool skip_special_tokens) override;
@@ -40,6 +43,7 @@ class fake_engine final : public engine {
   void set_kv_usage(double usage);
   std::vector<generation_request> submitted() const;
   std::vector<std::string> cancelled() const;
+  std::vector<settings_change> configured() const;
   /// Requests whose script has not ended yet.
   int running() const { return running_.load(); }
   /// Polls `condition` every few ms up to `timeout`; returns its last value.
@@ -63,6 +67,8 @@ class fake_engine final : public engine {
   bool healthy_ = true;
   std::string health_detail_;
   double kv_usage_ = 0.0;
+  live_settings settings_{"fcfs", "auto", 2048, 256, 512, 4096};
+  std::vector<settings_change> configured_;
 };
 
 }  // namespace troupe::testing

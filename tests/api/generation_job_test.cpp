@@ -22,6 +22,7 @@ class capturing_engine final : public engine {
   }
   void cancel(const std::string& id) override { cancels.push_back(id); }
   engine_stats stats() override { return {}; }
+  std::string configure(const settings_change&) override { return {}; }
   const model_info& info() const override { return model; }
   std::vector<std::int32_t> tokenize(const std::string&, bool) override { return {}; }
   std::string detokenize(const std::vector<std::int32_t>&, bool) override { return {}; }

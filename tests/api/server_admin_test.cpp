@@ -1,0 +1,91 @@
+// The operator's console over a real socket: the page, the live settings
+// and gauges, and validated changes reaching the engine.
+
+#include <boost/json/parse.hpp>
+
+#include "server_fixture.hpp"
+
+namespace troupe::testing {
+namespace {
+
+using AdminServerTest = HttpServerTest;
+
+http_response patch(std::uint16_t port, const std::string& body, const std::string& headers = {}) {
+  return http_call(port, "PATCH", "/admin/config", body, headers);
+}
+
+TEST_F(AdminServerTest, ThePageIsSelfContainedHtmlThatPollsTheConfig) {
+  const http_response page = get("/admin");
+  ASSERT_EQ(page.status, 200);
+  EXPECT_EQ(page.headers.at("content-type"), "text/html; charset=utf-8");
+  EXPECT_NE(page.body.find("fetch(\"/admin/config\""), std::string::npos);
+  EXPECT_NE(page.body.find("method: \"PATCH\""), std::string::npos);
+  EXPECT_EQ(page.body.find("src=\"http"), std::string::npos) << "no external assets";
+}
+
+TEST_F(AdminServerTest, TheConfigCarriesSettingsLiveKnobsAndGauges) {
+  engine.set_kv_usage(0.5);
+  const http_response response = get("/admin/config");
+  ASSERT_EQ(response.status, 200);
+  const boost::json::value body = boost::json::parse(response.body);
+  EXPECT_EQ(body.at("settings").at("policy").as_string(), "fcfs");
+  EXPECT_EQ(body.at("settings").at("max_num_seqs").as_int64(), 256);
+  EXPECT_EQ(body.at("live_settings").as_array().size(), 6u);
+  EXPECT_DOUBLE_EQ(body.at("stats").at("kv_cache_usage").as_double(), 0.5);
+  EXPECT_TRUE(body.at("stats").at("healthy").as_bool());
+}
+
+TEST_F(AdminServerTest, AValidChangeReachesTheEngineAndIsReported) {
+  const http_response response = patch(port, R"({"policy":"mlfq","max_num_seqs":32,"preemption_mode":"swap"})");
+  ASSERT_EQ(response.status, 200) << response.body;
+  const auto changes = engine.configured();
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].policy, std::optional<std::string>("mlfq"));
+  EXPECT_EQ(changes[0].max_num_seqs, std::optional<int>(32));
+  EXPECT_EQ(changes[0].preemption_mode, std::optional<std::string>("swap"));
+  EXPECT_FALSE(changes[0].max_num_batched_tokens.has_value()) << "fields not sent stay as they are";
+  const boost::json::value body = boost::json::parse(response.body);
+  EXPECT_EQ(body.at("settings").at("policy").as_string(), "mlfq");
+  EXPECT_EQ(boost::json::parse(get("/admin/config").body).at("settings").at("max_num_seqs").as_int64(), 32);
+}
+
+TEST_F(AdminServerTest, BadChangesNameTheFieldAndChangeNothing) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"policy":"lifo"})", "policy"},
+      {R"({"max_num_seqs":0})", "max_num_seqs"},
+      {R"({"max_num_seqs":"many"})", "max_num_seqs"},
+      {R"({"max_num_batched_tokens":1.5})", "max_num_batched_tokens"},
+      {R"({"max_num_seqs":[4]})", "max_num_seqs"},
+      {R"({"block_size":32})", "block_size"},  // exists, but only at start-up
+      {R"({"frobnicate":1})", "frobnicate"},
+      {R"({"policy":"mlfq","max_waiting_requests":-5})", "max_waiting_requests"},
+  };
+  for (const auto& [body, field] : cases) {
+    const http_response response = patch(port, body);
+    EXPECT_EQ(response.status, 400) << body;
+    EXPECT_EQ(error_of(response).at("param").as_string(), field) << body;
+  }
+  EXPECT_EQ(patch(port, "[1]").status, 400);
+  EXPECT_TRUE(engine.configured().empty());
+  EXPECT_EQ(boost::json::parse(get("/admin/config").body).at("settings").at("policy").as_string(), "fcfs");
+}
+
+TEST_F(AdminServerTest, AChangeTheEngineRefusesIs409) {
+  const http_response response = patch(port, R"({"max_num_seqs":5000})");
+  EXPECT_EQ(response.status, 409);
+  EXPECT_EQ(error_of(response).at("code").as_string(), "setting_refused");
+}
+
+TEST_F(AdminServerTest, SettingsNeedTheApiKeyThePageDoesNot) {
+  api::server_config config = test_server_config();
+  config.api_key = "secret";
+  start(config);
+  EXPECT_EQ(get("/admin").status, 200);
+  EXPECT_EQ(get("/admin/config").status, 401);
+  EXPECT_EQ(patch(port, R"({"max_num_seqs":8})").status, 401);
+  EXPECT_EQ(patch(port, R"({"max_num_seqs":8})", "Authorization: Bearer secret\r\n").status, 200);
+  EXPECT_EQ(get("/admin/config", "Authorization: Bearer secret\r\n").status, 200);
+}
+
+}  // namespace
+}  // namespace troupe::testing
