@@ -328,8 +328,14 @@ class http_session final : public closable, public job_listener, public std::ena
     if (watch != watch_id_ || closed_ || (!job_ && !streaming_)) return;
     if (ec == net::error::operation_aborted) return;
     if (!ec) {
+      // Never block the strand here: a readiness report can be stale, and a
+      // blocking peek would then hold this connection's replies until the
+      // client gives up.
+      stream_.socket().non_blocking(true, ec);
       char byte = 0;
-      const std::size_t peeked = stream_.socket().receive(net::buffer(&byte, 1), tcp::socket::message_peek, ec);
+      const std::size_t peeked =
+          ec ? 0 : stream_.socket().receive(net::buffer(&byte, 1), tcp::socket::message_peek, ec);
+      if (ec == net::error::would_block || ec == net::error::try_again) return do_watch_disconnect();
       if (!ec && peeked > 0) return;  // a pipelined request: it waits in the socket for its turn
     }
     abandon();
