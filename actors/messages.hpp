@@ -68,15 +68,8 @@ struct stop_matches {
   std::vector<std::pair<request_handle, int>> choices;  ///< (request, choice)
 };
 
-/// Live changes to scheduling knobs (unset fields stay as they are).
-struct config_change {
-  std::optional<std::string> policy;
-  std::optional<std::string> preemption_mode;
-  std::optional<int> max_num_batched_tokens;
-  std::optional<int> max_num_seqs;
-  std::optional<int> max_prefill_chunk;
-  std::optional<int> max_waiting_requests;
-};
+/// Live changes to scheduling knobs: the public settings_change, as sent to the scheduler.
+using config_change = settings_change;
 
 using submission_ptr = std::shared_ptr<const submission>;
 using prepared_prompt_ptr = std::shared_ptr<const prepared_prompt>;

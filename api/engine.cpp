@@ -65,13 +65,7 @@ class troupe_engine final : public engine {
 
   std::string configure(const settings_change& change) override {
     if (stopped_) return "the engine has shut down";
-    auto message = std::make_shared<config_change>();
-    message->policy = change.policy;
-    message->preemption_mode = change.preemption_mode;
-    message->max_num_batched_tokens = change.max_num_batched_tokens;
-    message->max_num_seqs = change.max_num_seqs;
-    message->max_prefill_chunk = change.max_prefill_chunk;
-    message->max_waiting_requests = change.max_waiting_requests;
+    auto message = std::make_shared<const config_change>(change);
     std::string problem;
     caf::scoped_actor self{system_};
     self->request(handles_.scheduler, std::chrono::seconds(2), atom::configure_v, config_change_ptr{std::move(message)})
