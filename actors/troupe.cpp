@@ -71,7 +71,7 @@ loaded_engine_model load_engine_model(const engine_config& config) {
   device_options.batch_invariant = config.batch_invariant;
   resources->device = make_backend(device, device_options);
   resources->model = std::make_unique<llama_model>(model, loaded.weights->weights(), *resources->device);
-  const dtype kv_type = device == "cuda" ? dtype::bf16 : default_kv_type(model.torch_dtype);
+  const dtype kv_type = default_kv_type(model.torch_dtype, *resources->device);
   const std::size_t block_bytes = resources->model->kv_block_bytes(config.block_size, kv_type);
   loaded.num_device_blocks = device_pool_blocks(config, block_bytes, loaded.max_model_len);
   loaded.num_host_blocks = config.swap_space_bytes / static_cast<std::int64_t>(block_bytes);

@@ -44,4 +44,13 @@ bool cuda_available() {
 #endif
 }
 
+double measure_cuda_copy_bandwidth_gbps() {
+#if defined(TROUPE_HAVE_CUDA)
+  if (!cuda::device_present()) throw std::runtime_error("copy bandwidth: no usable CUDA device in this process");
+  return cuda::measure_copy_bandwidth_gbps();
+#else
+  throw std::runtime_error("copy bandwidth: this build of troupe has no CUDA support");
+#endif
+}
+
 }  // namespace troupe

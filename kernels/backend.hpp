@@ -162,4 +162,9 @@ std::unique_ptr<backend> make_backend(const std::string& name, const backend_opt
 /// True when a CUDA device is usable in this process.
 bool cuda_available();
 
+/// Device-to-device copy bandwidth of CUDA device 0 in GB/s (bytes read plus
+/// bytes written): the yardstick for GPU decode. Throws std::runtime_error in
+/// builds without CUDA or without a device.
+double measure_cuda_copy_bandwidth_gbps();
+
 }  // namespace troupe

@@ -19,7 +19,10 @@ struct batch_runner::sequence {
   std::int64_t step_tokens = 0;  // tokens this sequence runs in the current step
 };
 
-dtype default_kv_type(std::optional<dtype> weights) { return weights.value_or(dtype::f32); }
+dtype default_kv_type(std::optional<dtype> weights, const backend& device) {
+  const dtype activations = device.activation_type();
+  return activations == dtype::f32 ? weights.value_or(dtype::f32) : activations;
+}
 
 batch_runner::batch_runner(llama_model& model, runner_options options) : model_(model), options_(options) {
   if (options_.block_size <= 0 || options_.max_chunk_tokens <= 0 || options_.max_step_tokens <= 0)
@@ -32,7 +35,7 @@ void batch_runner::allocate_pool(std::int64_t tokens_needed) {
   const std::int64_t blocks_needed = tokens_needed / options_.block_size + 1;
   const std::int64_t blocks = std::max(options_.num_blocks, blocks_needed);
   if (cache_ && cache_->spec().num_blocks >= blocks) return;
-  const dtype kv = options_.kv_type.value_or(default_kv_type(model_.config().torch_dtype));
+  const dtype kv = options_.kv_type.value_or(default_kv_type(model_.config().torch_dtype, model_.device()));
   cache_ = model_.device().create_kv_cache(model_.kv_spec(options_.block_size, blocks, kv));
   free_blocks_.resize(static_cast<std::size_t>(blocks));
   std::iota(free_blocks_.rbegin(), free_blocks_.rend(), 0);  // pop_back hands out 0, 1, 2, ...

@@ -81,7 +81,9 @@ class batch_runner {
   std::vector<step_record> history_;
 };
 
-/// Default KV element type for weights of type `weights`: the same type.
-dtype default_kv_type(std::optional<dtype> weights);
+/// Default KV element type for weights of type `weights` on `device`: the
+/// checkpoint's type where activations are f32 (cpu), else the activation
+/// type (cuda: bf16, whose attention reads 16-bit caches only).
+dtype default_kv_type(std::optional<dtype> weights, const backend& device);
 
 }  // namespace troupe

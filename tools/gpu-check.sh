@@ -11,8 +11,12 @@
 # Environment: TROUPE_GPU_PACK (default <repo>/build-gpu-pack/troupe-gpu.tar.xz),
 # TROUPE_GPU_WORK (unpack dir), TROUPE_GPU_TEST_FILTER (gtest filter for the
 # test stage), TROUPE_SANITIZER_FILTER (for the sanitizer stages),
-# TROUPE_STAGE_TIMEOUT_<STAGE> (seconds; defaults keep the whole run under
-# the 10 minutes one GPU command may take).
+# TROUPE_STAGE_TIMEOUT_<STAGE> (seconds), TROUPE_BENCH_PRESETS (default
+# "1b 8b"), TROUPE_BENCH_ARGS (troupe bench's flags).
+#
+# Under the device tool's 10-minute limit per command, run it as two calls:
+#   tools/gpu-check.sh --stages env,tests,memcheck,racecheck
+#   tools/gpu-check.sh --stages env,bench
 set -uo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 pack="${TROUPE_GPU_PACK:-$repo_root/build-gpu-pack/troupe-gpu.tar.xz}"
@@ -25,6 +29,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 export PATH="/usr/local/cuda/bin:$PATH"
+# The model tests read the fixture checkpoints from this checkout, not from
+# the path the pack was built at.
+export TROUPE_FIXTURES_DIR="$repo_root/tests/fixtures"
 logs="$work/logs"
 mkdir -p "$logs"
 summary="$logs/summary.md"
@@ -137,19 +144,29 @@ for tool in memcheck racecheck; do
   fi
 done
 
-# HOOK: GPU benchmarks. `troupe bench` (the lead's) is not there yet; once it
-# is, this stage runs it on the GPU with TROUPE_BENCH_ARGS.
+# GPU benchmarks: `troupe bench` on random bf16 checkpoints of the 1b and 8b
+# shapes (made here by `troupe make-model`, kept in $work/models between
+# calls on the same machine): prefill, decode at several batch sizes, and
+# decode's bandwidth next to the device copy bandwidth. With the tests and
+# sanitizers this does not fit one 10-minute command: run
+# `--stages env,bench` as a call of its own.
 if wants bench; then
-  if [ -x "$bin/troupe" ] && "$bin/troupe" bench --help > /dev/null 2>&1; then
-    if run_stage bench "$(timeout_for bench 120)" "$bin/troupe" bench ${TROUPE_BENCH_ARGS:---device cuda}; then
-      row bench ok "$stage_seconds" "$(tail -1 "$logs/bench.log")"
+  for preset in ${TROUPE_BENCH_PRESETS:-1b 8b}; do
+    model_dir="$work/models/$preset"
+    if run_stage "bench-$preset" "$(timeout_for bench 280)" bash -c '
+        set -e
+        [ -f "$2/config.json" ] || "$1" make-model --arch llama --preset "$3" --dtype bf16 --out "$2" \
+            --tokenizer "$4/tests/fixtures/text/tokenizers/llama3_1"
+        shift 4
+        exec "$@"' make-model "$bin/troupe" "$model_dir" "$preset" "$repo_root" \
+        "$bin/troupe" bench --model "$model_dir" --device cuda \
+        ${TROUPE_BENCH_ARGS:---batches 1,8,32,128 --prompt-len 2048 --decode-prompt-len 256 --decode-tokens 32}; then
+      row "bench $preset" ok "$stage_seconds" "$(grep -E '^\| decode, batch 1 ' "$logs/bench-$preset.log")"
     else
-      row bench FAILED "$stage_seconds" "$(tail -1 "$logs/bench.log")"
+      row "bench $preset" FAILED "$stage_seconds" "$(tail -1 "$logs/bench-$preset.log")"
       failed=1
     fi
-  else
-    row bench skipped 0 "troupe bench is not available yet (hook in tools/gpu-check.sh)"
-  fi
+  done
 fi
 
 report() {
@@ -163,12 +180,12 @@ report() {
   echo "| stage | result | seconds | summary |"
   echo "|---|---|---|---|"
   cat "$summary"
-  for stage in env tests memcheck racecheck bench; do
-    [ -f "$logs/$stage.log" ] || continue
+  for log in "$logs"/env.log "$logs"/tests.log "$logs"/memcheck.log "$logs"/racecheck.log "$logs"/bench-*.log; do
+    [ -f "$log" ] || continue
     echo
-    echo "## $stage (last lines)"
+    echo "## $(basename "$log" .log) (last lines)"
     echo '```'
-    tail -n 40 "$logs/$stage.log"
+    tail -n 40 "$log"
     echo '```'
   done
 }

@@ -32,4 +32,8 @@ std::unique_ptr<troupe::backend> make_cuda_backend();
 /// cudaGetDeviceCount (no driver, insufficient driver, no device) means false.
 bool device_present();
 
+/// Device-to-device copy bandwidth of `device` in GB/s (1e9 bytes/s), bytes
+/// read plus bytes written, best of `repeats` copies of `bytes` bytes.
+double measure_copy_bandwidth_gbps(int device = 0, std::size_t bytes = std::size_t{1} << 30, int repeats = 5);
+
 }  // namespace troupe::cuda

@@ -1,9 +1,11 @@
 #pragma once
 // Loads a transformers-made fixture model (tests/fixtures/models/<name>) onto
-// the CPU backend, with the reference logits and greedy continuations that
-// transformers recorded for it (tools/fixtures/make_forward_fixtures.py).
+// a backend (the CPU one unless told), with the reference logits and greedy
+// continuations that transformers recorded for it
+// (tools/fixtures/make_forward_fixtures.py). The GPU tests use it too.
 
 #include <boost/json.hpp>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -22,24 +24,34 @@ namespace troupe::testing {
 struct fixture_model {
   std::filesystem::path dir;
   checkpoint ckpt;
-  std::unique_ptr<backend> cpu;
+  std::unique_ptr<backend> device;
   std::unique_ptr<llama_model> model;
   std::string dtype_name;
   std::vector<std::vector<std::int32_t>> prompts;
   std::vector<npy_array> logits;
   std::vector<std::vector<std::int32_t>> greedy;
 
-  /// `batch_invariant`: the backend's batch-invariant mode (backend_options).
-  static fixture_model load(const std::string& name, int threads = 2, bool batch_invariant = false) {
-    const auto dir = std::filesystem::path(TROUPE_FIXTURES_DIR) / "models" / name;
+  /// The fixtures folder: $TROUPE_FIXTURES_DIR when set (test binaries
+  /// carried to another machine), else the source tree's.
+  static std::filesystem::path fixtures_dir() {
+    const char* moved = std::getenv("TROUPE_FIXTURES_DIR");
+    return moved != nullptr && *moved != '\0' ? std::filesystem::path(moved)
+                                              : std::filesystem::path(TROUPE_FIXTURES_DIR);
+  }
+
+  /// `batch_invariant`: the backend's batch-invariant mode (backend_options);
+  /// `device`: "cpu" or "cuda".
+  static fixture_model load(const std::string& name, int threads = 2, bool batch_invariant = false,
+                            const std::string& device = "cpu") {
+    const auto dir = fixtures_dir() / "models" / name;
     checkpoint_options options;
     options.show_progress = false;
     backend_options backend_settings;
     backend_settings.threads = threads;
     backend_settings.batch_invariant = batch_invariant;
-    fixture_model f{dir, checkpoint::open(dir, options), make_backend("cpu", backend_settings), nullptr, {}, {}, {},
+    fixture_model f{dir, checkpoint::open(dir, options), make_backend(device, backend_settings), nullptr, {}, {}, {},
                     {}};
-    f.model = std::make_unique<llama_model>(f.ckpt.config(), f.ckpt.weights(), *f.cpu);
+    f.model = std::make_unique<llama_model>(f.ckpt.config(), f.ckpt.weights(), *f.device);
     std::ifstream in(dir / "reference.json");
     std::stringstream text;
     text << in.rdbuf();

@@ -2,6 +2,14 @@
 # Builds tests/gpu against the CPU emulator and runs it.
 #   tests/gpu/emulator/run.sh [gtest filter]     (default: all tests)
 # Build dir: $TROUPE_EMULATOR_BUILD (default /tmp/troupe-gpu-emulator).
+# model_test.cpp (whole forward passes) needs the model, text, chat, config
+# and kernels libraries of a CMake build (with or without CUDA: the backend
+# factory is recompiled here with it): name its directory in
+# $TROUPE_EMULATOR_LIBS; without it that file is left out. With it the
+# script also links $build/troupe_emulated, the `troupe` CLI on the emulated
+# GPU (`--device cuda`, and `auto` picks it): for example
+#   TROUPE_BIN=$build/troupe_emulated .venv/bin/pytest tests/e2e
+# runs the end-to-end suite with the engine on the CUDA backend.
 # Shapes follow TROUPE_GPU_TESTS_QUICK=1, which this script sets: the
 # emulator runs a kernel thousands of times slower than a GPU.
 set -euo pipefail
@@ -28,10 +36,28 @@ done
 for name in dtype rope_spec step_batch tensor; do
   g++ "${flags[@]}" -c "$repo_root/kernels/$name.cpp" -o "$build/obj/c_$name.o"
 done
+libs=()
+if [ -n "${TROUPE_EMULATOR_LIBS:-}" ]; then
+  l="$TROUPE_EMULATOR_LIBS"
+  libs=("$l/model/libtroupe_model.a" "$l/kernels/libtroupe_kernels.a" "$l/config/libtroupe_config.a"
+        "$l/model/libtroupe_text.a" "$l/model/libtroupe_chat.a" -ldnnl -lgomp -lpcre2-8 -lutf8proc -lboost_json
+        -lboost_container)
+  g++ "${flags[@]}" -c "$repo_root/kernels/backend.cpp" -o "$build/obj/c_backend.o"
+else
+  rm -f "$build/obj/c_backend.o"
+  rm -f "$build/obj/t_model_test.o"
+fi
 for source in "$repo_root"/tests/gpu/*.cpp; do
+  [ -z "${TROUPE_EMULATOR_LIBS:-}" ] && [ "$(basename "$source")" = model_test.cpp ] && continue
   g++ "${flags[@]}" -c "$source" -o "$build/obj/t_$(basename "$source" .cpp).o"
 done
 g++ "${flags[@]}" -c "$here/emu_runtime.cpp" -o "$build/obj/emu_runtime.o"
 g++ "${flags[@]}" -c "$here/emu_gemm.cpp" -o "$build/obj/emu_gemm.o"
-g++ -o "$build/gpu_tests_emulated" "$build"/obj/*.o -lgtest -lgtest_main -pthread
+g++ -o "$build/gpu_tests_emulated" "$build"/obj/*.o "${libs[@]}" -lgtest -lgtest_main -pthread
+if [ -n "${TROUPE_EMULATOR_LIBS:-}" ]; then
+  g++ -o "$build/troupe_emulated" "$l"/tools/CMakeFiles/troupe.dir/cli/*.o "$build"/obj/[khc]_*.o "$build"/obj/emu_*.o \
+      -Wl,--start-group "$l/api/libtroupe_api.a" "$l/api/libtroupe_engine.a" "$l/actors/libtroupe_actors.a" \
+      "$l/actors/libtroupe_actors_core.a" "$l/memory/libtroupe_memory.a" "${libs[@]}" -Wl,--end-group \
+      -lcaf_core -lspdlog -lfmt -pthread
+fi
 TROUPE_GPU_TESTS_QUICK=1 "$build/gpu_tests_emulated" --gtest_filter="${1:-*}"
