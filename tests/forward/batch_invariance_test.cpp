@@ -10,25 +10,19 @@
 #include <cstring>
 #include <random>
 
-#include "forward_fixture.hpp"
+#include "tests/forward/invariance_checks.hpp"
 
 namespace troupe {
 namespace {
 
 using testing::fixture_model;
+using testing::random_prompt;
 using testing::relative_max_error;
 
 constexpr int whole_prompt = 1 << 20;
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-std::vector<std::int32_t> random_prompt(std::mt19937& rng, int length, std::int64_t vocab) {
-  std::uniform_int_distribution<int> id(3, static_cast<int>(vocab) - 1);
-  std::vector<std::int32_t> prompt(static_cast<std::size_t>(length));
-  for (auto& t : prompt) t = id(rng);
-  return prompt;
 }
 
 /// The fixture's longest prompt and one whose context runs past the

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "forward_fixture.hpp"
+#include "tests/forward/forward_fixture.hpp"
 
 namespace troupe {
 namespace {
@@ -29,15 +29,7 @@ TEST_P(Fidelity, GreedyContinuationsMatchTransformers) {
   auto f = fixture_model::load(GetParam());
   if (f.dtype_name != "f32") return;  // bf16 rounding makes near-ties; the issue asks f32 equality
   batch_runner runner(*f.model, runner_options{});
-  std::vector<runner_request> requests;
-  for (const auto& prompt : f.prompts) {
-    runner_request r;
-    r.prompt = prompt;
-    r.params.temperature = 0.0f;
-    r.max_tokens = static_cast<int>(f.greedy[0].size());
-    requests.push_back(r);
-  }
-  const auto results = runner.generate(requests);
+  const auto results = runner.generate(testing::greedy_requests(f));
   for (std::size_t i = 0; i < results.size(); ++i) EXPECT_EQ(results[i].tokens, f.greedy[i]) << "prompt " << i;
 }
 

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -79,6 +80,28 @@ inline double relative_max_error(const std::vector<float>& a, const std::vector<
     max_ref = std::max(max_ref, static_cast<double>(std::abs(b[i])));
   }
   return max_diff / max_ref;
+}
+
+/// `length` random ids in [3, vocab).
+inline std::vector<std::int32_t> random_prompt(std::mt19937& rng, int length, std::int64_t vocab) {
+  std::uniform_int_distribution<int> id(3, static_cast<int>(vocab) - 1);
+  std::vector<std::int32_t> prompt(static_cast<std::size_t>(length));
+  for (auto& t : prompt) t = id(rng);
+  return prompt;
+}
+
+/// Greedy requests for the fixture's prompts, as long as the continuations
+/// transformers recorded.
+inline std::vector<runner_request> greedy_requests(const fixture_model& f) {
+  std::vector<runner_request> requests;
+  for (const auto& prompt : f.prompts) {
+    runner_request r;
+    r.prompt = prompt;
+    r.params.temperature = 0.0f;
+    r.max_tokens = static_cast<int>(f.greedy[0].size());
+    requests.push_back(r);
+  }
+  return requests;
 }
 
 }  // namespace troupe::testing

@@ -10,10 +10,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <random>
 
 #include "kernels/cuda/cuda_backend.hpp"
-#include "tests/forward/forward_fixture.hpp"
+#include "tests/forward/invariance_checks.hpp"
 
 namespace troupe {
 namespace {
@@ -33,14 +32,7 @@ constexpr double f32_checkpoint_tolerance = 7e-2;
 /// Two runs of the same bf16 arithmetic that differ only in how the work is
 /// split (chunks, batch neighbours, block placement).
 constexpr double logits_tolerance = 2e-2;
-constexpr int whole_prompt = 1 << 20;
-
-std::vector<std::int32_t> random_prompt(std::mt19937& rng, int length, std::int64_t vocab) {
-  std::uniform_int_distribution<int> id(3, static_cast<int>(vocab) - 1);
-  std::vector<std::int32_t> prompt(static_cast<std::size_t>(length));
-  for (auto& t : prompt) t = id(rng);
-  return prompt;
-}
+constexpr int whole_prompt = 1 << 20;  ///< chunk size that runs a prompt in one step
 
 /// Row `row` of a [rows * vocab] logits array.
 std::vector<float> logits_row(const std::vector<float>& all, std::size_t row, std::size_t vocab) {
@@ -84,16 +76,8 @@ TEST_P(CudaModel, GreedyContinuationsMatchTransformers) {
   auto cpu = fixture_model::load(GetParam());
   const double tolerance = gpu.dtype_name == "f32" ? f32_checkpoint_tolerance : bf16_checkpoint_tolerance;
   const std::size_t vocab = static_cast<std::size_t>(gpu.model->vocab_size());
-  std::vector<runner_request> requests;
-  for (const auto& prompt : gpu.prompts) {
-    runner_request r;
-    r.prompt = prompt;
-    r.params.temperature = 0.0f;
-    r.max_tokens = static_cast<int>(gpu.greedy[0].size());
-    requests.push_back(r);
-  }
   batch_runner gpu_runner(*gpu.model, runner_options{});
-  const auto results = gpu_runner.generate(requests);
+  const auto results = gpu_runner.generate(testing::greedy_requests(gpu));
   for (std::size_t i = 0; i < results.size(); ++i) {
     const auto& want = gpu.greedy[i];
     const auto& got = results[i].tokens;
@@ -118,66 +102,15 @@ TEST_P(CudaModel, GreedyContinuationsMatchTransformers) {
 using CudaInvariance = CudaModel;
 
 TEST_P(CudaInvariance, ChunkingDoesNotChangeLogits) {
-  auto f = on_gpu(GetParam());
-  batch_runner runner(*f.model, runner_options{});
-  const std::vector<std::vector<std::int32_t>> prompt{f.prompts.back()};
-  const auto whole = runner.prompt_logits(prompt, whole_prompt)[0];
-  for (int chunk : {1, 3, 16}) {
-    const auto chunked = runner.prompt_logits(prompt, chunk)[0];
-    EXPECT_LE(relative_max_error(chunked, whole), logits_tolerance) << "chunk " << chunk;
-  }
+  testing::expect_chunking_keeps_logits(on_gpu(GetParam()), logits_tolerance);
 }
 
 TEST_P(CudaInvariance, BatchingWithShuffledBlocksDoesNotChangeLogits) {
-  auto f = on_gpu(GetParam());
-  const std::vector<std::int32_t> target = f.prompts.back();
-  batch_runner alone_runner(*f.model, runner_options{});
-  const auto alone = alone_runner.prompt_logits({target}, whole_prompt)[0];
-
-  std::mt19937 rng(5);
-  std::vector<std::vector<std::int32_t>> batch;
-  for (int length : {5, 33, 17, 300}) batch.push_back(random_prompt(rng, length, f.model->vocab_size()));
-  batch.insert(batch.begin() + 2, target);
-  runner_options shuffled;
-  shuffled.block_size = 16;
-  shuffled.block_shuffle_seed = 99;
-  for (int chunk : {7, whole_prompt}) {
-    batch_runner runner(*f.model, shuffled);
-    const auto together = runner.prompt_logits(batch, chunk);
-    EXPECT_LE(relative_max_error(together[2], alone), logits_tolerance) << "chunk " << chunk;
-  }
+  testing::expect_batching_keeps_logits(on_gpu(GetParam()), 16, logits_tolerance);
 }
 
 TEST_P(CudaInvariance, SeededSamplingIsTheSameAloneAndInABatch) {
-  auto f = on_gpu(GetParam());
-  runner_request target;
-  target.prompt = f.prompts[1];
-  target.params.temperature = 0.9f;
-  target.params.top_p = 0.95f;
-  target.params.top_k = 50;
-  target.params.frequency_penalty = 0.3f;
-  target.seed = 1234;
-  target.max_tokens = 24;
-  batch_runner alone_runner(*f.model, runner_options{});
-  const auto alone = alone_runner.generate({target})[0].tokens;
-  ASSERT_EQ(alone.size(), 24u);
-
-  std::mt19937 rng(8);
-  std::vector<runner_request> batch;
-  for (int i = 0; i < 8; ++i) {
-    runner_request other;
-    other.prompt = random_prompt(rng, 3 + 9 * i, f.model->vocab_size());
-    other.params.temperature = 1.0f;
-    other.seed = static_cast<std::uint64_t>(i);
-    other.max_tokens = 5 + 4 * i;
-    batch.push_back(other);
-  }
-  batch.insert(batch.begin() + 4, target);
-  runner_options shuffled;
-  shuffled.block_shuffle_seed = 3;
-  shuffled.max_chunk_tokens = 5;  // the target's prompt is chunked while others decode
-  batch_runner runner(*f.model, shuffled);
-  EXPECT_EQ(runner.generate(batch)[4].tokens, alone);
+  testing::expect_seeded_sampling_batch_invariant(on_gpu(GetParam()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaModel,
