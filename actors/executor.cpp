@@ -64,16 +64,7 @@ double time_one_token_step(executor_resources& r) {
     return params;
   }();
   if (r.cache->spec().num_blocks < 1) return 0;
-  step_batch batch;
-  batch.token_ids = {0};
-  batch.positions = {0};
-  batch.query_start = {0, 1};
-  batch.seq_lens = {1};
-  batch.kv_indptr = {0, 1};
-  batch.kv_indices = {0};
-  batch.kv_last_page_len = {1};
-  batch.slot_mapping = {0};
-  batch.logits_indices = {0};
+  step_batch batch = one_token_step(0);
   batch.sampling = {sampling_row{&greedy}};
   double fastest = std::numeric_limits<double>::infinity();
   for (int run = 0; run < 3; ++run) {

@@ -19,6 +19,20 @@ std::string check_csr(const std::vector<std::int32_t>& indptr, std::size_t expec
 
 }  // namespace
 
+step_batch one_token_step(std::int32_t token_id) {
+  step_batch batch;
+  batch.token_ids = {token_id};
+  batch.positions = {0};
+  batch.query_start = {0, 1};
+  batch.seq_lens = {1};
+  batch.kv_indptr = {0, 1};
+  batch.kv_indices = {0};
+  batch.kv_last_page_len = {1};
+  batch.slot_mapping = {0};
+  batch.logits_indices = {0};
+  return batch;
+}
+
 std::string validate_step_batch(const step_batch& batch, const kv_cache_spec& spec) {
   const std::size_t num_tokens = batch.token_ids.size();
   if (batch.query_start.empty()) return "query_start is empty";

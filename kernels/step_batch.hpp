@@ -66,6 +66,11 @@ struct step_batch {
   std::int64_t num_logits_rows() const { return static_cast<std::int64_t>(logits_indices.size()); }
 };
 
+/// One sequence of one token, `token_id` at position 0, its K/V in slot 0 of
+/// block 0, with logits for that row and no sampling rows: the smallest
+/// valid step (timing probes, sampling tests).
+step_batch one_token_step(std::int32_t token_id);
+
 /// Checks the internal consistency of `batch` against `spec` (CSR monotone,
 /// sizes agree, block ids and slots in range, positions below seq_lens).
 /// Returns an empty string when valid, else what is wrong.

@@ -88,17 +88,7 @@ TEST_P(BatchInvariance, SeededSamplingIsTheSameAloneAndInABatch) {
   const runner_result alone = alone_runner.generate({target})[0];
   ASSERT_EQ(alone.tokens.size(), 40u);
 
-  std::mt19937 rng(8);
-  std::vector<runner_request> batch;
-  for (int i = 0; i < 8; ++i) {
-    runner_request other;
-    other.prompt = random_prompt(rng, 3 + 9 * i, f.model->vocab_size());
-    other.params.temperature = 1.0f;
-    other.params.top_p = 0.9f;
-    other.seed = static_cast<std::uint64_t>(i);
-    other.max_tokens = 5 + 6 * i;
-    batch.push_back(other);
-  }
+  std::vector<runner_request> batch = testing::seeded_neighbours(f, 0.9f, 6);
   batch.insert(batch.begin() + 4, target);
   for (int chunk : {1, 5, 512}) {  // the target's prompt is chunked while others decode
     runner_options shuffled;

@@ -104,4 +104,22 @@ inline std::vector<runner_request> greedy_requests(const fixture_model& f) {
   return requests;
 }
 
+/// Eight seeded requests to share steps with a target: random prompts of 3,
+/// 12, ..., 66 tokens, temperature 1 with `top_p`, request i generating
+/// 5 + i * `tokens_step` tokens.
+inline std::vector<runner_request> seeded_neighbours(const fixture_model& f, float top_p, int tokens_step) {
+  std::mt19937 rng(8);
+  std::vector<runner_request> batch;
+  for (int i = 0; i < 8; ++i) {
+    runner_request other;
+    other.prompt = random_prompt(rng, 3 + 9 * i, f.model->vocab_size());
+    other.params.temperature = 1.0f;
+    other.params.top_p = top_p;
+    other.seed = static_cast<std::uint64_t>(i);
+    other.max_tokens = 5 + tokens_step * i;
+    batch.push_back(other);
+  }
+  return batch;
+}
+
 }  // namespace troupe::testing

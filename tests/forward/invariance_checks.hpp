@@ -63,16 +63,7 @@ inline void expect_seeded_sampling_batch_invariant(const fixture_model& f) {
   const auto alone = alone_runner.generate({target})[0].tokens;
   ASSERT_EQ(alone.size(), 24u);
 
-  std::mt19937 rng(8);
-  std::vector<runner_request> batch;
-  for (int i = 0; i < 8; ++i) {
-    runner_request other;
-    other.prompt = random_prompt(rng, 3 + 9 * i, f.model->vocab_size());
-    other.params.temperature = 1.0f;
-    other.seed = static_cast<std::uint64_t>(i);
-    other.max_tokens = 5 + 4 * i;
-    batch.push_back(other);
-  }
+  std::vector<runner_request> batch = seeded_neighbours(f, 1.0f, 4);
   batch.insert(batch.begin() + 4, target);
   runner_options shuffled;
   shuffled.block_shuffle_seed = 3;

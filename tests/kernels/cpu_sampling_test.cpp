@@ -107,14 +107,7 @@ struct sampling_step {
   tensor_view view;
 
   sampling_step(backend& b, const std::vector<std::vector<float>>& rows, std::vector<sampling_row> sampling) {
-    batch.token_ids = {1};
-    batch.positions = {0};
-    batch.query_start = {0, 1};
-    batch.seq_lens = {1};
-    batch.kv_indptr = {0, 1};
-    batch.kv_indices = {0};
-    batch.kv_last_page_len = {1};
-    batch.slot_mapping = {0};
+    batch = one_token_step(1);
     batch.logits_indices.assign(rows.size(), 0);
     batch.sampling = std::move(sampling);
     const kv_cache_spec spec{.num_layers = 1, .num_kv_heads = 1, .head_dim = 2, .block_size = 4, .num_blocks = 1};
