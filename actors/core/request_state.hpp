@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "actors/core/scheduler_types.hpp"
@@ -23,6 +24,19 @@ enum class sequence_status : std::uint8_t {
 };
 
 /// One choice of a request: its outputs and its place in KV memory.
+///
+/// Its status changes only through the transitions below (in between, the
+/// scheduler advances num_computed and the KV reply's deltas grow the block
+/// table). Together they keep these invariants, outside a step being
+/// planned (the KV reply fills the block table of a sequence granted a
+/// swap-in or an allocation before take_step commits the grant):
+///  - running: kv_known; host_blocks == 0; block_table covers num_computed tokens.
+///  - swapped: kv_known; its blocks are in the host pool (host_blocks), none
+///    on the device (block_table empty, nothing shared); num_computed kept.
+///  - waiting, finished: no KV anywhere: !kv_known, num_computed == 0,
+///    block_table empty, host_blocks == 0, nothing shared.
+/// The KV manager's side (the free, swap-out, swap-in or allocation that
+/// matches a transition) is the scheduler's to request.
 struct sequence {
   sequence_id id = 0;
   request_state* request = nullptr;
@@ -48,6 +62,28 @@ struct sequence {
   std::int32_t token_at(std::int32_t pos) const;
   /// True while its blocks are on the device (prefilling or decoding).
   bool resident() const { return status == sequence_status::running; }
+
+  // Transitions. The scheduler calls them through scheduler::transition,
+  // which keeps its per-status counts.
+
+  /// Preempted by recompute, or its KV lost: drops every block (device and
+  /// host) and waits for a full prefill of prompt + outputs. Not from finished.
+  void to_recompute();
+  /// Preempted by swap (from running): its `host_blocks` blocks go to the host pool.
+  void to_swapped(std::int32_t host_blocks);
+  /// Swapped in (from swapped): resident again in the block table the KV reply gave it.
+  void to_swapped_in();
+  /// Admitted (from waiting): the KV manager allocated it, the first
+  /// `shared_prefix_blocks` blocks found in the prefix cache.
+  void to_allocated(std::int32_t shared_prefix_blocks);
+  /// A new choice (from waiting) forked from resident `parent`: both share
+  /// the parent's blocks, the partially filled last one copied on the next append.
+  void to_forked_from(sequence& parent);
+  /// Stopped for good (any reason): holds no KV from here on.
+  void to_finished();
+  /// Empty when the invariants of its status hold (blocks of `block_size`
+  /// tokens), else the first one broken.
+  std::string invariant_problem(std::int32_t block_size) const;
 };
 
 /// One admitted request.

@@ -127,12 +127,6 @@ sequence& scheduler::add_sequence(request_state& request, int choice) {
   return ref;
 }
 
-void scheduler::set_status(sequence& seq, sequence_status status) {
-  --status_counts_[static_cast<int>(seq.status)];
-  ++status_counts_[static_cast<int>(status)];
-  seq.status = status;
-}
-
 void scheduler::leave_queue(request_state& request) {
   if (!request.in_queue) return;
   request.in_queue = false;
@@ -161,9 +155,7 @@ void scheduler::finish_sequence(sequence& seq, finish_reason reason, double now,
     pending_frees_.push_back({seq.id, false});
     if (seq.resident()) pending_freed_blocks_ += freeable_blocks(seq);
   }
-  set_status(seq, sequence_status::finished);
-  seq.kv_known = false;
-  seq.block_table.clear();
+  transition(seq, &sequence::to_finished);
   request_state& request = *seq.request;
   ++request.finished_choices;
   events.finished.push_back({request.handle, seq.choice, reason, request.usage, request.done()});

@@ -28,6 +28,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "actors/core/metrics.hpp"
@@ -147,7 +148,14 @@ class scheduler {
 
   // scheduler.cpp
   sequence& add_sequence(request_state& request, int choice);
-  void set_status(sequence& seq, sequence_status status);
+  /// Applies one of sequence's transitions (`&sequence::to_...`, with its
+  /// arguments) and keeps the per-status counts.
+  template <typename... Params, typename... Args>
+  void transition(sequence& seq, void (sequence::*to)(Params...), Args&&... args) {
+    --status_counts_[static_cast<int>(seq.status)];
+    (seq.*to)(std::forward<Args>(args)...);
+    ++status_counts_[static_cast<int>(seq.status)];
+  }
   void refresh_key(request_state& request) { request.policy_key = policy_->sort_key(request); }
   sequence* find_sequence(sequence_id id) const;
   void finish_sequence(sequence& seq, finish_reason reason, double now, scheduler_events& events);

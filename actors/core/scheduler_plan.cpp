@@ -229,17 +229,11 @@ void scheduler::preempt(sequence& seq, bool for_space) {
   if (swap) {
     plan_->request.swap_outs.push_back({seq.id});
     plan_->host_free -= table;
-    set_status(seq, sequence_status::swapped);
-    seq.host_blocks = table;
+    transition(seq, &sequence::to_swapped, table);
   } else {
     plan_->request.frees.push_back({seq.id, false});
-    set_status(seq, sequence_status::waiting);
-    seq.num_computed = 0;
-    seq.kv_known = false;
+    transition(seq, &sequence::to_recompute);
   }
-  seq.block_table.clear();
-  seq.shared_prefix_blocks = 0;
-  seq.may_share_last_block = false;
   const preemption_kind kind = swap ? preemption_kind::swap : preemption_kind::recompute;
   plan_->events.preempted.push_back({seq.request->handle, seq.choice, kind});
   ++metrics_.preemptions[preemption_kind_name(kind)];

@@ -48,20 +48,14 @@ void scheduler::handle_refusal(const kv_refused& refused) {
       if (refused.why == kv_refusal::no_device_blocks) return retry_append(*seq, original);
       // The manager disagrees about this sequence (a bug): drop it there and prefill it again.
       if (refused.why == kv_refusal::invalid) plan_->request.frees.push_back({seq->id, false});
-      set_status(*seq, sequence_status::waiting);
-      seq->num_computed = 0;
-      seq->block_table.clear();
-      seq->kv_known = false;
+      transition(*seq, &sequence::to_recompute);
       return;
     }
     case kv_op::swap_out:
       if (seq == nullptr || seq->status != sequence_status::swapped) return;
       // The host pool was fuller than known: drop the blocks instead.
       plan_->request.frees.push_back({seq->id, false});
-      set_status(*seq, sequence_status::waiting);
-      seq->num_computed = 0;
-      seq->host_blocks = 0;
-      seq->kv_known = false;
+      transition(*seq, &sequence::to_recompute);
       for (preempt_event& e : plan_->events.preempted) {
         if (e.request == seq->request->handle && e.choice == seq->choice) e.kind = preemption_kind::recompute;
       }
@@ -78,12 +72,8 @@ void scheduler::handle_refusal(const kv_refused& refused) {
       return;
     }
     case kv_op::fork:
-      if (seq != nullptr && seq->status == sequence_status::running) {
-        set_status(*seq, sequence_status::waiting);  // the parent is gone: prefill it again
-        seq->num_computed = 0;
-        seq->block_table.clear();
-        seq->kv_known = false;
-      }
+      // The parent is gone: prefill the new choice from scratch.
+      if (seq != nullptr && seq->status == sequence_status::running) transition(*seq, &sequence::to_recompute);
       return;
     case kv_op::free:
       return;
@@ -140,16 +130,13 @@ scheduled_sequence scheduler::commit_grant(const grant& g, in_flight_step& recor
   std::int32_t count = g.tokens;
   if (g.kind != grant_kind::append) seq.resident_since = plan_->id;
   if (g.kind == grant_kind::swap_in) {
-    set_status(seq, sequence_status::running);
-    seq.host_blocks = 0;
+    transition(seq, &sequence::to_swapped_in);
   } else if (g.kind == grant_kind::allocate) {
     const auto a = std::find_if(plan_->allocated.begin(), plan_->allocated.end(),
                                 [&](const kv_allocated& x) { return x.seq == seq.id; });
-    set_status(seq, sequence_status::running);
-    seq.kv_known = true;
+    transition(seq, &sequence::to_allocated, a->cached_tokens / config_.block_size);
     start = a->cached_tokens;
     count = a->num_tokens - a->cached_tokens;
-    seq.shared_prefix_blocks = a->cached_tokens / config_.block_size;
     if (!seq.started && seq.choice == 0) request.usage.cached_prompt_tokens = a->cached_tokens;
     leave_queue(request);
   }

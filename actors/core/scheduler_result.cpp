@@ -12,14 +12,7 @@ sequence& scheduler::fork_child(sequence& parent, int choice) {
   sequence& child = add_sequence(request, choice);
   child.started = true;
   if (parent.resident() && parent.kv_known) {
-    set_status(child, sequence_status::running);
-    child.kv_known = true;
-    child.num_computed = parent.num_computed;
-    child.block_table = parent.block_table;
-    child.shared_prefix_blocks = static_cast<std::int32_t>(parent.block_table.size());
-    child.may_share_last_block = true;
-    parent.shared_prefix_blocks = child.shared_prefix_blocks;
-    parent.may_share_last_block = true;
+    transition(child, &sequence::to_forked_from, parent);
     pending_forks_.push_back({parent.id, child.id});
   }  // else the parent left the device meanwhile: the child prefills from scratch
   return child;
@@ -118,12 +111,7 @@ scheduler_events scheduler::abandon_step(std::uint64_t step) {
     if (seq == nullptr || seq->status == sequence_status::finished) continue;
     if (seq->kv_known) pending_frees_.push_back({seq->id, /*forget_prefix=*/true});
     if (seq->resident()) pending_freed_blocks_ += freeable_blocks(*seq);
-    set_status(*seq, sequence_status::waiting);
-    seq->num_computed = 0;
-    seq->block_table.clear();
-    seq->host_blocks = 0;
-    seq->kv_known = false;
-    seq->may_share_last_block = false;
+    transition(*seq, &sequence::to_recompute);
     events.preempted.push_back({seq->request->handle, seq->choice, preemption_kind::recompute});
     ++metrics_.preemptions["recompute"];
   }

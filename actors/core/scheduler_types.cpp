@@ -2,8 +2,6 @@
 
 #include <cmath>
 
-#include "actors/core/request_state.hpp"
-
 namespace troupe {
 
 namespace {
@@ -78,17 +76,5 @@ std::int32_t scheduled_step::num_tokens() const {
   for (const auto& s : sequences) total += static_cast<std::int32_t>(s.tokens.size());
   return total;
 }
-
-std::int32_t sequence::total_tokens() const {
-  return static_cast<std::int32_t>(request->spec.prompt.size() + outputs.size());
-}
-
-std::int32_t sequence::token_at(std::int32_t pos) const {
-  const auto prompt = static_cast<std::int32_t>(request->spec.prompt.size());
-  return pos < prompt ? request->spec.prompt[static_cast<std::size_t>(pos)]
-                      : outputs[static_cast<std::size_t>(pos - prompt)];
-}
-
-bool request_state::queued() const { return !forked && !choices.empty() && !choices.front()->started; }
 
 }  // namespace troupe

@@ -83,6 +83,7 @@ class harness {
   request_handle submit(request_spec spec) {
     const submit_result r = sched_->submit(std::move(spec), now);
     EXPECT_TRUE(r.accepted) << r.message;
+    live_.insert(r.handle);
     return r.handle;
   }
 
@@ -100,6 +101,7 @@ class harness {
     kv_spec_.block_size = config_.block_size;
     kv_spec_.num_blocks = config_.num_device_blocks;
     EXPECT_EQ(validate_step_batch(batch, kv_spec_), "") << "step " << s.id;
+    check_sequences();
     now += step_s;
     if (s.sequences.empty() && !s.copies.empty()) model_.run(s, batch);  // copies alone must run too
     if (!s.sequences.empty()) {
@@ -107,6 +109,7 @@ class harness {
       scheduler_events events = sched_->on_step_result(model_.run(s, batch), now);
       EXPECT_EQ(events.error, "");
       record(events);
+      check_sequences();
     }
     return s;
   }
@@ -115,6 +118,20 @@ class harness {
   void run(int limit = 10000) {
     for (int i = 0; i < limit && (sched_->has_unfinished_requests() || sched_->has_pending_kv_updates()); ++i) step();
     EXPECT_FALSE(sched_->has_unfinished_requests()) << "requests left after " << limit << " steps";
+  }
+
+  /// Every sequence of the live requests submitted here keeps its status's invariants.
+  void check_sequences() {
+    for (auto it = live_.begin(); it != live_.end();) {
+      const request_state* request = sched_->find_request(*it);
+      if (request == nullptr) {
+        it = live_.erase(it);
+        continue;
+      }
+      for (const auto& seq : request->choices)
+        EXPECT_EQ(seq->invariant_problem(config_.block_size), "") << "request " << *it << " choice " << seq->choice;
+      ++it;
+    }
   }
 
   void record(const scheduler_events& events) {
@@ -157,6 +174,7 @@ class harness {
   fake_kv* fake_ = nullptr;
   block_manager* real_ = nullptr;
   fake_model model_;
+  std::set<request_handle> live_;  ///< submitted here and not yet released
 };
 
 }  // namespace troupe::testing
