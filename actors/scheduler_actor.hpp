@@ -1,8 +1,10 @@
 #pragma once
-// The scheduler actor: a shell over the scheduler core. It runs the step
-// loop (KV plan → executor → results → events to the tokenizer shards),
-// keeps up to two steps in flight so the next step is planned while the
-// current one runs, and answers stats, live configuration and drain.
+// The scheduler actor: a shell over scheduler_loop (actors/core), which
+// wraps the scheduler core and decides everything else: ids, steps in
+// flight, overlap, health, drains, knobs. The actor runs the step loop's
+// messages (KV plan → executor → results → events to the tokenizer shards),
+// keeps the drain promises and the timers, and answers stats, live
+// configuration and drain.
 
 #include <vector>
 

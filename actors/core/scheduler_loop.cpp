@@ -1,0 +1,191 @@
+// Requests by id and the step loop, in the order a step flows: submit →
+// plan → KV → run → result → route; then failures. Stats, knobs, drains
+// and ticks are in scheduler_loop_admin.cpp.
+
+#include "actors/core/scheduler_loop.hpp"
+
+#include <algorithm>
+
+namespace troupe {
+
+scheduler_loop::scheduler_loop(scheduler_loop_config config)
+    : config_(std::move(config)),
+      core_(config_.scheduler, make_policy(config_.policy)),
+      step_cost_(config_.one_token_step_s),
+      overlap_(step_cost_.mode()) {}
+
+// ---- submit ---------------------------------------------------------------
+
+loop_submission scheduler_loop::submit(const std::string& id, request_spec spec, double now) {
+  loop_submission out;
+  if (!healthy_ || draining_) {
+    const error_kind kind = healthy_ ? error_kind::shutting_down : error_kind::internal;
+    out.error = {id, kind, healthy_ ? "the engine is shutting down" : "the engine failed: " + health_detail_, ""};
+    return out;
+  }
+  if (handles_.count(id) != 0) {
+    out.error = {id, error_kind::invalid_request, "a request with id '" + id + "' is already running", "request_id"};
+    return out;
+  }
+  const submit_result result = core_.submit(std::move(spec), now);
+  if (!result.accepted) {
+    out.error = {id, result.error, result.message, ""};
+    return out;
+  }
+  handles_[id] = result.handle;
+  ids_[result.handle] = id;
+  out.handle = result.handle;
+  if (early_cancel_set_.erase(id) != 0) out.events = routed(core_.cancel(result.handle, now));
+  return out;
+}
+
+std::optional<loop_events> scheduler_loop::cancel(const std::string& id, double now) {
+  const auto it = handles_.find(id);
+  if (it == handles_.end()) {
+    remember_early_cancel(id);
+    return std::nullopt;
+  }
+  return routed(core_.cancel(it->second, now));
+}
+
+void scheduler_loop::remember_early_cancel(const std::string& id) {
+  if (early_cancel_set_.insert(id).second) early_cancels_.push_back(id);
+  while (early_cancels_.size() > max_early_cancels) {
+    early_cancel_set_.erase(early_cancels_.front());
+    early_cancels_.pop_front();
+  }
+}
+
+loop_events scheduler_loop::finish_at_stop(request_handle request, int choice, double now) {
+  return routed(core_.finish(request, choice, finish_reason::stop, now));
+}
+
+std::optional<request_handle> scheduler_loop::handle_of(const std::string& id) const {
+  const auto it = handles_.find(id);
+  if (it == handles_.end()) return std::nullopt;
+  return it->second;
+}
+
+// ---- plan -----------------------------------------------------------------
+
+std::optional<kv_request> scheduler_loop::begin_step(double now) {
+  if (!healthy_ || planning_) return std::nullopt;
+  const int max_in_flight = overlap_ == overlap_mode::serial ? 1 : config_.max_steps_in_flight;
+  if (static_cast<int>(in_flight_.size()) >= max_in_flight) return std::nullopt;
+  if (!core_.has_unfinished_requests() && !core_.has_pending_kv_updates()) {
+    result_received_s_ = -1;  // idle: the next dispatch waits for a request, not for planning
+    return std::nullopt;
+  }
+  planning_ = true;
+  return core_.begin_step(now);
+}
+
+// ---- run ------------------------------------------------------------------
+
+planned_step scheduler_loop::take_step(double now) {
+  planned_step out;
+  out.step = core_.take_step();
+  planning_ = false;
+  out.events = routed(std::exchange(out.step.events, {}));
+  if (out.step.empty()) {
+    result_received_s_ = -1;
+    if (core_.has_pending_kv_updates()) {
+      out.next = after_planning::plan_again;  // frees queued while this step was planned (a cancel)
+    } else if (in_flight_.empty() && core_.has_unfinished_requests()) {
+      out.next = after_planning::tick_later;  // only a timer can bring new work
+    }
+    return out;
+  }
+  in_flight_[out.step.id] = now;
+  if (result_received_s_ >= 0 && overlap_ == overlap_mode::serial)
+    step_cost_.observe_serial_gap(now - result_received_s_ + messaging_s_);
+  result_received_s_ = -1;
+  out.next = after_planning::run;
+  return out;
+}
+
+// ---- result ---------------------------------------------------------------
+
+step_outcome scheduler_loop::on_step_result(const step_result& result, double now) {
+  step_outcome out;
+  const auto started = in_flight_.find(result.step);
+  if (started != in_flight_.end()) {
+    const double elapsed = now - started->second;
+    step_time_ewma_s_ = step_time_ewma_s_ == 0 ? elapsed : 0.9 * step_time_ewma_s_ + 0.1 * elapsed;
+    core_.set_step_time_estimate(step_time_ewma_s_);
+    messaging_s_ = std::max(0.0, elapsed - result.execute_s);  // to the executor and back
+    in_flight_.erase(started);
+  }
+  if (const overlap_mode mode = step_cost_.mode(); mode != overlap_) {
+    out.overlap_switched = overlap_switch{mode, step_cost_.fixed_step_s(), step_cost_.serial_gap_s()};
+    overlap_ = mode;
+    core_.set_split_decodes(mode == overlap_mode::split);
+  }
+  result_received_s_ = now;
+  out.events = routed(core_.on_step_result(result, now));
+  return out;
+}
+
+// ---- route ----------------------------------------------------------------
+
+loop_events scheduler_loop::routed(scheduler_events events) {
+  for (const finish_event& finish : events.finished) {
+    if (!finish.request_done) continue;
+    const auto it = ids_.find(finish.request);
+    if (it == ids_.end()) continue;
+    handles_.erase(it->second);
+    ids_.erase(it);
+  }
+  loop_events out{std::move(events), {}};
+  if (!drains_.empty() && !core_.has_unfinished_requests()) {
+    for (const pending_drain& drain : drains_) out.drains.push_back({drain.id, true});
+    drains_.clear();
+  }
+  return out;
+}
+
+// ---- failures -------------------------------------------------------------
+
+std::optional<engine_failure> scheduler_loop::on_step_failed(std::uint64_t step, const std::string& error, double now) {
+  // The step and every later one in flight will never run: their rows are
+  // released before the requests are failed.
+  if (in_flight_.count(step) != 0) core_.abandon_step(step);
+  in_flight_.erase(in_flight_.find(step), in_flight_.end());
+  return fail("step " + std::to_string(step) + ": " + error, now);
+}
+
+std::optional<engine_failure> scheduler_loop::on_kv_failed(const std::string& error, double now) {
+  return fail("kv manager: " + error, now);
+}
+
+// Every live request fails with the reason, and the engine reports itself
+// unhealthy and admits nothing more.
+std::optional<engine_failure> scheduler_loop::fail(const std::string& reason, double now) {
+  if (!healthy_) return std::nullopt;
+  healthy_ = false;
+  health_detail_ = reason;
+  engine_failure out;
+  out.reason = reason;
+  for (const auto& [handle, id] : ids_)
+    out.errors.emplace_back(handle, error_event{id, error_kind::internal, "the engine failed: " + reason, ""});
+  abort_live(now);  // their errors say why; no finish event follows
+  handles_.clear();
+  ids_.clear();
+  give_up_drains(out.drains);
+  return out;
+}
+
+scheduler_events scheduler_loop::abort_live(double now) {
+  std::vector<request_handle> live;
+  for (const auto& [handle, id] : ids_) live.push_back(handle);
+  scheduler_events aborted;
+  for (request_handle handle : live) aborted.append(core_.cancel(handle, now));
+  return aborted;
+}
+
+void scheduler_loop::give_up_drains(std::vector<drain_reply>& answers) {
+  for (const pending_drain& drain : drains_) answers.push_back({drain.id, false});
+  drains_.clear();
+}
+
+}  // namespace troupe

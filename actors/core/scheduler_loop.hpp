@@ -1,0 +1,209 @@
+#pragma once
+// What the scheduler actor decides around the scheduler core: requests by
+// id (duplicates, cancels that arrive before their request), the step loop's
+// bookkeeping (steps in flight and their limit, the step-time average, the
+// overlap mode), health (a failed executor or KV manager, a stuck step),
+// drains with deadlines, live knobs and the stats snapshot. No CAF, no
+// clock: every call takes the time `now` in seconds, and the results say
+// what to send. Drains are plain ids here; the actor keeps their promises.
+//
+// The step loop, as the actor drives it:
+//   submit(id, spec, now)                      -> open the request's stream, route its events
+//   if (auto r = begin_step(now))              -> KV manager
+//   while (auto again = on_kv_reply(reply))    -> KV manager again
+//   planned_step p = take_step(now)            -> route p.events; run p.step, or p.next
+//   step_outcome o = on_step_result(r, now)    -> route o.events; begin_step again
+// "Route" means: the events to the requests' output shards, then the drain
+// answers. Requests whose last choice finished are forgotten by then.
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "actors/core/scheduler.hpp"
+#include "actors/core/step_cost.hpp"
+#include "troupe/engine.hpp"
+
+namespace troupe {
+
+/// Names one drain request; the actor keeps its promise under it.
+using drain_id = std::uint64_t;
+
+/// A drain to answer: true once no request is left, false when it gave up.
+struct drain_reply {
+  drain_id id = 0;
+  bool drained = false;
+};
+
+/// What a call leaves to route: events for the output shards, then drain answers.
+struct loop_events {
+  scheduler_events events;
+  std::vector<drain_reply> drains;
+};
+
+/// The loop's knobs (the scheduler actor's setup, less the actors).
+struct scheduler_loop_config {
+  scheduler_config scheduler;
+  std::string policy = "fcfs";
+  int max_steps_in_flight = 2;  ///< in alternate and split overlap; serial runs one
+  double stuck_after_s = 30.0;  ///< a step running longer makes the stats report the engine unhealthy
+  double one_token_step_s = 0;  ///< measured executor time of a one-token step (0: unknown)
+};
+
+/// The answer to submit().
+struct loop_submission {
+  std::optional<error_event> error;  ///< set when refused: send it to the request's sink, nothing else
+  request_handle handle = 0;         ///< the request's handle (and output shard) when accepted
+  loop_events events;                ///< its abort, when its cancel came before it
+};
+
+/// What the actor does once a step is planned.
+enum class after_planning {
+  run,         ///< send the step to the executor, then try to plan the next
+  plan_again,  ///< nothing to run, but frees wait for the KV manager: plan again now
+  tick_later,  ///< nothing can run and no step is in flight: look again in a moment
+  wait,        ///< a step result (or a new request) brings the next step
+};
+
+/// The answer to take_step().
+struct planned_step {
+  scheduled_step step;  ///< its events moved to `events`; empty unless next is run
+  loop_events events;   ///< preemptions, timeouts and length stops decided while planning
+  after_planning next = after_planning::wait;
+};
+
+/// The overlap mode changed (for the log).
+struct overlap_switch {
+  overlap_mode mode = overlap_mode::serial;
+  double fixed_step_s = 0;  ///< executor seconds of a one-token step
+  double serial_gap_s = 0;  ///< smoothed executor idle time between serial steps
+};
+
+/// The answer to on_step_result().
+struct step_outcome {
+  loop_events events;
+  std::optional<overlap_switch> overlap_switched;
+};
+
+/// The engine failed: what every live request and every drain is told.
+struct engine_failure {
+  std::string reason;
+  std::vector<std::pair<request_handle, error_event>> errors;  ///< to each request's output shard
+  std::vector<drain_reply> drains;
+};
+
+/// The answer to drain().
+struct drain_start {
+  std::optional<bool> answer;  ///< answered at once; otherwise wait for drain `id` (deadline tick due)
+  drain_id id = 0;
+};
+
+/// The scheduler actor's logic (see the file comment).
+class scheduler_loop {
+ public:
+  /// Early cancels remembered at most; older ones are forgotten.
+  static constexpr std::size_t max_early_cancels = 4096;
+
+  /// Throws std::invalid_argument when `config.scheduler` is inconsistent.
+  explicit scheduler_loop(scheduler_loop_config config);
+
+  // ---- submit -------------------------------------------------------------
+  /// Admits request `id` unless the engine failed or drains, the id is
+  /// running already, or the core refuses it.
+  loop_submission submit(const std::string& id, request_spec spec, double now);
+  /// Cancels request `id`; nullopt when it is unknown (remembered, in case
+  /// its request is still being tokenized).
+  std::optional<loop_events> cancel(const std::string& id, double now);
+  /// Ends a choice whose text hit a stop string.
+  loop_events finish_at_stop(request_handle request, int choice, double now);
+
+  // ---- plan and KV --------------------------------------------------------
+  /// Starts planning a step: what to ask the KV manager, or nullopt when no
+  /// step is due (failed, planning already, in-flight limit, idle).
+  std::optional<kv_request> begin_step(double now);
+  /// The KV manager's reply: another request for the same step, or nullopt
+  /// when take_step() may follow.
+  std::optional<kv_request> on_kv_reply(const kv_reply& reply) { return core_.on_kv_reply(reply); }
+
+  // ---- run and result -----------------------------------------------------
+  /// The planned step, marked in flight at `now` when it runs.
+  planned_step take_step(double now);
+  /// A step's samples; times the step and may switch the overlap mode.
+  step_outcome on_step_result(const step_result& result, double now);
+
+  // ---- failures -----------------------------------------------------------
+  /// The executor failed step `step` with `error`: it and every later step
+  /// in flight are dropped and the engine fails. Nullopt when it had failed already.
+  std::optional<engine_failure> on_step_failed(std::uint64_t step, const std::string& error, double now);
+  /// The KV manager did not answer (`error`): the engine fails.
+  std::optional<engine_failure> on_kv_failed(const std::string& error, double now);
+
+  // ---- admin --------------------------------------------------------------
+  /// Counters, gauges, live settings and health (a step in flight longer
+  /// than stuck_after_s reports the engine unhealthy).
+  engine_stats stats(double now) const;
+  /// Applies a live settings change; "" or what was wrong (then nothing changed).
+  std::string configure(const settings_change& change, double now);
+  /// Stops admitting; answers at once or gives the drain an id whose answer
+  /// comes in a later loop_events (after `seconds`, on_tick gives up on it).
+  drain_start drain(double seconds, double now);
+  /// A timer fired: drains past their deadline abort every live request.
+  loop_events on_tick(double now);
+
+  // ---- state --------------------------------------------------------------
+  /// The scheduler core.
+  const scheduler& core() const { return core_; }
+  /// False once the executor or the KV manager failed.
+  bool healthy() const { return healthy_; }
+  /// The overlap mode steps are planned in.
+  overlap_mode overlap() const { return overlap_; }
+  /// Steps sent to the executor whose results have not come back.
+  std::size_t num_steps_in_flight() const { return in_flight_.size(); }
+  /// Smoothed executor round trip of a step, seconds (0 before the first).
+  double step_time_s() const { return step_time_ewma_s_; }
+  /// The live request `id` goes by, if any.
+  std::optional<request_handle> handle_of(const std::string& id) const;
+
+ private:
+  struct pending_drain {
+    drain_id id = 0;
+    double deadline_s = 0;
+  };
+
+  std::optional<engine_failure> fail(const std::string& reason, double now);
+  /// Cancels every live request in the core; their ids stay until routed or cleared.
+  scheduler_events abort_live(double now);
+  /// Answers every pending drain false.
+  void give_up_drains(std::vector<drain_reply>& answers);
+  /// Forgets the requests that are done, answers drains when none is left.
+  loop_events routed(scheduler_events events);
+  void remember_early_cancel(const std::string& id);
+  live_settings settings() const;
+
+  scheduler_loop_config config_;
+  scheduler core_;
+  std::unordered_map<std::string, request_handle> handles_;  ///< request id -> handle, live requests
+  std::unordered_map<request_handle, std::string> ids_;
+  std::deque<std::string> early_cancels_;  ///< ids cancelled before they were submitted, oldest first
+  std::unordered_set<std::string> early_cancel_set_;
+  bool planning_ = false;
+  std::map<std::uint64_t, double> in_flight_;  ///< step id -> when it was sent
+  step_cost_model step_cost_;
+  overlap_mode overlap_ = overlap_mode::alternate;
+  double result_received_s_ = -1;  ///< when the last step result arrived, until the next dispatch
+  double messaging_s_ = 0;         ///< the last step's round trip less its executor time
+  double step_time_ewma_s_ = 0;
+  bool healthy_ = true;
+  std::string health_detail_;
+  bool draining_ = false;
+  std::vector<pending_drain> drains_;
+  drain_id next_drain_ = 1;
+};
+
+}  // namespace troupe

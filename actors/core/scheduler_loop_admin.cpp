@@ -1,0 +1,73 @@
+// The scheduler loop's admin side: the stats snapshot, live settings,
+// drains and their deadline tick.
+
+#include <algorithm>
+
+#include "actors/core/scheduler_loop.hpp"
+
+namespace troupe {
+
+live_settings scheduler_loop::settings() const {
+  const scheduler_config& config = core_.config();
+  live_settings settings;
+  settings.policy = core_.policy().name();
+  settings.preemption_mode = preemption_mode_name(config.preemption);
+  settings.max_num_batched_tokens = config.max_num_batched_tokens;
+  settings.max_num_seqs = config.max_num_seqs;
+  settings.max_prefill_chunk = config.max_prefill_chunk;
+  settings.max_waiting_requests = config.max_waiting_requests;
+  return settings;
+}
+
+engine_stats scheduler_loop::stats(double now) const {
+  engine_stats stats;
+  core_.metrics().fill(stats);
+  stats.settings = settings();
+  stats.healthy = healthy_;
+  stats.health_detail = health_detail_;
+  if (healthy_ && !in_flight_.empty() && now - in_flight_.begin()->second > config_.stuck_after_s) {
+    stats.healthy = false;
+    stats.health_detail = "a step has been running for " + std::to_string(now - in_flight_.begin()->second) + " s";
+  }
+  return stats;
+}
+
+// The one mapping from a live settings change to the scheduler's knobs.
+std::string scheduler_loop::configure(const settings_change& change, double now) {
+  scheduler_config config = core_.config();
+  if (change.preemption_mode) {
+    auto mode = parse_preemption_mode(*change.preemption_mode);
+    if (!mode) return "unknown preemption_mode '" + *change.preemption_mode + "'";
+    config.preemption = *mode;
+  }
+  if (change.max_num_batched_tokens) config.max_num_batched_tokens = *change.max_num_batched_tokens;
+  if (change.max_num_seqs) config.max_num_seqs = *change.max_num_seqs;
+  if (change.max_prefill_chunk) config.max_prefill_chunk = *change.max_prefill_chunk;
+  if (change.max_waiting_requests) config.max_waiting_requests = *change.max_waiting_requests;
+  if (change.policy && !make_policy(*change.policy)) return "unknown policy '" + *change.policy + "'";
+  if (std::string problem = core_.set_config(config); !problem.empty()) return problem;
+  if (change.policy) core_.set_policy(*change.policy, now);
+  return {};
+}
+
+drain_start scheduler_loop::drain(double seconds, double now) {
+  draining_ = true;
+  if (!core_.has_unfinished_requests()) return {true};
+  if (!healthy_) return {false};  // nothing can finish on a failed executor
+  const drain_id id = next_drain_++;
+  drains_.push_back({id, now + seconds});
+  return {std::nullopt, id};
+}
+
+loop_events scheduler_loop::on_tick(double now) {
+  const bool overdue =
+      std::any_of(drains_.begin(), drains_.end(), [now](const pending_drain& d) { return now >= d.deadline_s; });
+  if (!overdue) return {};
+  // Drained when the aborted requests are released at once; given up on
+  // when a step in flight still holds some.
+  loop_events out = routed(abort_live(now));
+  give_up_drains(out.drains);
+  return out;
+}
+
+}  // namespace troupe

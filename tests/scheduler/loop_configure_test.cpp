@@ -1,0 +1,88 @@
+// Live settings: how a settings change maps to the scheduler's knobs, and
+// the stats snapshot that reports them.
+
+#include <gtest/gtest.h>
+
+#include "tests/scheduler/loop_driver.hpp"
+
+namespace troupe::testing {
+namespace {
+
+TEST(loop_configure, every_field_of_a_change_reaches_the_scheduler) {
+  loop_driver d;
+  settings_change change;
+  change.policy = "priority";
+  change.preemption_mode = "swap";
+  change.max_num_batched_tokens = 128;
+  change.max_num_seqs = 4;
+  change.max_prefill_chunk = 16;
+  change.max_waiting_requests = 10;
+  EXPECT_EQ(d.loop.configure(change, 0), "");
+  const scheduler_config& config = d.loop.core().config();
+  EXPECT_EQ(d.loop.core().policy().name(), std::string("priority"));
+  EXPECT_EQ(config.preemption, preemption_mode::swap);
+  EXPECT_EQ(config.max_num_batched_tokens, 128);
+  EXPECT_EQ(config.max_num_seqs, 4);
+  EXPECT_EQ(config.max_prefill_chunk, 16);
+  EXPECT_EQ(config.max_waiting_requests, 10);
+
+  const live_settings settings = d.loop.stats(0).settings;
+  EXPECT_EQ(settings.policy, "priority");
+  EXPECT_EQ(settings.preemption_mode, "swap");
+  EXPECT_EQ(settings.max_num_batched_tokens, 128);
+  EXPECT_EQ(settings.max_num_seqs, 4);
+  EXPECT_EQ(settings.max_prefill_chunk, 16);
+  EXPECT_EQ(settings.max_waiting_requests, 10);
+}
+
+TEST(loop_configure, unset_fields_stay_as_they_are) {
+  loop_driver d;
+  const scheduler_config before = d.loop.core().config();
+  settings_change change;
+  change.max_num_seqs = 3;
+  EXPECT_EQ(d.loop.configure(change, 0), "");
+  EXPECT_EQ(d.loop.core().config().max_num_seqs, 3);
+  EXPECT_EQ(d.loop.core().config().max_num_batched_tokens, before.max_num_batched_tokens);
+  EXPECT_EQ(d.loop.core().config().preemption, before.preemption);
+  EXPECT_EQ(d.loop.core().policy().name(), std::string("fcfs"));
+}
+
+TEST(loop_configure, a_wrong_change_says_why_and_changes_nothing) {
+  loop_driver d;
+  const scheduler_config before = d.loop.core().config();
+  settings_change change;
+  change.max_num_seqs = 5;
+  change.preemption_mode = "sometimes";
+  EXPECT_EQ(d.loop.configure(change, 0), "unknown preemption_mode 'sometimes'");
+  change.preemption_mode.reset();
+  change.policy = "lottery";
+  EXPECT_EQ(d.loop.configure(change, 0), "unknown policy 'lottery'");
+  change.policy.reset();
+  change.max_num_batched_tokens = 0;
+  EXPECT_EQ(d.loop.configure(change, 0), "max_num_batched_tokens must be at least 1");
+  EXPECT_EQ(d.loop.core().config().max_num_seqs, before.max_num_seqs);
+  EXPECT_EQ(d.loop.core().config().max_num_batched_tokens, before.max_num_batched_tokens);
+  EXPECT_EQ(d.loop.core().policy().name(), std::string("fcfs"));
+}
+
+TEST(loop_configure, the_snapshot_counts_requests_and_reports_health_and_settings) {
+  loop_driver d;
+  d.submit("a", 100);
+  d.submit("b", 100);
+  engine_stats stats = d.loop.stats(0);
+  EXPECT_EQ(stats.num_requests_waiting, 0) << "gauges move at the step boundary";
+  ASSERT_TRUE(d.plan());
+  stats = d.loop.stats(0);
+  EXPECT_EQ(stats.num_requests_running, 2);
+  EXPECT_EQ(stats.num_requests_waiting, 0);
+  EXPECT_EQ(stats.steps, 1u);
+  EXPECT_EQ(stats.prompt_tokens, 8u);
+  EXPECT_TRUE(stats.healthy);
+  EXPECT_EQ(stats.health_detail, "");
+  EXPECT_EQ(stats.settings.policy, "fcfs");
+  EXPECT_EQ(stats.settings.preemption_mode, "recompute");
+  EXPECT_EQ(stats.settings.max_num_batched_tokens, 64);
+}
+
+}  // namespace
+}  // namespace troupe::testing

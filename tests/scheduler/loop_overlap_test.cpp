@@ -1,0 +1,93 @@
+// Steps in flight: the limit per overlap mode, the step-time average the
+// deadline policy admits by, and the switch from serial to split overlap.
+
+#include <gtest/gtest.h>
+
+#include "tests/scheduler/loop_driver.hpp"
+
+namespace troupe::testing {
+namespace {
+
+TEST(loop_overlap, an_unknown_step_cost_keeps_two_steps_in_flight) {
+  loop_driver d(small_loop_config(/*max_steps_in_flight=*/2, /*one_token_step_s=*/0));
+  EXPECT_EQ(d.loop.overlap(), overlap_mode::alternate);
+  d.submit("a", 100);
+  ASSERT_TRUE(d.plan());
+  d.submit("b", 100);
+  ASSERT_TRUE(d.plan());
+  d.submit("c", 100);
+  EXPECT_FALSE(d.loop.begin_step(0)) << "two steps are in flight already";
+  EXPECT_EQ(d.loop.num_steps_in_flight(), 2u);
+}
+
+TEST(loop_overlap, a_costly_step_runs_alone) {
+  loop_driver d(small_loop_config(2, /*one_token_step_s=*/0.05));
+  EXPECT_EQ(d.loop.overlap(), overlap_mode::serial);
+  d.submit("a", 100);
+  ASSERT_TRUE(d.plan());
+  d.submit("b", 100);
+  EXPECT_FALSE(d.loop.begin_step(0));
+}
+
+TEST(loop_overlap, an_idle_loop_plans_nothing) {
+  loop_driver d;
+  EXPECT_FALSE(d.loop.begin_step(0));
+  d.submit("a", 100);
+  ASSERT_TRUE(d.loop.begin_step(0));
+  EXPECT_FALSE(d.loop.begin_step(0)) << "one step is planned at a time";
+}
+
+TEST(loop_overlap, the_step_time_is_a_moving_average_of_round_trips) {
+  loop_driver d;
+  d.submit("a", 100);
+  std::optional<planned_step> planned = d.plan();
+  d.now = 0.1;
+  d.complete(planned->step);
+  EXPECT_DOUBLE_EQ(d.loop.step_time_s(), 0.1) << "the first round trip sets it";
+  planned = d.plan();
+  d.now = 0.3;
+  d.complete(planned->step);
+  EXPECT_DOUBLE_EQ(d.loop.step_time_s(), 0.9 * 0.1 + 0.1 * 0.2);
+}
+
+// A one-token step of 50 us against a millisecond between serial steps:
+// splitting pays, and the loop switches once it has seen enough gaps.
+TEST(loop_overlap, a_cheap_step_switches_to_split_overlap_after_enough_serial_gaps) {
+  loop_driver d(small_loop_config(2, /*one_token_step_s=*/0.00005));
+  d.submit("a", 1000);
+  std::optional<overlap_switch> switched;
+  int results = 0;
+  while (!switched && results < 100) {
+    std::optional<planned_step> planned = d.plan();
+    ASSERT_TRUE(planned && planned->next == after_planning::run);
+    ASSERT_EQ(d.loop.num_steps_in_flight(), 1u) << "serial until the switch";
+    d.now += 0.001;
+    switched = d.complete(planned->step, /*execute_s=*/0.001).overlap_switched;
+    ++results;
+    d.now += 0.001;  // the executor idles while the next step is planned
+  }
+  ASSERT_TRUE(switched);
+  EXPECT_EQ(results, 51) << "the first result has no gap before it; fifty gaps are enough to judge";
+  EXPECT_EQ(switched->mode, overlap_mode::split);
+  EXPECT_DOUBLE_EQ(switched->fixed_step_s, 0.00005);
+  EXPECT_NEAR(switched->serial_gap_s, 0.001, 1e-9);
+  EXPECT_EQ(d.loop.overlap(), overlap_mode::split);
+  EXPECT_TRUE(d.loop.core().split_decodes());
+}
+
+TEST(loop_overlap, a_costly_step_never_switches) {
+  loop_driver d(small_loop_config(2, /*one_token_step_s=*/0.05));
+  d.submit("a", 1000);
+  for (int i = 0; i < 100; ++i) {
+    std::optional<planned_step> planned = d.plan();
+    ASSERT_TRUE(planned);
+    d.now += 0.05;
+    EXPECT_FALSE(d.complete(planned->step, 0.05).overlap_switched);
+    d.now += 0.001;
+  }
+  EXPECT_EQ(d.loop.overlap(), overlap_mode::serial);
+  EXPECT_FALSE(d.loop.core().split_decodes());
+}
+
+}  // namespace
+}  // namespace troupe::testing
