@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/utf8.hpp"
 #include "model/python_json.hpp"
 
 namespace troupe {
@@ -21,21 +22,6 @@ constexpr std::array<std::string_view, 5> special_tokens = {"<|begin_of_text|>",
 // runs at inference is the familiar one.
 constexpr std::string_view split_pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-
-std::string utf8_encode(char32_t code) {
-  std::string out;
-  if (code < 0x80) {
-    out += static_cast<char>(code);
-  } else if (code < 0x800) {
-    out += static_cast<char>(0xc0 | (code >> 6));
-    out += static_cast<char>(0x80 | (code & 0x3f));
-  } else {
-    out += static_cast<char>(0xe0 | (code >> 12));
-    out += static_cast<char>(0x80 | ((code >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (code & 0x3f));
-  }
-  return out;
-}
 
 // GPT-2's byte-to-unicode table: printable bytes stand for themselves, the
 // rest are shifted past U+0100. Entry i is the token with id i; byte_id
@@ -59,7 +45,7 @@ struct byte_alphabet {
     for (std::size_t id = 0; id < order.size(); ++id) {
       const int b = order[id];
       const char32_t code = printable(b) ? static_cast<char32_t>(b) : static_cast<char32_t>(256 + shifted++);
-      token[id] = utf8_encode(code);
+      append_utf8(token[id], code);
       byte_id[static_cast<std::size_t>(b)] = static_cast<int>(id);
     }
   }

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "model/json_reader.hpp"
+#include "model/checkpoint_json.hpp"
 #include "model/terminal_progress.hpp"
 
 namespace troupe {
@@ -82,13 +82,15 @@ layer_weights bind_layer(const weight_binder& binder, const model_config& config
 
 shard_index parse_shard_index(std::string_view index_json, std::string_view source) {
   const boost::json::value document = parse_json_text(index_json, source);
-  const json_reader index(document, std::string(source));
-  const std::optional<json_reader> map = index.get_object("weight_map");
+  const file_json_rules rules = checkpoint_json_rules(std::string(source));
+  const json_field index(document, rules);
+  index.object();
+  const std::optional<json_field> map = index.get_object("weight_map");
   if (!map) index.fail("weight_map", "is missing");
   shard_index out;
   for (const auto& [key, value] : map->object()) {
     const std::string tensor(key);
-    if (!value.is_string()) map->fail(tensor, "must be a shard file name, got " + std::string(json_kind_name(value)));
+    if (!value.is_string()) map->fail(tensor, "must be a shard file name, got " + std::string(json_type_name(value)));
     const std::string shard(value.get_string());
     check_shard_name(shard, source);
     if (std::find(out.shard_files.begin(), out.shard_files.end(), shard) == out.shard_files.end()) {

@@ -3,14 +3,14 @@
 #include <cmath>
 #include <string>
 
-#include "model/json_reader.hpp"
+#include "model/checkpoint_json.hpp"
 #include "model/python_json.hpp"
 
 namespace troupe {
 
 namespace {
 
-std::optional<double> number_in(const json_reader& reader, std::string_view key, double low, double high,
+std::optional<double> number_in(const json_field& reader, std::string_view key, double low, double high,
                                 bool low_inclusive) {
   const std::optional<double> value = reader.get_number(key);
   if (!value) return value;
@@ -22,7 +22,7 @@ std::optional<double> number_in(const json_reader& reader, std::string_view key,
   return value;
 }
 
-std::optional<std::int64_t> non_negative_int(const json_reader& reader, std::string_view key) {
+std::optional<std::int64_t> non_negative_int(const json_field& reader, std::string_view key) {
   const std::optional<std::int64_t> value = reader.get_int(key);
   if (value && *value < 0) reader.fail(key, "(" + std::to_string(*value) + ") must not be negative");
   return value;
@@ -32,9 +32,11 @@ std::optional<std::int64_t> non_negative_int(const json_reader& reader, std::str
 
 generation_config parse_generation_config(std::string_view json_text, std::string_view source) {
   const boost::json::value document = parse_json_text(json_text, source);
-  const json_reader reader(document, std::string(source));
+  const file_json_rules rules = checkpoint_json_rules(std::string(source));
+  const json_field reader(document, rules);
+  reader.object();
   generation_config out;
-  out.eos_token_ids = reader.get_int_or_int_list("eos_token_id");
+  out.eos_token_ids = get_int_or_int_list(reader, "eos_token_id");
   for (auto id : out.eos_token_ids) {
     if (id < 0) reader.fail("eos_token_id", "(" + std::to_string(id) + ") must not be negative");
   }

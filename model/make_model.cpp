@@ -9,7 +9,7 @@
 #include <stdexcept>
 
 #include "model/builtin_tokenizer.hpp"
-#include "model/json_reader.hpp"
+#include "model/checkpoint_json.hpp"
 #include "model/python_json.hpp"
 #include "model/random_weights.hpp"
 #include "model/terminal_progress.hpp"
@@ -66,10 +66,11 @@ struct tokenizer_choice {
 
 // Id of the special token named by tokenizer_config.json's `key` (a string
 // or an {"content": ...} object), looked up in tokenizer.json.
-std::optional<std::int64_t> special_token_id(const json_reader& config, std::string_view key,
+std::optional<std::int64_t> special_token_id(const json_field& config, std::string_view key,
                                              const boost::json::value& tokenizer) {
-  const boost::json::value* entry = config.find(key);
-  if (entry == nullptr || entry->is_null()) return std::nullopt;
+  const std::optional<json_field> field = config.find(key);
+  if (!field) return std::nullopt;
+  const boost::json::value* entry = &field->value();
   std::string content;
   if (entry->is_string()) {
     content = entry->get_string();
@@ -123,7 +124,9 @@ tokenizer_choice choose_tokenizer(const make_model_options& options, std::int64_
     if (std::filesystem::exists(dir / "tokenizer_config.json")) {
       const boost::json::value config_value =
           read_json_file(dir / "tokenizer_config.json", max_tokenizer_bytes, "tokenizer_config.json");
-      const json_reader config(config_value, "tokenizer_config.json");
+      const file_json_rules rules = checkpoint_json_rules("tokenizer_config.json");
+      const json_field config(config_value, rules);
+      config.object();
       choice.bos_id = special_token_id(config, "bos_token", tokenizer);
       if (auto eos = special_token_id(config, "eos_token", tokenizer)) choice.eos_ids = {*eos};
     }

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "model/json_reader.hpp"
+#include "model/checkpoint_json.hpp"
 #include "model/python_json.hpp"
 
 namespace troupe {
@@ -24,36 +24,31 @@ constexpr std::int64_t max_layers = 4096;
 constexpr std::int64_t max_heads = 4096;
 constexpr std::int64_t max_positions = std::int64_t{1} << 32;
 
-model_architecture detect_architecture(const json_reader& config) {
+model_architecture detect_architecture(const json_field& config, std::string_view source) {
   std::string supported;
   for (auto arch : all_architectures)
     supported += (supported.empty() ? "" : ", ") + std::string(architecture_class_name(arch));
   if (config.has("architectures")) {
-    const std::vector<std::string> names = config.get_string_list("architectures");
+    const std::vector<std::string> names = get_string_list(config, "architectures");
     if (names.empty()) config.fail("architectures", "is an empty list");
     for (auto arch : all_architectures) {
       if (names.front() == architecture_class_name(arch)) return arch;
     }
-    throw std::runtime_error(config.source() + ": unsupported architecture '" + names.front() +
+    throw std::runtime_error(std::string(source) + ": unsupported architecture '" + names.front() +
                              "' (supported: " + supported + ")");
   }
   const std::optional<std::string> model_type = config.get_string("model_type");
   if (!model_type) config.fail("architectures", "is missing (and there is no model_type)");
   if (auto arch = parse_architecture(*model_type)) return *arch;
-  throw std::runtime_error(config.source() + ": unsupported architecture: model_type '" + *model_type +
+  throw std::runtime_error(std::string(source) + ": unsupported architecture: model_type '" + *model_type +
                            "' (supported: " + supported + ")");
 }
 
-std::int64_t require_in_range(const json_reader& config, std::string_view key, std::int64_t low, std::int64_t high) {
-  const std::int64_t value = config.require_int(key);
-  if (value < low || value > high) {
-    config.fail(
-        key, "(" + std::to_string(value) + ") must be in [" + std::to_string(low) + ", " + std::to_string(high) + "]");
-  }
-  return value;
+std::int64_t require_in_range(const json_field& config, std::string_view key, std::int64_t low, std::int64_t high) {
+  return config.at(key).integer(low, high);
 }
 
-void read_sizes(const json_reader& config, model_config& out) {
+void read_sizes(const json_field& config, model_config& out) {
   out.hidden_size = require_in_range(config, "hidden_size", 1, max_hidden);
   out.intermediate_size = require_in_range(config, "intermediate_size", 1, max_hidden * 4);
   out.num_hidden_layers = require_in_range(config, "num_hidden_layers", 1, max_layers);
@@ -84,19 +79,19 @@ void read_sizes(const json_reader& config, model_config& out) {
                                     : 2048;
 }
 
-double require_positive(const json_reader& reader, std::string_view key, std::optional<double> value) {
+double require_positive(const json_field& reader, std::string_view key, std::optional<double> value) {
   if (!value) reader.fail(key, "is missing");
   if (!std::isfinite(*value) || *value <= 0.0) reader.fail(key, "(" + python_float_repr(*value) + ") must be positive");
   return *value;
 }
 
 // The rope dict: `rope_scaling` wins over `rope_parameters`, as in transformers.
-std::optional<json_reader> rope_object(const json_reader& config) {
+std::optional<json_field> rope_object(const json_field& config) {
   if (auto scaling = config.get_object("rope_scaling")) return scaling;
   return config.get_object("rope_parameters");
 }
 
-void read_rope_scaling(const json_reader& rope, std::string_view type, model_config& out) {
+void read_rope_scaling(const json_field& rope, std::string_view type, model_config& out) {
   if (type == "default") return;
   if (type == "linear") {
     out.rope.scaling = rope_scaling_kind::linear;
@@ -120,13 +115,13 @@ void read_rope_scaling(const json_reader& rope, std::string_view type, model_con
   if (out.rope.original_max_position <= 0) rope.fail("original_max_position_embeddings", "must be positive");
 }
 
-void read_rope(const json_reader& config, model_config& out) {
+void read_rope(const json_field& config, model_config& out) {
   out.rope = rope_spec{};
   out.rope.head_dim = static_cast<int>(out.head_dim);
   out.rope.max_position_embeddings = out.max_position_embeddings;
   std::optional<double> theta = config.get_number("rope_theta");
   std::string type = "default";
-  const std::optional<json_reader> rope = rope_object(config);
+  const std::optional<json_field> rope = rope_object(config);
   if (rope) {
     for (const auto& [key, value] : rope->object()) {
       if (value.is_object())
@@ -147,20 +142,20 @@ void read_rope(const json_reader& config, model_config& out) {
 }
 
 // Whether any layer would run sliding-window attention in transformers.
-bool uses_sliding_window(const json_reader& config, const model_config& out, bool window_set) {
+bool uses_sliding_window(const json_field& config, const model_config& out, bool window_set) {
   if (!window_set) return false;
   if (out.architecture == model_architecture::mistral) return true;
   if (out.architecture == model_architecture::llama) return false;
   if (!config.get_bool("use_sliding_window").value_or(false)) return false;
-  const std::vector<std::string> layer_types = config.get_string_list("layer_types");
+  const std::vector<std::string> layer_types = get_string_list(config, "layer_types");
   if (layer_types.empty()) {
     return out.num_hidden_layers > config.get_int("max_window_layers").value_or(28);
   }
   return std::find(layer_types.begin(), layer_types.end(), "sliding_attention") != layer_types.end();
 }
 
-void read_sliding_window(const json_reader& config, model_config& out) {
-  const std::vector<std::string> layer_types = config.get_string_list("layer_types");
+void read_sliding_window(const json_field& config, model_config& out) {
+  const std::vector<std::string> layer_types = get_string_list(config, "layer_types");
   if (!layer_types.empty() && static_cast<std::int64_t>(layer_types.size()) != out.num_hidden_layers) {
     config.fail("layer_types", "has " + std::to_string(layer_types.size()) + " entries for " +
                                    std::to_string(out.num_hidden_layers) + " layers");
@@ -175,7 +170,8 @@ void read_sliding_window(const json_reader& config, model_config& out) {
   // Linear and dynamic NTK scaling stretch the trained positions by `factor`
   // (llama3 configs already state the stretched length), as vLLM derives it.
   if (out.rope.scaling == rope_scaling_kind::linear || out.rope.scaling == rope_scaling_kind::dynamic)
-    out.max_context_length = static_cast<std::int64_t>(static_cast<double>(out.max_position_embeddings) * out.rope.factor);
+    out.max_context_length =
+        static_cast<std::int64_t>(static_cast<double>(out.max_position_embeddings) * out.rope.factor);
   if (!uses_sliding_window(config, out, window.has_value())) return;
   if (*window <= 0) config.fail("sliding_window", "(" + std::to_string(*window) + ") must be positive");
   if (*window < out.max_context_length) {
@@ -184,10 +180,10 @@ void read_sliding_window(const json_reader& config, model_config& out) {
   }
 }
 
-void read_token_ids(const json_reader& config, model_config& out) {
+void read_token_ids(const json_field& config, model_config& out) {
   out.bos_token_id = config.get_int("bos_token_id");
   out.pad_token_id = config.get_int("pad_token_id");
-  out.eos_token_ids = config.get_int_or_int_list("eos_token_id");
+  out.eos_token_ids = get_int_or_int_list(config, "eos_token_id");
   const auto check = [&](std::string_view key, std::int64_t id) {
     if (id < 0) config.fail(key, "(" + std::to_string(id) + ") must not be negative");
   };
@@ -196,7 +192,7 @@ void read_token_ids(const json_reader& config, model_config& out) {
   for (auto id : out.eos_token_ids) check("eos_token_id", id);
 }
 
-void read_features(const json_reader& config, model_config& out) {
+void read_features(const json_field& config, model_config& out) {
   if (auto act = config.get_string("hidden_act"); act && *act != "silu") {
     config.fail("hidden_act", "'" + *act + "' is not supported (only silu)");
   }
@@ -261,9 +257,11 @@ std::optional<model_architecture> parse_architecture(std::string_view name) {
 
 model_config parse_model_config(std::string_view json_text, std::string_view source) {
   const boost::json::value document = parse_json_text(json_text, source);
-  const json_reader config(document, std::string(source));
+  const file_json_rules rules = checkpoint_json_rules(std::string(source));
+  const json_field config(document, rules);
+  config.object();
   model_config out;
-  out.architecture = detect_architecture(config);
+  out.architecture = detect_architecture(config, source);
   read_sizes(config, out);
   read_rope(config, out);
   read_sliding_window(config, out);

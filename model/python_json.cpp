@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "base/utf8.hpp"
+
 namespace troupe {
 
 namespace {
@@ -16,27 +18,12 @@ void append_hex_escape(std::string& out, unsigned code_unit) {
   out += buffer;
 }
 
-// Decodes one UTF-8 sequence at text[i] (advancing i); malformed bytes come back as U+FFFD.
-char32_t next_code_point(std::string_view text, std::size_t& i) {
-  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char lead = byte(i);
-  const int length = lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xe ? 3 : (lead >> 3) == 0x1e ? 4 : 0;
-  if (length == 0 || i + static_cast<std::size_t>(length) > text.size()) {
-    ++i;
-    return U'\uFFFD';
-  }
-  char32_t code = length == 1 ? lead : lead & (0x7f >> length);
-  for (int k = 1; k < length; ++k) code = (code << 6) | (byte(i + static_cast<std::size_t>(k)) & 0x3f);
-  i += static_cast<std::size_t>(length);
-  return code;
-}
-
 void append_string(std::string& out, std::string_view text, bool ensure_ascii) {
   out += '"';
   for (std::size_t i = 0; i < text.size();) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
     if (c >= 0x80 && ensure_ascii) {
-      const char32_t code = next_code_point(text, i);
+      const char32_t code = decode_utf8(text, i);  // ill-formed bytes: U+FFFD
       if (code >= 0x10000) {
         const char32_t offset = code - 0x10000;
         append_hex_escape(out, 0xd800 + static_cast<unsigned>(offset >> 10));

@@ -7,7 +7,7 @@
 #include <optional>
 #include <stdexcept>
 
-#include "model/json_reader.hpp"
+#include "base/json_field.hpp"
 
 namespace troupe {
 
@@ -52,7 +52,7 @@ class header_parser {
 
   dtype parse_dtype_tag(std::string_view name, const boost::json::value* tag) const {
     if (tag == nullptr) fail_tensor(name, "missing 'dtype'");
-    if (!tag->is_string()) fail_tensor(name, "'dtype' must be a string, got " + std::string(json_kind_name(*tag)));
+    if (!tag->is_string()) fail_tensor(name, "'dtype' must be a string, got " + std::string(json_type_name(*tag)));
     const std::string_view text = tag->get_string();
     if (text == "F32") return dtype::f32;
     if (text == "F16") return dtype::f16;
@@ -67,7 +67,7 @@ class header_parser {
     if (value == nullptr) fail_tensor(name, "missing 'shape'");
     const boost::json::array* dims = value->if_array();
     if (dims == nullptr)
-      fail_tensor(name, "'shape' must be a list of integers, got " + std::string(json_kind_name(*value)));
+      fail_tensor(name, "'shape' must be a list of integers, got " + std::string(json_type_name(*value)));
     std::vector<std::int64_t> shape;
     std::uint64_t elements = 1;
     for (const boost::json::value& dim : *dims) {
@@ -75,7 +75,7 @@ class header_parser {
         fail_tensor(name, "shape has a negative dimension " + std::to_string(dim.get_int64()));
       }
       if (!dim.is_int64() && !dim.is_uint64()) {
-        fail_tensor(name, "'shape' must be a list of integers, found " + std::string(json_kind_name(dim)));
+        fail_tensor(name, "'shape' must be a list of integers, found " + std::string(json_type_name(dim)));
       }
       const std::uint64_t extent = dim.is_int64() ? static_cast<std::uint64_t>(dim.get_int64()) : dim.get_uint64();
       if (extent > max_elements || (extent != 0 && elements > max_elements / extent)) {
@@ -111,7 +111,7 @@ class header_parser {
 
   raw_entry parse_entry(std::string_view name, const boost::json::value& value) const {
     const boost::json::object* fields = value.if_object();
-    if (fields == nullptr) fail_tensor(name, "entry must be an object, got " + std::string(json_kind_name(value)));
+    if (fields == nullptr) fail_tensor(name, "entry must be an object, got " + std::string(json_type_name(value)));
     raw_entry entry;
     entry.name = std::string(name);
     entry.type = parse_dtype_tag(name, fields->if_contains("dtype"));
@@ -130,7 +130,7 @@ class header_parser {
 
   std::map<std::string, std::string, std::less<>> parse_metadata(const boost::json::value& value) const {
     const boost::json::object* fields = value.if_object();
-    if (fields == nullptr) fail("'__metadata__' must be an object, got " + std::string(json_kind_name(value)));
+    if (fields == nullptr) fail("'__metadata__' must be an object, got " + std::string(json_type_name(value)));
     std::map<std::string, std::string, std::less<>> metadata;
     for (const auto& [key, item] : *fields) {
       if (!item.is_string()) fail("'__metadata__' value of '" + std::string(key) + "' must be a string");
@@ -205,7 +205,7 @@ void safetensors_file::parse_header() {
   const boost::json::value header =
       boost::json::parse(boost::json::string_view(header_text.data(), header_text.size()), error);
   if (error) fail("header is not valid JSON: " + error.message());
-  if (!header.is_object()) fail("header must be a JSON object, got " + std::string(json_kind_name(header)));
+  if (!header.is_object()) fail("header must be a JSON object, got " + std::string(json_type_name(header)));
 
   const std::size_t data_start = 8 + header_length;
   header_parser parser(display_name_, bytes.size() - data_start);

@@ -7,7 +7,7 @@
 #include "api/http/api_error.hpp"
 #include "api/http/openai_request.hpp"
 #include "api/http/request_fields.hpp"
-#include "api/http/utf8.hpp"
+#include "base/utf8.hpp"
 
 namespace troupe::api {
 
@@ -33,18 +33,16 @@ std::string join_text_parts(const boost::json::array& parts, const std::string& 
     const std::string part_param = param + "[" + std::to_string(j) + "]";
     if (!parts[j].is_object())
       throw invalid_field(part_param, "'" + part_param + "' must be an object", "invalid_type");
-    const field_reader part(parts[j].get_object(), part_param + ".");
+    const json_field part = request_fields(parts[j], part_param);
     const std::string type = part.get_string("type", 64).value_or("");
     if (type != "text") {
-      throw invalid_field(part.path("type"), "content part type '" + truncate_utf8(type, 32) + "' is not supported",
-                          "unsupported_value");
+      throw invalid_field(part.child_path("type"),
+                          "content part type '" + truncate_utf8(type, 32) + "' is not supported", "unsupported_value");
     }
     static constexpr auto part_keys = std::to_array<std::string_view>({"type", "text"});
     part.reject_unknown(part_keys);
-    const std::optional<std::string> part_text = part.get_string("text", std::string::npos);
-    if (!part_text) throw invalid_field(part.path("text"), "'" + part.path("text") + "' is required", "missing_field");
     if (j > 0) text += '\n';
-    text += *part_text;
+    text += part.at("text").string();
   }
   return text;
 }
@@ -52,44 +50,46 @@ std::string join_text_parts(const boost::json::array& parts, const std::string& 
 boost::json::object normalise_message(const boost::json::value& value, std::size_t index) {
   const std::string param = "messages[" + std::to_string(index) + "]";
   if (!value.is_object()) throw invalid_field(param, "'" + param + "' must be an object", "invalid_type");
-  const field_reader fields(value.get_object(), param + ".");
+  const json_field fields = request_fields(value, param);
   fields.reject_unknown(message_keys);
   const std::optional<std::string> role = fields.get_string("role", 32);
   if (!role || std::find(roles.begin(), roles.end(), *role) == roles.end()) {
-    throw invalid_field(fields.path("role"),
-                        "'" + fields.path("role") + "' must be one of system, developer, user, assistant, tool");
+    throw invalid_field(fields.child_path("role"),
+                        "'" + fields.child_path("role") + "' must be one of system, developer, user, assistant, tool");
   }
   boost::json::object message;
   message["role"] = *role;
-  const boost::json::value* content = fields.find("content");
-  const boost::json::array* tool_calls = fields.get_array("tool_calls");
-  if (content == nullptr) {
-    if (*role != "assistant" || tool_calls == nullptr) {
-      throw invalid_field(fields.path("content"), "'" + fields.path("content") + "' is required", "missing_field");
+  const std::optional<json_field> content = fields.find("content");
+  const std::optional<json_field> tool_calls = fields.get_array("tool_calls");
+  if (!content) {
+    if (*role != "assistant" || !tool_calls) {
+      throw invalid_field(fields.child_path("content"), "'" + fields.child_path("content") + "' is required",
+                          "missing_field");
     }
     message["content"] = nullptr;
-  } else if (content->is_string()) {
-    message["content"] = content->get_string();
-  } else if (content->is_array()) {
-    message["content"] = join_text_parts(content->get_array(), fields.path("content"));
+  } else if (content->value().is_string()) {
+    message["content"] = content->value().get_string();
+  } else if (content->value().is_array()) {
+    message["content"] = join_text_parts(content->array(), content->path());
   } else {
-    fields.fail_type("content", "a string or an array of content parts");
+    content->fail_type("a string or an array of content parts");
   }
   if (const auto name = fields.get_string("name", 256)) message["name"] = *name;
-  if (tool_calls != nullptr) message["tool_calls"] = *tool_calls;
+  if (tool_calls) message["tool_calls"] = tool_calls->value();
   if (const auto id = fields.get_string("tool_call_id", 256)) message["tool_call_id"] = *id;
   return message;
 }
 
 }  // namespace
 
-std::string read_chat_messages(const field_reader& fields) {
-  const boost::json::array* messages = fields.get_array("messages");
-  if (messages == nullptr) throw invalid_field("messages", "'messages' is required", "missing_field");
-  if (messages->empty()) throw invalid_field("messages", "'messages' must not be empty", "empty_prompt");
+std::string read_chat_messages(const json_field& fields) {
+  const std::optional<json_field> messages_field = fields.get_array("messages");
+  if (!messages_field) throw invalid_field("messages", "'messages' is required", "missing_field");
+  const boost::json::array& messages = messages_field->array();
+  if (messages.empty()) throw invalid_field("messages", "'messages' must not be empty", "empty_prompt");
   boost::json::array normalised;
-  normalised.reserve(messages->size());
-  for (std::size_t i = 0; i < messages->size(); ++i) normalised.push_back(normalise_message((*messages)[i], i));
+  normalised.reserve(messages.size());
+  for (std::size_t i = 0; i < messages.size(); ++i) normalised.push_back(normalise_message(messages[i], i));
   return boost::json::serialize(normalised);
 }
 
@@ -98,67 +98,64 @@ namespace {
 void check_tool(const boost::json::value& tool, std::size_t index) {
   const std::string param = "tools[" + std::to_string(index) + "]";
   if (!tool.is_object()) throw invalid_field(param, "'" + param + "' must be an object", "invalid_type");
-  const field_reader fields(tool.get_object(), param + ".");
+  const json_field fields = request_fields(tool, param);
   if (fields.get_string("type", 32).value_or("") != "function") {
-    throw invalid_field(fields.path("type"), "'" + fields.path("type") + "' must be \"function\"");
+    throw invalid_field(fields.child_path("type"), "'" + fields.child_path("type") + "' must be \"function\"");
   }
-  const boost::json::object* function = fields.get_object("function");
-  if (function == nullptr) throw invalid_field(fields.path("function"), "'function' is required", "missing_field");
-  const field_reader function_fields(*function, param + ".function.");
-  if (!function_fields.get_string("name", 256)) {
-    throw invalid_field(function_fields.path("name"), "'" + function_fields.path("name") + "' is required",
-                        "missing_field");
-  }
-  function_fields.get_string("description", std::string::npos);
-  function_fields.get_object("parameters");
+  const std::optional<json_field> function = fields.get_object("function");
+  if (!function) throw invalid_field(fields.child_path("function"), "'function' is required", "missing_field");
+  function->at("name").string(256);
+  function->get_string("description");
+  function->get_object("parameters");
 }
 
 /// Tools go to the chat template unless tool_choice is "none". Tool calls
 /// are not parsed out of the output: they stay in `content`.
-std::string read_tools(const field_reader& fields, const request_limits& limits) {
-  const boost::json::value* choice = fields.find("tool_choice");
+std::string read_tools(const json_field& fields, const request_limits& limits) {
+  const std::optional<json_field> choice = fields.find("tool_choice");
   std::string choice_text = "auto";
-  if (choice != nullptr) {
-    if (!choice->is_string() || (choice->get_string() != "auto" && choice->get_string() != "none")) {
+  if (choice) {
+    const boost::json::value& value = choice->value();
+    if (!value.is_string() || (value.get_string() != "auto" && value.get_string() != "none")) {
       throw invalid_field("tool_choice", "'tool_choice' supports only \"auto\" and \"none\"", "unsupported_value");
     }
-    choice_text = choice->get_string();
+    choice_text = value.get_string();
   }
   fields.get_bool("parallel_tool_calls");
-  const boost::json::array* tools = fields.get_array("tools");
-  if (tools == nullptr || tools->empty()) return {};
-  if (tools->size() > static_cast<std::size_t>(limits.max_tools)) {
+  const std::optional<json_field> tools_field = fields.get_array("tools");
+  if (!tools_field || tools_field->array().empty()) return {};
+  const boost::json::array& tools = tools_field->array();
+  if (tools.size() > static_cast<std::size_t>(limits.max_tools)) {
     throw invalid_field("tools", "'tools' has more than " + std::to_string(limits.max_tools) + " entries", "too_many");
   }
-  for (std::size_t i = 0; i < tools->size(); ++i) check_tool((*tools)[i], i);
-  return choice_text == "none" ? std::string() : boost::json::serialize(*tools);
+  for (std::size_t i = 0; i < tools.size(); ++i) check_tool(tools[i], i);
+  return choice_text == "none" ? std::string() : boost::json::serialize(tools);
 }
 
-void read_chat_extras(const field_reader& fields, const request_limits& limits, parsed_generation& out,
+void read_chat_extras(const json_field& fields, const request_limits& limits, parsed_generation& out,
                       generation_request& base) {
   out.logprobs = fields.get_bool("logprobs").value_or(false);
   if (const auto top = fields.get_int("top_logprobs", 0, limits.max_top_logprobs)) {
     if (!out.logprobs && *top > 0) throw invalid_field("top_logprobs", "'top_logprobs' requires 'logprobs': true");
     out.top_logprobs = static_cast<int>(*top);
   }
-  if (const boost::json::object* format = fields.get_object("response_format")) {
-    const field_reader format_fields(*format, "response_format.");
-    if (format_fields.get_string("type", 64).value_or("") != "text") {
+  if (const std::optional<json_field> format = fields.get_object("response_format")) {
+    if (format->get_string("type", 64).value_or("") != "text") {
       throw invalid_field("response_format.type", "only response_format type \"text\" is supported",
                           "unsupported_value");
     }
   }
-  if (const boost::json::object* kwargs = fields.get_object("chat_template_kwargs")) {
-    base.chat_template_kwargs_json = boost::json::serialize(*kwargs);
+  if (const std::optional<json_field> kwargs = fields.get_object("chat_template_kwargs")) {
+    base.chat_template_kwargs_json = boost::json::serialize(kwargs->value());
   }
   base.add_generation_prompt = fields.get_bool("add_generation_prompt").value_or(true);
 }
 
 }  // namespace
 
-parsed_generation parse_chat_request(const boost::json::object& body, const request_limits& limits,
+parsed_generation parse_chat_request(const boost::json::value& body, const request_limits& limits,
                                      const model_info& model) {
-  const field_reader fields(body);
+  const json_field fields = request_fields(body);
   fields.reject_unknown(chat_keys());
   parsed_generation out;
   out.endpoint = endpoint_kind::chat;

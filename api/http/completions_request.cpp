@@ -45,7 +45,7 @@ prompt_input read_token_prompt(const boost::json::array& ids, const std::string&
   prompt.token_ids.reserve(ids.size());
   for (std::size_t i = 0; i < ids.size(); ++i) {
     const std::string entry = param + "[" + std::to_string(i) + "]";
-    const std::optional<std::int64_t> id = json_integer(ids[i]);
+    const std::optional<std::int64_t> id = json_integer(ids[i], /*integral_doubles=*/true);
     if (!id) throw invalid_field(entry, "'" + entry + "' must be an integer token id", "invalid_type");
     check_token_id(*id, model, entry);
     prompt.token_ids.push_back(static_cast<std::int32_t>(*id));
@@ -53,15 +53,15 @@ prompt_input read_token_prompt(const boost::json::array& ids, const std::string&
   return prompt;
 }
 
-std::vector<prompt_input> read_prompts(const field_reader& fields, const request_limits& limits,
+std::vector<prompt_input> read_prompts(const json_field& fields, const request_limits& limits,
                                        const model_info& model) {
-  const boost::json::value* prompt = fields.find("prompt");
-  if (prompt == nullptr) throw invalid_field("prompt", "'prompt' is required", "missing_field");
-  if (prompt->is_string()) return {read_text_prompt(*prompt, "prompt")};
-  if (!prompt->is_array()) {
-    fields.fail_type("prompt", "a string, an array of strings, an array of token ids or an array of such arrays");
+  const std::optional<json_field> prompt = fields.find("prompt");
+  if (!prompt) throw invalid_field("prompt", "'prompt' is required", "missing_field");
+  if (prompt->value().is_string()) return {read_text_prompt(prompt->value(), "prompt")};
+  if (!prompt->value().is_array()) {
+    prompt->fail_type("a string, an array of strings, an array of token ids or an array of such arrays");
   }
-  const boost::json::array& list = prompt->get_array();
+  const boost::json::array& list = prompt->array();
   if (list.empty()) throw invalid_field("prompt", "'prompt' must not be empty", "empty_prompt");
   if (list.front().is_number()) return {read_token_prompt(list, "prompt", model)};
   if (list.size() > static_cast<std::size_t>(limits.max_prompts)) {
@@ -86,7 +86,7 @@ std::vector<prompt_input> read_prompts(const field_reader& fields, const request
   return prompts;
 }
 
-void read_completions_extras(const field_reader& fields, const request_limits& limits, parsed_generation& out) {
+void read_completions_extras(const json_field& fields, const request_limits& limits, parsed_generation& out) {
   if (const auto logprobs = fields.get_int("logprobs", 0, limits.max_top_logprobs)) {
     out.logprobs = true;
     out.top_logprobs = static_cast<int>(*logprobs);
@@ -117,9 +117,9 @@ request_limits request_limits::from_engine_config(const engine_config& config) {
   return limits;
 }
 
-parsed_generation parse_completions_request(const boost::json::object& body, const request_limits& limits,
+parsed_generation parse_completions_request(const boost::json::value& body, const request_limits& limits,
                                             const model_info& model) {
-  const field_reader fields(body);
+  const json_field fields = request_fields(body);
   fields.reject_unknown(completions_keys());
   parsed_generation out;
   out.endpoint = endpoint_kind::completions;

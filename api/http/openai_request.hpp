@@ -4,7 +4,7 @@
 // failures throw api_error (400 naming the field, 404 unknown model, 413
 // prompt longer than the context).
 
-#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -31,14 +31,16 @@ struct parsed_generation {
   int top_logprobs = 0;        ///< alternatives per token
 };
 
-/// `POST /v1/completions`: `prompt` is a string, a list of strings, a list
-/// of token ids or a list of such lists (one engine request each).
-parsed_generation parse_completions_request(const boost::json::object& body, const request_limits& limits,
+/// `POST /v1/completions` (`body`: the request object): `prompt` is a
+/// string, a list of strings, a list of token ids or a list of such lists
+/// (one engine request each).
+parsed_generation parse_completions_request(const boost::json::value& body, const request_limits& limits,
                                             const model_info& model);
 
-/// `POST /v1/chat/completions`: `messages` with string or list-of-text-parts
-/// content (normalised to strings), `tools` passed to the chat template.
-parsed_generation parse_chat_request(const boost::json::object& body, const request_limits& limits,
+/// `POST /v1/chat/completions` (`body`: the request object): `messages`
+/// with string or list-of-text-parts content (normalised to strings),
+/// `tools` passed to the chat template.
+parsed_generation parse_chat_request(const boost::json::value& body, const request_limits& limits,
                                      const model_info& model);
 
 }  // namespace troupe::api

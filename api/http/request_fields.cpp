@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "api/http/api_error.hpp"
-#include "api/http/utf8.hpp"
+#include "base/utf8.hpp"
 
 namespace troupe::api {
 
@@ -15,7 +15,7 @@ constexpr std::int64_t int32_min = std::numeric_limits<std::int32_t>::min();
 constexpr std::size_t max_user_bytes = 512;
 constexpr double max_deadline_ms = 86'400'000.0;  // a day
 
-void read_model(const field_reader& fields, const model_info& model, parsed_generation& out) {
+void read_model(const json_field& fields, const model_info& model, parsed_generation& out) {
   const std::optional<std::string> name = fields.get_string("model", 1024);
   out.model = model.served_model_name;
   if (!name || model.served_model_name.empty()) return;
@@ -27,20 +27,19 @@ void read_model(const field_reader& fields, const model_info& model, parsed_gene
   }
 }
 
-void read_stream(const field_reader& fields, parsed_generation& out) {
+void read_stream(const json_field& fields, parsed_generation& out) {
   out.stream = fields.get_bool("stream").value_or(false);
-  const boost::json::object* options = fields.get_object("stream_options");
-  if (options == nullptr) return;
+  const std::optional<json_field> options = fields.get_object("stream_options");
+  if (!options) return;
   if (!out.stream) throw invalid_field("stream_options", "'stream_options' is only allowed when 'stream' is true");
-  const field_reader option_fields(*options, "stream_options.");
   static constexpr std::array<std::string_view, 1> known = {"include_usage"};
-  option_fields.reject_unknown(known);
-  out.include_usage = option_fields.get_bool("include_usage").value_or(false);
+  options->reject_unknown(known);
+  out.include_usage = options->get_bool("include_usage").value_or(false);
 }
 
-void read_stop(const field_reader& fields, const request_limits& limits, generation_request& base) {
-  const boost::json::value* stop = fields.find("stop");
-  if (stop == nullptr) return;
+void read_stop(const json_field& fields, const request_limits& limits, generation_request& base) {
+  const std::optional<json_field> stop = fields.find("stop");
+  if (!stop) return;
   const auto add = [&](const boost::json::value& entry, const std::string& param) {
     if (!entry.is_string()) throw invalid_field(param, "'" + param + "' must be a string", "invalid_type");
     const boost::json::string& text = entry.get_string();
@@ -52,9 +51,9 @@ void read_stop(const field_reader& fields, const request_limits& limits, generat
     }
     base.stop.emplace_back(text);
   };
-  if (stop->is_string()) return add(*stop, "stop");
-  if (!stop->is_array()) fields.fail_type("stop", "a string or an array of strings");
-  const boost::json::array& list = stop->get_array();
+  if (stop->value().is_string()) return add(stop->value(), "stop");
+  if (!stop->value().is_array()) stop->fail_type("a string or an array of strings");
+  const boost::json::array& list = stop->array();
   if (list.size() > static_cast<std::size_t>(limits.max_stop_strings)) {
     throw invalid_field("stop",
                         "'stop' has " + std::to_string(list.size()) + " entries; at most " +
@@ -64,17 +63,18 @@ void read_stop(const field_reader& fields, const request_limits& limits, generat
   for (std::size_t i = 0; i < list.size(); ++i) add(list[i], "stop[" + std::to_string(i) + "]");
 }
 
-void read_logit_bias(const field_reader& fields, const request_limits& limits, const model_info& model,
+void read_logit_bias(const json_field& fields, const request_limits& limits, const model_info& model,
                      generation_request& base) {
-  const boost::json::object* bias = fields.get_object("logit_bias");
-  if (bias == nullptr) return;
-  if (bias->size() > static_cast<std::size_t>(limits.max_logit_bias)) {
+  const std::optional<json_field> bias_field = fields.get_object("logit_bias");
+  if (!bias_field) return;
+  const boost::json::object& bias = bias_field->object();
+  if (bias.size() > static_cast<std::size_t>(limits.max_logit_bias)) {
     throw invalid_field("logit_bias",
-                        "'logit_bias' has " + std::to_string(bias->size()) + " entries; at most " +
+                        "'logit_bias' has " + std::to_string(bias.size()) + " entries; at most " +
                             std::to_string(limits.max_logit_bias) + " are allowed",
                         "too_many");
   }
-  for (const auto& entry : *bias) {
+  for (const auto& entry : bias) {
     const std::string_view key = entry.key();
     const std::string param = "logit_bias." + truncate_utf8(key, 32);
     std::int64_t id = -1;
@@ -90,25 +90,26 @@ void read_logit_bias(const field_reader& fields, const request_limits& limits, c
   }
 }
 
-void read_stop_token_ids(const field_reader& fields, const request_limits& limits, const model_info& model,
+void read_stop_token_ids(const json_field& fields, const request_limits& limits, const model_info& model,
                          generation_request& base) {
-  const boost::json::array* ids = fields.get_array("stop_token_ids");
-  if (ids == nullptr) return;
-  if (ids->size() > static_cast<std::size_t>(limits.max_stop_token_ids)) {
+  const std::optional<json_field> ids_field = fields.get_array("stop_token_ids");
+  if (!ids_field) return;
+  const boost::json::array& ids = ids_field->array();
+  if (ids.size() > static_cast<std::size_t>(limits.max_stop_token_ids)) {
     throw invalid_field("stop_token_ids",
                         "'stop_token_ids' has more than " + std::to_string(limits.max_stop_token_ids) + " entries",
                         "too_many");
   }
-  for (std::size_t i = 0; i < ids->size(); ++i) {
+  for (std::size_t i = 0; i < ids.size(); ++i) {
     const std::string param = "stop_token_ids[" + std::to_string(i) + "]";
-    const std::optional<std::int64_t> id = json_integer((*ids)[i]);
+    const std::optional<std::int64_t> id = json_integer(ids[i], /*integral_doubles=*/true);
     if (!id) throw invalid_field(param, "'" + param + "' must be an integer token id", "invalid_type");
     check_token_id(*id, model, param);
     base.stop_token_ids.push_back(static_cast<std::int32_t>(*id));
   }
 }
 
-void read_sampling(const field_reader& fields, sampling_params& sampling) {
+void read_sampling(const json_field& fields, sampling_params& sampling) {
   sampling.temperature = static_cast<float>(fields.get_number("temperature", 0.0, 2.0).value_or(1.0));
   sampling.top_p = static_cast<float>(fields.get_number("top_p", 0.0, 1.0, true).value_or(1.0));
   const std::int64_t top_k = fields.get_int("top_k", -1, int32_max).value_or(0);
@@ -120,7 +121,7 @@ void read_sampling(const field_reader& fields, sampling_params& sampling) {
   sampling.frequency_penalty = static_cast<float>(fields.get_number("frequency_penalty", -2.0, 2.0).value_or(0.0));
 }
 
-void read_extras(const field_reader& fields, generation_request& base) {
+void read_extras(const json_field& fields, generation_request& base) {
   if (const auto seed =
           fields.get_int("seed", std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max())) {
     base.seed = static_cast<std::uint64_t>(*seed);  // negative seeds keep their bits
@@ -148,18 +149,18 @@ void check_token_id(std::int64_t id, const model_info& model, const std::string&
   }
 }
 
-void read_max_tokens(const field_reader& fields, std::string_view key, const model_info& model,
+void read_max_tokens(const json_field& fields, std::string_view key, const model_info& model,
                      generation_request& base) {
   const std::int64_t context = model.max_model_len > 0 ? model.max_model_len : int32_max;
   if (const auto max_tokens = fields.get_int(key, 1, context)) base.max_tokens = static_cast<int>(*max_tokens);
 }
 
-void read_min_tokens(const field_reader& fields, generation_request& base) {
+void read_min_tokens(const json_field& fields, generation_request& base) {
   const std::int64_t upper = base.max_tokens > 0 ? base.max_tokens : int32_max;
   base.min_tokens = static_cast<int>(fields.get_int("min_tokens", 0, upper).value_or(0));
 }
 
-void read_common_fields(const field_reader& fields, const request_limits& limits, const model_info& model,
+void read_common_fields(const json_field& fields, const request_limits& limits, const model_info& model,
                         parsed_generation& out, generation_request& base) {
   read_model(fields, model, out);
   out.n = static_cast<int>(fields.get_int("n", 1, limits.max_n).value_or(1));

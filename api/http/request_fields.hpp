@@ -26,19 +26,18 @@ inline constexpr std::array<std::string_view, 25> common_request_keys = {
 /// Reads the shared fields into `out` (model, n, stream, stream_options)
 /// and `base` (sampling, stops, vLLM extras). The length fields differ per
 /// endpoint: see read_max_tokens.
-void read_common_fields(const field_reader& fields, const request_limits& limits, const model_info& model,
+void read_common_fields(const json_field& fields, const request_limits& limits, const model_info& model,
                         parsed_generation& out, generation_request& base);
 
 /// Reads max_tokens-like `key` into base.max_tokens (range [1, context]).
-void read_max_tokens(const field_reader& fields, std::string_view key, const model_info& model,
-                     generation_request& base);
+void read_max_tokens(const json_field& fields, std::string_view key, const model_info& model, generation_request& base);
 
 /// Reads min_tokens once max_tokens is known (range [0, max_tokens]).
-void read_min_tokens(const field_reader& fields, generation_request& base);
+void read_min_tokens(const json_field& fields, generation_request& base);
 
 /// Reads and normalises `messages` (text parts joined into strings) into a
 /// JSON array string for the chat template.
-std::string read_chat_messages(const field_reader& fields);
+std::string read_chat_messages(const json_field& fields);
 
 /// Checks one token id against the vocabulary (400 naming `param`).
 void check_token_id(std::int64_t id, const model_info& model, const std::string& param);

@@ -6,11 +6,15 @@
 #include <cmath>
 #include <random>
 
-#include "api/http/utf8.hpp"
+#include "base/utf8.hpp"
 
 namespace troupe::api {
 
 namespace {
+
+/// Text for a JSON string: token texts can be partial characters, and each
+/// ill-formed byte becomes one U+FFFD.
+std::string json_text(std::string_view text) { return utf8_lossy(text, utf8_repair::per_byte); }
 
 /// The float's shortest decimal as a double (so -0.1f prints as -0.1, not
 /// -0.10000000149…). JSON has no infinities; OpenAI reports those as -9999.
@@ -30,7 +34,7 @@ boost::json::array byte_values(std::string_view text) {
 }
 
 boost::json::value stop_reason_json(const std::optional<std::string>& stop_reason) {
-  return stop_reason ? boost::json::value(sanitize_utf8(*stop_reason)) : boost::json::value();
+  return stop_reason ? boost::json::value(json_text(*stop_reason)) : boost::json::value();
 }
 
 }  // namespace
@@ -64,11 +68,11 @@ boost::json::object usage_json(const usage_info& usage) {
 boost::json::object completion_logprobs_json(std::span<const token_logprobs> tokens, std::size_t& text_offset) {
   boost::json::array texts, logprobs, tops, offsets;
   for (const token_logprobs& token : tokens) {
-    const std::string text = sanitize_utf8(token.text);
+    const std::string text = json_text(token.text);
     texts.emplace_back(text);
     logprobs.emplace_back(json_logprob(token.logprob));
     boost::json::object top;
-    for (const auto& [alternative, logprob] : token.top) top.emplace(sanitize_utf8(alternative), json_logprob(logprob));
+    for (const auto& [alternative, logprob] : token.top) top.emplace(json_text(alternative), json_logprob(logprob));
     top.emplace(text, json_logprob(token.logprob));  // kept only when not among the alternatives
     tops.emplace_back(std::move(top));
     offsets.emplace_back(text_offset);
@@ -85,11 +89,10 @@ boost::json::object chat_logprobs_json(std::span<const token_logprobs> tokens) {
   for (const token_logprobs& token : tokens) {
     boost::json::array top;
     for (const auto& [alternative, logprob] : token.top) {
-      top.emplace_back(boost::json::object{{"token", sanitize_utf8(alternative)},
-                                           {"logprob", json_logprob(logprob)},
-                                           {"bytes", byte_values(alternative)}});
+      top.emplace_back(boost::json::object{
+          {"token", json_text(alternative)}, {"logprob", json_logprob(logprob)}, {"bytes", byte_values(alternative)}});
     }
-    content.emplace_back(boost::json::object{{"token", sanitize_utf8(token.text)},
+    content.emplace_back(boost::json::object{{"token", json_text(token.text)},
                                              {"logprob", json_logprob(token.logprob)},
                                              {"bytes", byte_values(token.text)},
                                              {"top_logprobs", std::move(top)}});
@@ -104,7 +107,7 @@ boost::json::object response_json(const response_identity& identity, std::span<c
   for (const choice_result& choice : choices) {
     boost::json::object entry;
     entry["index"] = choice.index;
-    const std::string text = sanitize_utf8(choice.text);
+    const std::string text = json_text(choice.text);
     if (chat) {
       entry["message"] = boost::json::object{{"role", "assistant"}, {"content", text}};
     } else {
@@ -152,9 +155,9 @@ boost::json::object chunk_builder::role(int index) const {
 boost::json::object chunk_builder::text(int index, std::string_view text, boost::json::value logprobs) const {
   boost::json::object choice{{"index", index}};
   if (identity_.endpoint == endpoint_kind::chat) {
-    choice["delta"] = boost::json::object{{"content", sanitize_utf8(text)}};
+    choice["delta"] = boost::json::object{{"content", json_text(text)}};
   } else {
-    choice["text"] = sanitize_utf8(text);
+    choice["text"] = json_text(text);
   }
   choice["logprobs"] = std::move(logprobs);
   choice["finish_reason"] = nullptr;

@@ -7,7 +7,7 @@
 #include "api/http/json_fields.hpp"
 #include "api/http/prometheus.hpp"
 #include "api/http/request_fields.hpp"
-#include "api/http/utf8.hpp"
+#include "base/utf8.hpp"
 
 namespace troupe::api {
 
@@ -28,7 +28,7 @@ api_error shutting_down() {
   return error;
 }
 
-void check_model_field(const field_reader& fields, const route_context& context) {
+void check_model_field(const json_field& fields, const route_context& context) {
   if (const auto model = fields.get_string("model", 1024);
       model && !context.model.served_model_name.empty() && *model != context.model.served_model_name) {
     throw api_error(404, "invalid_request_error", "The model does not exist on this server", "model",
@@ -59,21 +59,21 @@ routed_request handle_models(const http_request_view&, const route_context& cont
 }
 
 routed_request handle_tokenize(const http_request_view& request, const route_context& context) {
-  const boost::json::object body = parse_json_object(request.body);
-  const field_reader fields(body);
+  const boost::json::value body = parse_json_object(request.body);
+  const json_field fields = request_fields(body);
   static constexpr auto known = std::to_array<std::string_view>(
       {"model", "prompt", "messages", "add_special_tokens", "add_generation_prompt", "tools", "chat_template_kwargs"});
   fields.reject_unknown(known);
   check_model_field(fields, context);
   std::string text;
   bool add_special = true;
-  if (fields.find("messages") != nullptr) {
-    if (fields.find("prompt") != nullptr) throw invalid_field("prompt", "give either 'prompt' or 'messages'");
-    const boost::json::array* tools = fields.get_array("tools");
+  if (fields.has("messages")) {
+    if (fields.has("prompt")) throw invalid_field("prompt", "give either 'prompt' or 'messages'");
+    const std::optional<json_field> tools = fields.get_array("tools");
     const std::string messages = read_chat_messages(fields);
     const bool add_generation_prompt = fields.get_bool("add_generation_prompt").value_or(true);
     try {
-      text = context.engine->apply_chat_template(messages, tools ? boost::json::serialize(*tools) : "",
+      text = context.engine->apply_chat_template(messages, tools ? boost::json::serialize(tools->value()) : "",
                                                  add_generation_prompt);
     } catch (const std::exception& e) {
       // Templates reject conversations they cannot render (raise_exception): the client's to fix.
@@ -94,18 +94,19 @@ routed_request handle_tokenize(const http_request_view& request, const route_con
 }
 
 routed_request handle_detokenize(const http_request_view& request, const route_context& context) {
-  const boost::json::object body = parse_json_object(request.body);
-  const field_reader fields(body);
+  const boost::json::value body = parse_json_object(request.body);
+  const json_field fields = request_fields(body);
   static constexpr auto known = std::to_array<std::string_view>({"model", "tokens", "skip_special_tokens"});
   fields.reject_unknown(known);
   check_model_field(fields, context);
-  const boost::json::array* tokens = fields.get_array("tokens");
-  if (tokens == nullptr) throw invalid_field("tokens", "'tokens' is required", "missing_field");
+  const std::optional<json_field> tokens_field = fields.get_array("tokens");
+  if (!tokens_field) throw invalid_field("tokens", "'tokens' is required", "missing_field");
+  const boost::json::array& tokens = tokens_field->array();
   std::vector<std::int32_t> ids;
-  ids.reserve(tokens->size());
-  for (std::size_t i = 0; i < tokens->size(); ++i) {
+  ids.reserve(tokens.size());
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
     const std::string param = "tokens[" + std::to_string(i) + "]";
-    const std::optional<std::int64_t> id = json_integer((*tokens)[i]);
+    const std::optional<std::int64_t> id = json_integer(tokens[i], /*integral_doubles=*/true);
     if (!id) throw invalid_field(param, "'" + param + "' must be an integer token id", "invalid_type");
     check_token_id(*id, context.model, param);
     ids.push_back(static_cast<std::int32_t>(*id));

@@ -5,7 +5,7 @@
 
 #include "api/http/json_fields.hpp"
 #include "api/http/response_render.hpp"
-#include "api/http/utf8.hpp"
+#include "base/utf8.hpp"
 
 namespace troupe::api {
 
@@ -22,8 +22,8 @@ boost::json::value read_id(const boost::json::object& frame) {
     }
     return *id;
   }
-  if (json_integer(*id)) return *id;
-  throw invalid_field("id", std::string("'id' must be a string or an integer, got ") + json_type_name(*id),
+  if (json_integer(*id, /*integral_doubles=*/true)) return *id;
+  throw invalid_field("id", "'id' must be a string or an integer, got " + std::string(json_type_name(*id)),
                       "invalid_type");
 }
 
@@ -38,8 +38,9 @@ parsed_generation read_generate(boost::json::object frame, const request_limits&
   frame.erase("id");
   frame.erase("endpoint");
   frame["stream"] = true;  // a socket always streams; usage arrives in the done frame
+  const boost::json::value body(std::move(frame));
   parsed_generation generation =
-      chat ? parse_chat_request(frame, limits, model) : parse_completions_request(frame, limits, model);
+      chat ? parse_chat_request(body, limits, model) : parse_completions_request(body, limits, model);
   generation.include_usage = false;
   return generation;
 }

@@ -26,7 +26,7 @@ std::pair<std::size_t, std::size_t> position_of(const std::string& source, std::
       line_start = i + 1;
     }
   }
-  return {line, jinja::code_point_count(std::string_view(source).substr(line_start, offset - line_start)) + 1};
+  return {line, code_point_count(std::string_view(source).substr(line_start, offset - line_start)) + 1};
 }
 
 chat_template_error error_at(chat_template_error_kind kind, const jinja::script_error& e, const std::string& source,
@@ -47,11 +47,10 @@ chat_template_error::chat_template_error(chat_template_error_kind kind, std::str
       column_(column) {}
 
 chat_template chat_template::compile(std::string source) {
-  std::size_t bad = jinja::first_invalid_utf8(source);
-  if (bad != source.size()) {
-    auto [line, column] = position_of(source, bad);
+  if (const std::optional<std::size_t> bad = find_invalid_utf8(source)) {
+    auto [line, column] = position_of(source, *bad);
     throw chat_template_error(chat_template_error_kind::syntax, "UnicodeDecodeError",
-                              "template is not valid UTF-8 (byte " + std::to_string(bad) + ")", line, column);
+                              "template is not valid UTF-8 (byte " + std::to_string(*bad) + ")", line, column);
   }
   std::string normalized = jinja::normalize_template_source(source);
   try {

@@ -1,30 +1,19 @@
 #pragma once
-// UTF-8 and Python-compatible Unicode string operations for the template
+// Python-compatible Unicode string operations for the template
 // engine. Python strings are sequences of code points; templates index,
 // slice, strip and case-map them that way, so these helpers work on code
 // points and reproduce CPython's rules (full case mappings, final sigma,
-// str.isspace, str.isprintable). Internal to model/chat.
+// str.isspace, str.isprintable). Internal to model/chat. The UTF-8 codec
+// itself (to_code_points, to_utf8, ...) is base/utf8.hpp, included here for
+// every user of these helpers.
 
 #include <cstddef>
 #include <string>
 #include <string_view>
 
-namespace troupe::jinja {
+#include "base/utf8.hpp"
 
-/// Decodes `text` (UTF-8, validated by the caller) into code points.
-std::u32string to_code_points(std::string_view text);
-/// Encodes code points as UTF-8.
-std::string to_utf8(std::u32string_view code_points);
-/// Appends one code point as UTF-8.
-void append_utf8(std::string& out, char32_t code_point);
-/// Number of code points in valid UTF-8 `text` (Python len()).
-std::size_t code_point_count(std::string_view text);
-/// True when `text` is well-formed UTF-8 (no surrogates, no overlongs).
-bool is_valid_utf8(std::string_view text);
-/// Byte offset of the first invalid UTF-8 sequence in `text`.
-std::size_t first_invalid_utf8(std::string_view text);
-/// True when every byte is ASCII, so byte and code point indices agree.
-bool is_ascii(std::string_view text);
+namespace troupe::jinja {
 
 // Single code point properties, as Python's str predicates define them.
 bool is_space(char32_t c);      ///< str.isspace, also regex \s

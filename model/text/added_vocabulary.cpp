@@ -2,7 +2,8 @@
 
 #include <algorithm>
 
-#include "model/text/utf8.hpp"
+#include "base/utf8.hpp"
+#include "model/text/char_classes.hpp"
 
 namespace troupe::text {
 
@@ -85,19 +86,19 @@ std::pair<std::size_t, std::int32_t> token_trie::longest_at(std::string_view tex
   return best;
 }
 
-added_vocabulary::added_vocabulary(const json_node* list, const bpe_model& model, const normalizer* norm) {
+added_vocabulary::added_vocabulary(const json_field* list, const bpe_model& model, const normalizer* norm) {
   const std::size_t count = list != nullptr ? list->array().size() : 0;
   std::int32_t largest_added = -1;
   for (std::size_t i = 0; i < count; ++i) {
-    const json_node entry = list->at(i);
+    const json_field entry = list->at(i);
     added_token token;
     token.content = entry.at("content").string();
     entry.at("id").integer(0, max_token_id);
-    token.special = entry.optional_bool("special", false);
-    token.lstrip = entry.optional_bool("lstrip", false);
-    token.rstrip = entry.optional_bool("rstrip", false);
-    token.single_word = entry.optional_bool("single_word", false);
-    token.normalized = entry.optional_bool("normalized", !token.special);
+    token.special = entry.get_bool("special").value_or(false);
+    token.lstrip = entry.get_bool("lstrip").value_or(false);
+    token.rstrip = entry.get_bool("rstrip").value_or(false);
+    token.single_word = entry.get_bool("single_word").value_or(false);
+    token.normalized = entry.get_bool("normalized").value_or(!token.special);
     if (token.content.empty() || by_content_.find(token.content) != string_map::missing) continue;
     // HF ignores the stored id: a token already in the model vocab keeps
     // that id, any other gets the next id after the vocab / added tokens.

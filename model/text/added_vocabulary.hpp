@@ -9,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
+#include "base/json_field.hpp"
 #include "model/text/bpe_model.hpp"
 #include "model/text/flat_maps.hpp"
-#include "model/text/json_fields.hpp"
 #include "model/text/normalizer.hpp"
 
 namespace troupe::text {
@@ -65,7 +65,7 @@ class added_vocabulary {
   /// Loads "added_tokens" (`list` may be null). `norm` (may be null) is
   /// applied to the content of normalized tokens. Throws std::runtime_error
   /// naming the field on malformed entries.
-  added_vocabulary(const json_node* list, const bpe_model& model, const normalizer* norm);
+  added_vocabulary(const json_field* list, const bpe_model& model, const normalizer* norm);
 
   /// Splits `text` on the raw-text tokens (`normalized_set` false) or on the
   /// normalized-text tokens (true), appending the parts in order.

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "base/utf8.hpp"
 #include "model/text/byte_level.hpp"
-#include "model/text/utf8.hpp"
 
 namespace troupe::text {
 
@@ -26,7 +26,7 @@ std::string byte_token_spelling(unsigned b) {
   return buffer;
 }
 
-std::pair<std::string_view, std::string_view> parse_merge(const json_node& merges, std::size_t rank) {
+std::pair<std::string_view, std::string_view> parse_merge(const json_field& merges, std::size_t rank) {
   const boost::json::value& value = merges.array()[rank];
   if (value.is_string()) {
     const std::string_view text(value.get_string().data(), value.get_string().size());
@@ -37,7 +37,7 @@ std::pair<std::string_view, std::string_view> parse_merge(const json_node& merge
     return {text.substr(0, space), text.substr(space + 1)};
   }
   if (value.is_array() && value.get_array().size() == 2) {
-    const json_node pair = merges.at(rank);
+    const json_field pair = merges.at(rank);
     return {pair.at(std::size_t{0}).string(), pair.at(std::size_t{1}).string()};
   }
   merges.at(rank).fail("expected a string \"left right\" or a pair [left, right]");
@@ -45,8 +45,9 @@ std::pair<std::string_view, std::string_view> parse_merge(const json_node& merge
 
 }  // namespace
 
-bpe_model::bpe_model(const json_node& model, bool byte_symbols) : byte_symbols_(byte_symbols) {
-  if (model.type() != "BPE") model.fail("unsupported model type \"" + std::string(model.type()) + "\" (only BPE)");
+bpe_model::bpe_model(const json_field& model, bool byte_symbols) : byte_symbols_(byte_symbols) {
+  const std::string_view type = model.at("type").string();
+  if (type != "BPE") model.fail("unsupported model type \"" + std::string(type) + "\" (only BPE)");
   load_options(model);
   load_vocab(model.at("vocab"));
   load_merges(model.at("merges"));
@@ -61,28 +62,28 @@ bpe_model::bpe_model(const json_node& model, bool byte_symbols) : byte_symbols_(
   for (unsigned b = 0; b < 256; ++b) byte_fallback_ids_[b] = vocab_.find(byte_token_spelling(b));
 }
 
-void bpe_model::load_options(const json_node& model) {
-  unk_token_ = model.optional_string("unk_token");
-  fuse_unk_ = model.optional_bool("fuse_unk", false);
-  byte_fallback_ = model.optional_bool("byte_fallback", false);
-  ignore_merges_ = model.optional_bool("ignore_merges", false);
-  prefix_ = model.optional_string("continuing_subword_prefix").value_or("");
-  suffix_ = model.optional_string("end_of_word_suffix").value_or("");
+void bpe_model::load_options(const json_field& model) {
+  unk_token_ = model.get_string("unk_token");
+  fuse_unk_ = model.get_bool("fuse_unk").value_or(false);
+  byte_fallback_ = model.get_bool("byte_fallback").value_or(false);
+  ignore_merges_ = model.get_bool("ignore_merges").value_or(false);
+  prefix_ = model.get_string("continuing_subword_prefix").value_or("");
+  suffix_ = model.get_string("end_of_word_suffix").value_or("");
   if (const auto dropout = model.find("dropout")) {
-    if (!dropout->value.is_number() || dropout->value.to_number<double>() != 0.0) {
+    if (!dropout->value().is_number() || dropout->value().to_number<double>() != 0.0) {
       dropout->fail("BPE dropout is not supported (encoding would not be deterministic)");
     }
   }
 }
 
-void bpe_model::load_vocab(const json_node& vocab) {
+void bpe_model::load_vocab(const json_field& vocab) {
   const auto& entries = vocab.object();
   std::size_t key_bytes = 0;
   std::int64_t largest = -1;
   for (const auto& entry : entries) {
     const auto& id = entry.value();
     if (!id.is_int64() || id.get_int64() < 0 || id.get_int64() > max_token_id) {
-      json_node{id, vocab.path + "[\"" + std::string(entry.key()) + "\"]"}.integer(0, max_token_id);
+      json_field(id, vocab.rules(), vocab.path() + "[\"" + std::string(entry.key()) + "\"]").integer(0, max_token_id);
     }
     largest = std::max(largest, id.to_number<std::int64_t>());
     key_bytes += entry.key().size();
@@ -107,7 +108,7 @@ void bpe_model::load_vocab(const json_node& vocab) {
   }
 }
 
-void bpe_model::load_merges(const json_node& merges) {
+void bpe_model::load_merges(const json_field& merges) {
   const std::size_t count = merges.array().size();
   merges_.reserve(count);
   std::string merged;

@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/json_field.hpp"
 #include "model/text/flat_maps.hpp"
-#include "model/text/json_fields.hpp"
 #include "model/text/piece_cache.hpp"
 
 namespace troupe::text {
@@ -27,7 +27,7 @@ class bpe_model {
   /// it receives are raw bytes (the ByteLevel pre-tokenizer ran last) and
   /// each byte is one initial symbol. Throws std::runtime_error naming the
   /// offending field (missing vocab, merges with unknown tokens, bad ids).
-  bpe_model(const json_node& model, bool byte_symbols);
+  bpe_model(const json_field& model, bool byte_symbols);
 
   /// Appends the ids of one non-empty piece to `out`. Throws
   /// std::runtime_error when an unknown character needs an unk_token that
@@ -56,9 +56,9 @@ class bpe_model {
     std::int32_t merged;
   };
 
-  void load_vocab(const json_node& vocab);
-  void load_merges(const json_node& merges);
-  void load_options(const json_node& model);
+  void load_vocab(const json_field& vocab);
+  void load_merges(const json_field& merges);
+  void load_options(const json_field& model);
   void initial_symbols(std::string_view piece, std::vector<symbol>& symbols) const;
   bool byte_fallback_symbols(std::string_view symbol_text, std::vector<symbol>& symbols) const;
   void merge(std::vector<symbol>& symbols) const;

@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "model/text/utf8.hpp"
+#include "base/utf8.hpp"
 
 namespace troupe::text {
 

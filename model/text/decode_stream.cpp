@@ -2,8 +2,8 @@
 
 #include <utility>
 
+#include "base/utf8.hpp"
 #include "model/text/byte_level.hpp"
-#include "model/text/utf8.hpp"
 
 namespace troupe::text {
 

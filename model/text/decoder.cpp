@@ -1,7 +1,7 @@
 #include "model/text/decoder.hpp"
 
+#include "base/utf8.hpp"
 #include "model/text/byte_level.hpp"
-#include "model/text/utf8.hpp"
 
 namespace troupe::text {
 
@@ -13,7 +13,7 @@ int hex_digit(char c) {
   return -1;
 }
 
-std::string single_character(const json_node& node) {
+std::string single_character(const json_field& node) {
   const std::string text(node.string());
   std::size_t position = 0;
   if (text.empty() || (decode_utf8(text, position), position != text.size())) node.fail("expected one character");
@@ -103,8 +103,8 @@ int byte_fallback_value(std::string_view token) {
   return high < 0 || low < 0 ? -1 : high * 16 + low;
 }
 
-decoder_spec parse_decoder(const json_node& node) {
-  const std::string_view type = node.type();
+decoder_spec parse_decoder(const json_field& node) {
+  const std::string_view type = node.at("type").string();
   decoder_spec spec;
   if (type == "ByteLevel") {
     spec.type = decoder_spec::kind::byte_level;
@@ -127,11 +127,11 @@ decoder_spec parse_decoder(const json_node& node) {
     if (const auto scheme = node.find("prepend_scheme")) {
       spec.metaspace_prepend = scheme->string() != "never";
     } else {
-      spec.metaspace_prepend = node.optional_bool("add_prefix_space", true);
+      spec.metaspace_prepend = node.get_bool("add_prefix_space").value_or(true);
     }
   } else if (type == "Sequence") {
     spec.type = decoder_spec::kind::sequence;
-    const json_node list = node.at("decoders");
+    const json_field list = node.at("decoders");
     for (std::size_t i = 0; i < list.array().size(); ++i) spec.children.push_back(parse_decoder(list.at(i)));
   } else {
     node.fail("unsupported decoder type \"" + std::string(type) + "\"");

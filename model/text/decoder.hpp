@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "model/text/json_fields.hpp"
+#include "base/json_field.hpp"
 #include "model/text/text_pattern.hpp"
 
 namespace troupe::text {
@@ -28,7 +28,7 @@ struct decoder_spec {
 
 /// Parses the decoder described by `node`; throws std::runtime_error naming
 /// the path for unknown types or bad fields.
-decoder_spec parse_decoder(const json_node& node);
+decoder_spec parse_decoder(const json_field& node);
 
 /// HF's decode_chain: transforms the token strings of one decode call.
 void decode_chain(const decoder_spec& spec, std::vector<std::string>& tokens);

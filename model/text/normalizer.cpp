@@ -6,9 +6,10 @@
 #include <stdexcept>
 #include <vector>
 
+#include "base/utf8.hpp"
+#include "model/text/char_classes.hpp"
 #include "model/text/regex.hpp"
 #include "model/text/text_pattern.hpp"
-#include "model/text/utf8.hpp"
 
 namespace troupe::text {
 
@@ -111,8 +112,8 @@ class sequence final : public normalizer {
 
 }  // namespace
 
-std::unique_ptr<normalizer> make_normalizer(const json_node& node) {
-  const std::string_view type = node.type();
+std::unique_ptr<normalizer> make_normalizer(const json_field& node) {
+  const std::string_view type = node.at("type").string();
   const auto compose = static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE);
   const auto decompose = static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_DECOMPOSE);
   const auto compat = static_cast<utf8proc_option_t>(UTF8PROC_COMPAT);
@@ -125,10 +126,11 @@ std::unique_ptr<normalizer> make_normalizer(const json_node& node) {
     return std::make_unique<replace>(make_text_pattern(node.at("pattern")), std::string(node.at("content").string()));
   }
   if (type == "Strip") {
-    return std::make_unique<strip>(node.optional_bool("strip_left", true), node.optional_bool("strip_right", true));
+    return std::make_unique<strip>(node.get_bool("strip_left").value_or(true),
+                                   node.get_bool("strip_right").value_or(true));
   }
   if (type == "Sequence") {
-    const json_node list = node.at("normalizers");
+    const json_field list = node.at("normalizers");
     std::vector<std::unique_ptr<normalizer>> steps;
     for (std::size_t i = 0; i < list.array().size(); ++i) steps.push_back(make_normalizer(list.at(i)));
     return std::make_unique<sequence>(std::move(steps));

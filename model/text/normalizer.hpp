@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "model/text/json_fields.hpp"
+#include "base/json_field.hpp"
 
 namespace troupe::text {
 
@@ -19,6 +19,6 @@ class normalizer {
 
 /// Builds the normalizer described by `node` (an object with a "type").
 /// Throws std::runtime_error naming the path for unknown types or bad fields.
-std::unique_ptr<normalizer> make_normalizer(const json_node& node);
+std::unique_ptr<normalizer> make_normalizer(const json_field& node);
 
 }  // namespace troupe::text

@@ -8,25 +8,25 @@ namespace troupe::text {
 
 namespace {
 
-std::int32_t checked_id(const json_node& node) { return static_cast<std::int32_t>(node.integer(0, max_token_id)); }
+std::int32_t checked_id(const json_field& node) { return static_cast<std::int32_t>(node.integer(0, max_token_id)); }
 
 /// The ids of one SpecialToken item of a template, from "special_tokens".
-std::vector<std::int32_t> special_ids(const json_node& processor, const json_node& item) {
+std::vector<std::int32_t> special_ids(const json_field& processor, const json_field& item) {
   const std::string name(item.at("id").string());
   const auto entry = processor.at("special_tokens").find(name);
   if (!entry) item.fail("special token \"" + name + "\" is missing from special_tokens");
-  const json_node ids = entry->at("ids");
+  const json_field ids = entry->at("ids");
   std::vector<std::int32_t> result;
   for (std::size_t i = 0; i < ids.array().size(); ++i) result.push_back(checked_id(ids.at(i)));
   return result;
 }
 
-sequence_template parse_template(const json_node& node) {
-  const json_node single = node.at("single");
+sequence_template parse_template(const json_field& node) {
+  const json_field single = node.at("single");
   sequence_template result;
   bool seen_sequence = false;
   for (std::size_t i = 0; i < single.array().size(); ++i) {
-    const json_node item = single.at(i);
+    const json_field item = single.at(i);
     if (const auto special = item.find("SpecialToken")) {
       const std::vector<std::int32_t> ids = special_ids(node, *special);
       auto& target = seen_sequence ? result.after : result.before;
@@ -45,22 +45,22 @@ sequence_template parse_template(const json_node& node) {
 }
 
 /// BertProcessing / RobertaProcessing: [cls] text [sep].
-sequence_template parse_cls_sep(const json_node& node) {
-  const json_node cls = node.at("cls");
-  const json_node sep = node.at("sep");
+sequence_template parse_cls_sep(const json_field& node) {
+  const json_field cls = node.at("cls");
+  const json_field sep = node.at("sep");
   return {{checked_id(cls.at(std::size_t{1}))}, {checked_id(sep.at(std::size_t{1}))}};
 }
 
 }  // namespace
 
-sequence_template parse_post_processor(const json_node& node) {
-  const std::string_view type = node.type();
+sequence_template parse_post_processor(const json_field& node) {
+  const std::string_view type = node.at("type").string();
   if (type == "TemplateProcessing") return parse_template(node);
   if (type == "BertProcessing" || type == "RobertaProcessing") return parse_cls_sep(node);
   if (type == "ByteLevel") return {};
   if (type == "Sequence") {
     // Later processors wrap the output of earlier ones.
-    const json_node list = node.at("processors");
+    const json_field list = node.at("processors");
     sequence_template result;
     for (std::size_t i = 0; i < list.array().size(); ++i) {
       sequence_template outer = parse_post_processor(list.at(i));

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/text/json_fields.hpp"
+#include "base/json_field.hpp"
 
 namespace troupe::text {
 
@@ -18,6 +18,6 @@ struct sequence_template {
 
 /// Parses the post-processor described by `node`. Throws std::runtime_error
 /// naming the path for unknown types, missing special tokens or bad ids.
-sequence_template parse_post_processor(const json_node& node);
+sequence_template parse_post_processor(const json_field& node);
 
 }  // namespace troupe::text

@@ -1,9 +1,10 @@
 #include "model/text/pre_tokenizer.hpp"
 
+#include "base/utf8.hpp"
 #include "model/text/byte_level.hpp"
+#include "model/text/char_classes.hpp"
 #include "model/text/split_behavior.hpp"
 #include "model/text/text_pattern.hpp"
-#include "model/text/utf8.hpp"
 
 namespace troupe::text {
 
@@ -186,7 +187,7 @@ class sequence_step final : public pre_tokenizer {
   std::vector<std::unique_ptr<pre_tokenizer>> steps_;
 };
 
-prepend_scheme parse_prepend_scheme(const json_node& node) {
+prepend_scheme parse_prepend_scheme(const json_field& node) {
   if (const auto scheme = node.find("prepend_scheme")) {
     const std::string_view name = scheme->string();
     if (name == "always") return prepend_scheme::always;
@@ -194,31 +195,31 @@ prepend_scheme parse_prepend_scheme(const json_node& node) {
     if (name == "never") return prepend_scheme::never;
     scheme->fail("expected \"always\", \"first\" or \"never\"");
   }
-  return node.optional_bool("add_prefix_space", true) ? prepend_scheme::always : prepend_scheme::never;
+  return node.get_bool("add_prefix_space").value_or(true) ? prepend_scheme::always : prepend_scheme::never;
 }
 
-std::unique_ptr<pre_tokenizer> make_step(const json_node& node, bool is_last, pre_tokenizer_info& info);
+std::unique_ptr<pre_tokenizer> make_step(const json_field& node, bool is_last, pre_tokenizer_info& info);
 
-std::unique_ptr<pre_tokenizer> make_sequence(const json_node& node, bool is_last, pre_tokenizer_info& info) {
-  const json_node list = node.at("pretokenizers");
+std::unique_ptr<pre_tokenizer> make_sequence(const json_field& node, bool is_last, pre_tokenizer_info& info) {
+  const json_field list = node.at("pretokenizers");
   const std::size_t count = list.array().size();
   std::vector<std::unique_ptr<pre_tokenizer>> steps;
   for (std::size_t i = 0; i < count; ++i) steps.push_back(make_step(list.at(i), is_last && i + 1 == count, info));
   return std::make_unique<sequence_step>(std::move(steps));
 }
 
-std::unique_ptr<pre_tokenizer> make_step(const json_node& node, bool is_last, pre_tokenizer_info& info) {
-  const std::string_view type = node.type();
+std::unique_ptr<pre_tokenizer> make_step(const json_field& node, bool is_last, pre_tokenizer_info& info) {
+  const std::string_view type = node.at("type").string();
   if (type == "Sequence") return make_sequence(node, is_last, info);
   if (is_last) info.ends_with_byte_level = type == "ByteLevel";
   if (type == "Split") {
-    const bool invert = node.optional_bool("invert", false);
+    const bool invert = node.get_bool("invert").value_or(false);
     return std::make_unique<split_step>(make_text_pattern(node.at("pattern")),
                                         parse_split_behavior(node.at("behavior")), invert);
   }
   if (type == "ByteLevel") {
-    return std::make_unique<byte_level_step>(node.optional_bool("add_prefix_space", true),
-                                             node.optional_bool("use_regex", true), !is_last);
+    return std::make_unique<byte_level_step>(node.get_bool("add_prefix_space").value_or(true),
+                                             node.get_bool("use_regex").value_or(true), !is_last);
   }
   if (type == "Metaspace") {
     const std::string replacement(node.at("replacement").string());
@@ -226,11 +227,12 @@ std::unique_ptr<pre_tokenizer> make_step(const json_node& node, bool is_last, pr
     if (replacement.empty() || (decode_utf8(replacement, position), position != replacement.size())) {
       node.at("replacement").fail("expected exactly one character");
     }
-    return std::make_unique<metaspace_step>(replacement, parse_prepend_scheme(node), node.optional_bool("split", true));
+    return std::make_unique<metaspace_step>(replacement, parse_prepend_scheme(node),
+                                            node.get_bool("split").value_or(true));
   }
   if (type == "Digits") {
     const auto behavior =
-        node.optional_bool("individual_digits", false) ? split_behavior::isolated : split_behavior::contiguous;
+        node.get_bool("individual_digits").value_or(false) ? split_behavior::isolated : split_behavior::contiguous;
     return make_char_split(is_unicode_numeric, behavior);
   }
   if (type == "WhitespaceSplit") return make_char_split(is_unicode_whitespace, split_behavior::removed);
@@ -243,7 +245,7 @@ std::unique_ptr<pre_tokenizer> make_step(const json_node& node, bool is_last, pr
 
 }  // namespace
 
-std::unique_ptr<pre_tokenizer> make_pre_tokenizer(const json_node& node, pre_tokenizer_info& info) {
+std::unique_ptr<pre_tokenizer> make_pre_tokenizer(const json_field& node, pre_tokenizer_info& info) {
   info = {};
   return make_step(node, true, info);
 }

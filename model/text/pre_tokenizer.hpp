@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "model/text/json_fields.hpp"
+#include "base/json_field.hpp"
 
 namespace troupe::text {
 
@@ -43,6 +43,6 @@ struct pre_tokenizer_info {
 
 /// Builds the pre-tokenizer described by `node`. Fills `info`. Throws
 /// std::runtime_error naming the path for unknown types or bad fields.
-std::unique_ptr<pre_tokenizer> make_pre_tokenizer(const json_node& node, pre_tokenizer_info& info);
+std::unique_ptr<pre_tokenizer> make_pre_tokenizer(const json_field& node, pre_tokenizer_info& info);
 
 }  // namespace troupe::text

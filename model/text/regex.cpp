@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "base/utf8.hpp"
 #include "model/text/unicode_additions.hpp"
-#include "model/text/utf8.hpp"
 
 namespace troupe::text {
 
@@ -205,21 +205,24 @@ std::string pcre2_message(int code) {
 
 }  // namespace
 
+regex_error::regex_error(std::string_view where, std::string detail)
+    : std::runtime_error(std::string(where) + ": " + detail), detail_(std::move(detail)) {}
+
 regex::regex(std::string_view pattern, std::string_view where)
     : pattern_(pattern), compiled_(std::make_unique<compiled>()) {
   std::string translated;
   try {
     translated = translate_oniguruma_pattern(pattern);
   } catch (const std::runtime_error& e) {
-    throw std::runtime_error(std::string(where) + ": " + e.what());
+    throw regex_error(where, e.what());
   }
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
   compiled_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(),
                                   PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE, &error_code, &error_offset, nullptr);
   if (compiled_->code == nullptr) {
-    throw std::runtime_error(std::string(where) + ": bad regex \"" + std::string(pattern) +
-                             "\": " + pcre2_message(error_code) + " at offset " + std::to_string(error_offset));
+    throw regex_error(where, "bad regex \"" + std::string(pattern) + "\": " + pcre2_message(error_code) +
+                                 " at offset " + std::to_string(error_offset));
   }
   // Without JIT (unsupported CPU) pcre2_match falls back to the interpreter.
   pcre2_jit_compile(compiled_->code, PCRE2_JIT_COMPLETE);

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,11 +19,22 @@ struct match_range {
   std::size_t end;
 };
 
+/// A pattern that does not compile: what() is "<where>: <detail>", detail()
+/// the reason alone (for callers that name the place in their own words).
+class regex_error : public std::runtime_error {
+ public:
+  regex_error(std::string_view where, std::string detail);
+  const std::string& detail() const { return detail_; }
+
+ private:
+  std::string detail_;
+};
+
 /// A compiled pattern; immutable and safe to use from many threads at once.
 class regex {
  public:
   /// Compiles `pattern` (Oniguruma syntax as found in tokenizer.json). Throws
-  /// std::runtime_error naming `where` and the PCRE2 message on a bad pattern.
+  /// regex_error naming `where` and the PCRE2 message on a bad pattern.
   regex(std::string_view pattern, std::string_view where);
   ~regex();
   regex(const regex&) = delete;

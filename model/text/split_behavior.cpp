@@ -4,7 +4,7 @@
 
 namespace troupe::text {
 
-split_behavior parse_split_behavior(const json_node& node) {
+split_behavior parse_split_behavior(const json_field& node) {
   const std::string_view name = node.string();
   if (name == "Removed") return split_behavior::removed;
   if (name == "Isolated") return split_behavior::isolated;

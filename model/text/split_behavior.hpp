@@ -5,7 +5,7 @@
 #include <optional>
 #include <vector>
 
-#include "model/text/json_fields.hpp"
+#include "base/json_field.hpp"
 #include "model/text/pre_tokenizer.hpp"
 
 namespace troupe::text {
@@ -21,7 +21,7 @@ enum class split_behavior {
 
 /// Parses "Removed", "Isolated", "MergedWithPrevious", "MergedWithNext" or
 /// "Contiguous"; throws std::runtime_error naming the path otherwise.
-split_behavior parse_split_behavior(const json_node& node);
+split_behavior parse_split_behavior(const json_field& node);
 
 /// Receives, in order, the parts [begin, end) that cover one piece, each
 /// flagged as match or not, and appends the resulting non-empty pieces.

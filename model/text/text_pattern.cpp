@@ -47,9 +47,15 @@ std::string text_pattern::replace_all(std::string_view text, std::string_view co
   return out;
 }
 
-text_pattern make_text_pattern(const json_node& node) {
+text_pattern make_text_pattern(const json_field& node) {
   if (const auto literal_text = node.find("String")) return text_pattern::literal(std::string(literal_text->string()));
-  if (const auto regex_text = node.find("Regex")) return text_pattern::regular(regex_text->string(), regex_text->path);
+  if (const auto regex_text = node.find("Regex")) {
+    try {
+      return text_pattern::regular(regex_text->string(), regex_text->path());
+    } catch (const regex_error& error) {
+      regex_text->fail(error.detail());  // names the file, as every tokenizer.json error does
+    }
+  }
   node.fail("expected {\"String\": ...} or {\"Regex\": ...}");
 }
 

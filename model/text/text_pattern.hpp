@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/text/json_fields.hpp"
+#include "base/json_field.hpp"
 #include "model/text/regex.hpp"
 
 namespace troupe::text {
@@ -37,6 +37,6 @@ class text_pattern {
 };
 
 /// Parses a pattern object {"String": s} or {"Regex": r}.
-text_pattern make_text_pattern(const json_node& node);
+text_pattern make_text_pattern(const json_field& node);
 
 }  // namespace troupe::text

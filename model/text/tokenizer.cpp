@@ -4,8 +4,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "base/utf8.hpp"
 #include "model/text/tokenizer_impl.hpp"
-#include "model/text/utf8.hpp"
 
 namespace troupe::text {
 

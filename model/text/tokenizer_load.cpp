@@ -1,17 +1,19 @@
 // Reading tokenizer.json and tokenizer_config.json into tokenizer::impl.
 
 #include "model/text/tokenizer_impl.hpp"
+#include "model/text/tokenizer_json.hpp"
 
 namespace troupe::text {
 
 namespace {
 
 /// A token field of tokenizer_config.json: a string, {"content": ...} or null.
-std::optional<special_token> config_token(const json_node& config, std::string_view key, const tokenizer::impl& parts) {
+std::optional<special_token> config_token(const json_field& config, std::string_view key,
+                                          const tokenizer::impl& parts) {
   const auto field = config.find(key);
   if (!field) return std::nullopt;
   special_token token;
-  token.text = field->value.is_object() ? field->at("content").string() : field->string();
+  token.text = field->value().is_object() ? field->at("content").string() : field->string();
   if (const auto added = parts.added->token_to_id(token.text)) {
     token.id = added;
   } else {
@@ -20,7 +22,7 @@ std::optional<special_token> config_token(const json_node& config, std::string_v
   return token;
 }
 
-std::optional<bool> config_flag(const json_node& config, std::string_view key) {
+std::optional<bool> config_flag(const json_field& config, std::string_view key) {
   const auto field = config.find(key);
   if (!field) return std::nullopt;
   return field->boolean();
@@ -33,7 +35,8 @@ std::optional<bool> config_flag(const json_node& config, std::string_view key) {
 void apply_config(tokenizer::impl& parts, std::string_view config_json) {
   if (config_json.empty()) return;
   const boost::json::value root = parse_json_document(config_json, "tokenizer_config.json");
-  const json_node config{root, "tokenizer_config.json:"};
+  const file_json_rules rules = tokenizer_json_rules("tokenizer_config.json");
+  const json_field config(root, rules);
   config.object();
   parts.bos = config_token(config, "bos_token", parts);
   parts.eos = config_token(config, "eos_token", parts);
@@ -47,7 +50,8 @@ void apply_config(tokenizer::impl& parts, std::string_view config_json) {
 std::unique_ptr<tokenizer::impl> load_tokenizer_parts(std::string_view tokenizer_json,
                                                       std::string_view tokenizer_config_json) {
   const boost::json::value root = parse_json_document(tokenizer_json, "tokenizer.json");
-  const json_node top{root, "tokenizer.json:"};
+  const file_json_rules rules = tokenizer_json_rules("tokenizer.json");
+  const json_field top(root, rules);
   top.object();
   auto parts = std::make_unique<tokenizer::impl>();
   if (const auto node = top.find("normalizer")) parts->norm = make_normalizer(*node);

@@ -7,7 +7,6 @@
 #include <boost/json/serialize.hpp>
 
 #include "api/http/response_render.hpp"
-#include "api/http/utf8.hpp"
 
 namespace troupe::api {
 namespace {
@@ -124,15 +123,6 @@ TEST(StreamChunks, CompletionChunksAndSseFraming) {
   EXPECT_EQ(event.substr(event.size() - 2), "\n\n");
   EXPECT_EQ(event.find('\n'), event.size() - 2);  // one line: JSON never spans lines
   EXPECT_EQ(sse_done_event, "data: [DONE]\n\n");
-}
-
-TEST(JsonUtf8, SanitizeAndTruncateKeepValidCharacters) {
-  EXPECT_EQ(sanitize_utf8("a\xC3\xA9z"), "a\xC3\xA9z");
-  EXPECT_EQ(sanitize_utf8("a\xFFz"), "a\xEF\xBF\xBDz");
-  EXPECT_EQ(sanitize_utf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate
-  EXPECT_EQ(sanitize_utf8("\xF0\x9F\x98\x80"), "\xF0\x9F\x98\x80");
-  EXPECT_EQ(truncate_utf8("\xC3\xA9\xC3\xA9\xC3\xA9", 3), "\xC3\xA9...");
-  EXPECT_EQ(truncate_utf8("short", 10), "short");
 }
 
 TEST(ResponseIds, ResponseIdsHaveThePrefixAndDiffer) {

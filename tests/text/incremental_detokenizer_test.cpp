@@ -8,7 +8,7 @@
 
 #include <random>
 
-#include "model/text/utf8.hpp"
+#include "base/utf8.hpp"
 #include "tests/text/text_fixtures.hpp"
 
 namespace troupe::text::testing {

@@ -5,8 +5,8 @@
 
 #include <sstream>
 
+#include "base/utf8.hpp"
 #include "model/text/incremental_detokenizer.hpp"
-#include "model/text/utf8.hpp"
 #include "tests/text/text_fixtures.hpp"
 
 namespace troupe::text::testing {

@@ -1,14 +1,14 @@
-#include "model/text/utf8.hpp"
+#include "base/utf8.hpp"
 
-#include <utf8proc.h>
-
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
-namespace troupe::text {
+namespace troupe {
 
 namespace {
 
-constexpr char replacement_utf8[] = "\xEF\xBF\xBD";
+constexpr std::string_view replacement_utf8 = "\xEF\xBF\xBD";
 
 /// Bounds of the second byte of a sequence given its lead byte (Unicode
 /// Table 3-7); {0, 0} when the lead byte is not a valid start.
@@ -74,17 +74,32 @@ std::optional<std::size_t> find_invalid_utf8(std::string_view text) {
   return std::nullopt;
 }
 
+bool is_ascii(std::string_view text) {
+  return std::all_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+}
+
 char32_t decode_utf8(std::string_view text, std::size_t& pos) {
   const auto lead = static_cast<unsigned char>(text[pos]);
-  const std::size_t length = utf8_length(lead);
-  if (length == 1 || pos + length > text.size()) {
+  if (lead < 0x80) {
     ++pos;
     return lead;
+  }
+  const std::size_t length = utf8_length(lead);
+  if (lead < 0xC0 || lead >= 0xF8 || pos + length > text.size()) {
+    ++pos;
+    return U'\uFFFD';
   }
   char32_t code = lead & (0x7F >> length);
   for (std::size_t i = 1; i < length; ++i) code = (code << 6) | (static_cast<unsigned char>(text[pos + i]) & 0x3F);
   pos += length;
   return code;
+}
+
+std::u32string to_code_points(std::string_view text) {
+  std::u32string out;
+  out.reserve(text.size());
+  for (std::size_t pos = 0; pos < text.size();) out.push_back(decode_utf8(text, pos));
+  return out;
 }
 
 void append_utf8(std::string& out, char32_t c) {
@@ -105,6 +120,18 @@ void append_utf8(std::string& out, char32_t c) {
   }
 }
 
+std::string to_utf8(std::u32string_view code_points) {
+  std::string out;
+  out.reserve(code_points.size());
+  for (char32_t c : code_points) append_utf8(out, c);
+  return out;
+}
+
+std::size_t code_point_count(std::string_view text) {
+  return static_cast<std::size_t>(
+      std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
 std::size_t utf8_lossy_stream(std::string_view bytes, std::string& lossy_out) {
   std::size_t pos = 0;
   while (pos < bytes.size()) {
@@ -121,52 +148,34 @@ std::size_t utf8_lossy_stream(std::string_view bytes, std::string& lossy_out) {
   return pos;
 }
 
-std::string utf8_lossy(std::string_view bytes) {
+std::string utf8_lossy(std::string_view bytes, utf8_repair repair) {
   std::string out;
   out.reserve(bytes.size());
-  const std::size_t done = utf8_lossy_stream(bytes, out);
-  // An incomplete sequence at the very end is one ill-formed subpart.
-  if (done < bytes.size()) out.append(replacement_utf8);
+  if (repair == utf8_repair::per_subpart) {
+    const std::size_t done = utf8_lossy_stream(bytes, out);
+    // An incomplete sequence at the very end is one ill-formed subpart.
+    if (done < bytes.size()) out.append(replacement_utf8);
+    return out;
+  }
+  for (std::size_t pos = 0; pos < bytes.size();) {
+    const std::size_t length = check_sequence(bytes, pos).valid_length;
+    out.append(length > 0 ? bytes.substr(pos, length) : replacement_utf8);
+    pos += std::max<std::size_t>(length, 1);
+  }
   return out;
 }
 
-bool is_unicode_whitespace(char32_t c) {
-  if (c <= 0x20) return c == 0x20 || (c >= 0x09 && c <= 0x0D);
-  if (c < 0x85) return false;
-  return c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
-         c == 0x202F || c == 0x205F || c == 0x3000;
-}
-
-bool is_unicode_numeric(char32_t c) {
-  if (c < 0x80) return c >= '0' && c <= '9';
-  const auto category = utf8proc_category(static_cast<utf8proc_int32_t>(c));
-  return category == UTF8PROC_CATEGORY_ND || category == UTF8PROC_CATEGORY_NL || category == UTF8PROC_CATEGORY_NO;
-}
-
-bool is_unicode_alphanumeric(char32_t c) {
-  if (c < 0x80) return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z');
-  switch (utf8proc_category(static_cast<utf8proc_int32_t>(c))) {
-    case UTF8PROC_CATEGORY_LU:
-    case UTF8PROC_CATEGORY_LL:
-    case UTF8PROC_CATEGORY_LT:
-    case UTF8PROC_CATEGORY_LM:
-    case UTF8PROC_CATEGORY_LO:
-    case UTF8PROC_CATEGORY_ND:
-    case UTF8PROC_CATEGORY_NL:
-    case UTF8PROC_CATEGORY_NO:
-      return true;
-    case UTF8PROC_CATEGORY_MN:
-    case UTF8PROC_CATEGORY_MC:
-    case UTF8PROC_CATEGORY_ME: {
-      // Generic combining diacritics are not Alphabetic; script vowel signs are.
-      const bool diacritic_block = (c >= 0x0300 && c <= 0x036F && c != 0x0345) || (c >= 0x1AB0 && c <= 0x1AFF) ||
-                                   (c >= 0x1DC0 && c <= 0x1DFF) || (c >= 0x20D0 && c <= 0x20FF) ||
-                                   (c >= 0xFE20 && c <= 0xFE2F);
-      return !diacritic_block;
-    }
-    default:
-      return false;
+std::string truncate_utf8(std::string_view text, std::size_t max_bytes) {
+  std::string clean = utf8_lossy(text, utf8_repair::per_byte);
+  if (clean.size() <= max_bytes) return clean;
+  std::size_t end = 0;
+  while (end < clean.size()) {
+    const std::size_t length = utf8_length(static_cast<unsigned char>(clean[end]));
+    if (end + length > max_bytes) break;
+    end += length;
   }
+  clean.resize(end);
+  return clean + "...";
 }
 
-}  // namespace troupe::text
+}  // namespace troupe
