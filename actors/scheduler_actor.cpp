@@ -271,6 +271,7 @@ engine_stats_ptr snapshot(const scheduler_state& state) {
   stats->settings.max_num_seqs = config.max_num_seqs;
   stats->settings.max_prefill_chunk = config.max_prefill_chunk;
   stats->settings.max_waiting_requests = config.max_waiting_requests;
+  stats->settings.mlfq_quantum = config.policies.mlfq_base_quantum;
   stats->healthy = state.healthy;
   stats->health_detail = state.health_detail;
   const double now = state.now();
@@ -293,6 +294,7 @@ std::string configure(scheduler_state& state, const config_change& change) {
   if (change.max_num_seqs) config.max_num_seqs = *change.max_num_seqs;
   if (change.max_prefill_chunk) config.max_prefill_chunk = *change.max_prefill_chunk;
   if (change.max_waiting_requests) config.max_waiting_requests = *change.max_waiting_requests;
+  if (change.mlfq_quantum) config.policies.mlfq_base_quantum = *change.mlfq_quantum;
   if (change.policy && !make_policy(*change.policy)) return "unknown policy '" + *change.policy + "'";
   if (std::string problem = state.core->set_config(config); !problem.empty()) return problem;
   if (change.policy) state.core->set_policy(*change.policy, state.now());

@@ -45,20 +45,20 @@ void read_stop(const field_reader& fields, const request_limits& limits, generat
     if (!entry.is_string()) throw invalid_field(param, "'" + param + "' must be a string", "invalid_type");
     const boost::json::string& text = entry.get_string();
     if (text.empty()) throw invalid_field(param, "'" + param + "' must not be empty");
-    if (text.size() > static_cast<std::size_t>(limits.max_stop_string_bytes)) {
-      throw invalid_field(param,
-                          "'" + param + "' is longer than " + std::to_string(limits.max_stop_string_bytes) + " bytes",
-                          "too_long");
+    if (text.size() > static_cast<std::size_t>(limits.engine.max_stop_string_bytes)) {
+      throw invalid_field(
+          param, "'" + param + "' is longer than " + std::to_string(limits.engine.max_stop_string_bytes) + " bytes",
+          "too_long");
     }
     base.stop.emplace_back(text);
   };
   if (stop->is_string()) return add(*stop, "stop");
   if (!stop->is_array()) fields.fail_type("stop", "a string or an array of strings");
   const boost::json::array& list = stop->get_array();
-  if (list.size() > static_cast<std::size_t>(limits.max_stop_strings)) {
+  if (list.size() > static_cast<std::size_t>(limits.engine.max_stop_strings)) {
     throw invalid_field("stop",
                         "'stop' has " + std::to_string(list.size()) + " entries; at most " +
-                            std::to_string(limits.max_stop_strings) + " are allowed",
+                            std::to_string(limits.engine.max_stop_strings) + " are allowed",
                         "too_many");
   }
   for (std::size_t i = 0; i < list.size(); ++i) add(list[i], "stop[" + std::to_string(i) + "]");
@@ -68,10 +68,10 @@ void read_logit_bias(const field_reader& fields, const request_limits& limits, c
                      generation_request& base) {
   const boost::json::object* bias = fields.get_object("logit_bias");
   if (bias == nullptr) return;
-  if (bias->size() > static_cast<std::size_t>(limits.max_logit_bias)) {
+  if (bias->size() > static_cast<std::size_t>(limits.engine.max_logit_bias)) {
     throw invalid_field("logit_bias",
                         "'logit_bias' has " + std::to_string(bias->size()) + " entries; at most " +
-                            std::to_string(limits.max_logit_bias) + " are allowed",
+                            std::to_string(limits.engine.max_logit_bias) + " are allowed",
                         "too_many");
   }
   for (const auto& entry : *bias) {
@@ -162,7 +162,7 @@ void read_min_tokens(const field_reader& fields, generation_request& base) {
 void read_common_fields(const field_reader& fields, const request_limits& limits, const model_info& model,
                         parsed_generation& out, generation_request& base) {
   read_model(fields, model, out);
-  out.n = static_cast<int>(fields.get_int("n", 1, limits.max_n).value_or(1));
+  out.n = static_cast<int>(fields.get_int("n", 1, limits.engine.max_n).value_or(1));
   base.n = out.n;
   read_stream(fields, out);
   read_sampling(fields, base.sampling);
