@@ -16,7 +16,7 @@ struct intake_setup {
   admission_limits limits;
   std::vector<tokenizer_actor> tokenizers;
   scheduler_actor scheduler;
-  double default_timeout_s = 600;
+  double default_timeout_s = engine_config{}.request_timeout_s;  ///< for requests without one (knob request_timeout)
   caf::timespan encode_timeout = std::chrono::seconds(60);
 };
 

@@ -16,7 +16,7 @@ namespace troupe {
 /// What the scheduler actor starts with.
 struct scheduler_setup {
   scheduler_config config;
-  std::string policy = "fcfs";
+  std::string policy = engine_config{}.policy;  ///< the policy knob's default unless set
   kv_manager_actor kv;
   executor_actor executor;
   std::vector<tokenizer_actor> shards;  ///< output shard of request h: shards[h % size]

@@ -15,10 +15,9 @@ namespace troupe {
 
 namespace {
 
+// `requested` is one of the knob's choices (engine_config::problem checked it).
 std::string resolve_device(const std::string& requested) {
   if (requested == "auto") return cuda_available() ? "cuda" : "cpu";
-  if (requested != "cpu" && requested != "cuda")
-    throw std::runtime_error("knob 'device': '" + requested + "' is not one of auto, cpu, cuda");
   return requested;
 }
 
@@ -49,6 +48,7 @@ double troupe_handles::now() const {
 }
 
 loaded_engine_model load_engine_model(const engine_config& config) {
+  if (std::string problem = config.problem(); !problem.empty()) throw std::runtime_error(problem);
   loaded_engine_model loaded;
   const std::filesystem::path dir =
       config.model_dir.empty() ? ensure_demo_model() : std::filesystem::path(config.model_dir);
@@ -98,33 +98,23 @@ loaded_engine_model load_engine_model(const engine_config& config) {
 troupe_handles spawn_troupe(caf::actor_system& system, const engine_config& config, loaded_engine_model& model) {
   troupe_handles handles;
   handles.clock_start = std::chrono::steady_clock::now();
-  block_manager_config blocks;
-  blocks.block_size = config.block_size;
-  blocks.num_device_blocks = static_cast<std::int32_t>(model.num_device_blocks);
-  blocks.num_host_blocks = static_cast<std::int32_t>(model.num_host_blocks);
-  blocks.enable_prefix_caching = config.enable_prefix_caching;
-  handles.kv = spawn_kv_manager(system, blocks);
+  scheduler_setup setup;
+  setup.config = scheduler_config(config);
+  setup.config.max_model_len = model.max_model_len;
+  setup.config.num_device_blocks = static_cast<std::int32_t>(model.num_device_blocks);
+  setup.config.num_host_blocks = static_cast<std::int32_t>(model.num_host_blocks);
+  setup.config.eos_token_ids = model.eos_token_ids;
+  setup.config.seed = std::random_device{}();
+  // Refused here, before any actor runs, rather than inside the scheduler actor.
+  if (std::string problem = scheduler::validate_config(setup.config); !problem.empty())
+    throw std::runtime_error(problem);
+  if (!make_policy(config.policy)) throw std::runtime_error("knob 'policy': unknown policy '" + config.policy + "'");
+  setup.policy = config.policy;
+
+  handles.kv = spawn_kv_manager(system, kv_manager_config(setup.config));
   handles.executor = spawn_executor(system, model.executor);
   for (int i = 0; i < std::max(1, config.tokenizer_workers); ++i)
     handles.tokenizers.push_back(spawn_tokenizer(system, model.preparer));
-
-  scheduler_setup setup;
-  setup.config.max_num_batched_tokens = config.max_num_batched_tokens;
-  setup.config.max_num_seqs = config.max_num_seqs;
-  setup.config.max_prefill_chunk = config.max_prefill_chunk;
-  setup.config.block_size = config.block_size;
-  setup.config.max_model_len = model.max_model_len;
-  setup.config.max_waiting_requests = config.max_waiting_requests;
-  setup.config.num_device_blocks = blocks.num_device_blocks;
-  setup.config.num_host_blocks = blocks.num_host_blocks;
-  const auto mode = parse_preemption_mode(config.preemption_mode);
-  if (!mode) throw std::runtime_error("knob 'preemption_mode': unknown mode '" + config.preemption_mode + "'");
-  setup.config.preemption = *mode;
-  setup.config.eos_token_ids = model.eos_token_ids;
-  setup.config.enable_prefix_caching = config.enable_prefix_caching;
-  setup.config.seed = std::random_device{}();
-  if (!make_policy(config.policy)) throw std::runtime_error("knob 'policy': unknown policy '" + config.policy + "'");
-  setup.policy = config.policy;
   setup.kv = handles.kv;
   setup.executor = handles.executor;
   setup.shards = handles.tokenizers;
@@ -132,11 +122,7 @@ troupe_handles spawn_troupe(caf::actor_system& system, const engine_config& conf
   handles.scheduler = spawn_scheduler(system, std::move(setup), handles.clock_start);
 
   intake_setup intake;
-  intake.limits.max_n = config.max_n;
-  intake.limits.max_stop_strings = config.max_stop_strings;
-  intake.limits.max_stop_string_bytes = config.max_stop_string_bytes;
-  intake.limits.max_logit_bias = config.max_logit_bias;
-  intake.limits.max_top_logprobs = config.max_top_logprobs;
+  intake.limits = admission_limits(config);
   intake.limits.max_model_len = model.max_model_len;
   intake.limits.vocab_size = model.info.vocab_size;
   intake.tokenizers = handles.tokenizers;

@@ -5,17 +5,20 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <iomanip>
 #include <sstream>
 
 namespace troupe {
 
 namespace {
 
-std::string describe(const knob_spec& spec, config_source source) {
-  return "knob '" + spec.name + "' (from " + std::string(config_source_name(source)) + ")";
+// "knob 'name' (from source)", or "knob 'name'" for a value checked without a source.
+std::string describe(const knob_spec& spec, std::optional<config_source> source) {
+  if (!source) return "knob '" + spec.name + "'";
+  return "knob '" + spec.name + "' (from " + std::string(config_source_name(*source)) + ")";
 }
 
-std::int64_t parse_integer(const knob_spec& spec, std::string_view text, config_source source) {
+std::int64_t parse_integer(const knob_spec& spec, std::string_view text, std::optional<config_source> source) {
   std::int64_t value = 0;
   // Accept size suffixes for byte knobs: 4G, 512M, 64K.
   std::int64_t multiplier = 1;
@@ -34,7 +37,7 @@ std::int64_t parse_integer(const knob_spec& spec, std::string_view text, config_
   return value * multiplier;
 }
 
-double parse_real(const knob_spec& spec, std::string_view text, config_source source) {
+double parse_real(const knob_spec& spec, std::string_view text, std::optional<config_source> source) {
   const std::string copy(text);
   char* end = nullptr;
   const double value = std::strtod(copy.c_str(), &end);
@@ -43,14 +46,16 @@ double parse_real(const knob_spec& spec, std::string_view text, config_source so
   return value;
 }
 
-bool parse_boolean(const knob_spec& spec, std::string_view text, config_source source) {
+bool parse_boolean(const knob_spec& spec, std::string_view text, std::optional<config_source> source) {
   if (text == "true" || text == "1" || text == "on" || text == "yes") return true;
   if (text == "false" || text == "0" || text == "off" || text == "no") return false;
   throw config_error(describe(spec, source) + ": '" + std::string(text) + "' is not a boolean (true/false)");
 }
 
-void check_range(const knob_spec& spec, double value, config_source source) {
+void check_range(const knob_spec& spec, double value, std::optional<config_source> source) {
   std::ostringstream bounds;
+  // Exact digits for integer knobs (1048576, not 1.04858e+06).
+  bounds << std::setprecision(spec.kind == knob_kind::integer ? 17 : 6);
   if ((spec.min && value < *spec.min) || (spec.max && value > *spec.max)) {
     bounds << describe(spec, source) << ": " << value << " is outside [" << (spec.min ? *spec.min : -INFINITY) << ", "
            << (spec.max ? *spec.max : INFINITY) << "]";
@@ -88,7 +93,8 @@ config_store::config_store(std::vector<knob_spec> specs) : specs_(std::move(spec
   }
 }
 
-knob_value config_store::parse(const knob_spec& spec, std::string_view text, config_source source) const {
+knob_value config_store::parse(const knob_spec& spec, std::string_view text,
+                               std::optional<config_source> source) const {
   switch (spec.kind) {
     case knob_kind::integer: {
       const std::int64_t value = parse_integer(spec, text, source);
@@ -175,6 +181,15 @@ const std::string& config_store::get_text(std::string_view name) const {
 }
 config_source config_store::source_of(std::string_view name) const { return find(name).source; }
 
+std::string config_store::problem(std::string_view name, std::string_view text) const {
+  try {
+    parse(spec(name), text, std::nullopt);
+  } catch (const config_error& error) {
+    return error.what();
+  }
+  return {};
+}
+
 std::string config_store::get_as_text(std::string_view name) const {
   const knob_value& value = find(name).value;
   if (const auto* i = std::get_if<std::int64_t>(&value)) return std::to_string(*i);
@@ -185,6 +200,17 @@ std::string config_store::get_as_text(std::string_view name) const {
   }
   if (const auto* b = std::get_if<bool>(&value)) return *b ? "true" : "false";
   return std::get<std::string>(value);
+}
+
+std::vector<knob_spec> all_knobs() {
+  std::vector<knob_spec> knobs = engine_knobs();
+  for (auto& knob : server_knobs()) knobs.push_back(std::move(knob));
+  return knobs;
+}
+
+const config_store& knob_defaults() {
+  static const config_store defaults(all_knobs());
+  return defaults;
 }
 
 std::string knob_flag(std::string_view name) {

@@ -69,6 +69,11 @@ class config_store {
   /// The value as text, as it would be written back to a config file.
   std::string get_as_text(std::string_view name) const;
   config_source source_of(std::string_view name) const;
+  /// Empty when `text` is a valid value of knob `name` (type, range,
+  /// choices), else why not, naming the knob ("knob 'max_num_seqs': 0 is
+  /// outside [1, 65536]"). Changes nothing. For code that checks a value it
+  /// holds without restating the registry's bounds.
+  std::string problem(std::string_view name, std::string_view text) const;
 
   const knob_spec& spec(std::string_view name) const;
   const std::vector<knob_spec>& specs() const { return specs_; }
@@ -79,7 +84,7 @@ class config_store {
     config_source source = config_source::defaults;
   };
   const entry& find(std::string_view name) const;
-  knob_value parse(const knob_spec& spec, std::string_view text, config_source source) const;
+  knob_value parse(const knob_spec& spec, std::string_view text, std::optional<config_source> source) const;
 
   std::vector<knob_spec> specs_;
   std::map<std::string, entry, std::less<>> values_;
@@ -89,6 +94,11 @@ class config_store {
 std::vector<knob_spec> engine_knobs();
 /// The HTTP server's knobs (address, threads, limits, timeouts).
 std::vector<knob_spec> server_knobs();
+/// The engine knobs, then the server knobs (what `troupe serve` takes).
+std::vector<knob_spec> all_knobs();
+/// Every knob at its registry default, built once: where the configuration
+/// structs of the other layers take their defaults from.
+const config_store& knob_defaults();
 
 /// Converts a knob name to its CLI flag ("max_num_seqs" -> "--max-num-seqs").
 std::string knob_flag(std::string_view name);

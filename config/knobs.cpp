@@ -1,5 +1,7 @@
-// The declaration of every knob. Defaults here are the defaults users get;
-// api/troupe/engine.hpp's engine_config mirrors the engine group.
+// The declaration of every knob: the only place a knob's default and range
+// are written. The configuration structs of the other layers take their
+// defaults from here (knob_defaults()) and are built from these values by
+// one function each (see config/README.md).
 
 #include "config/config_store.hpp"
 
@@ -77,6 +79,10 @@ std::vector<knob_spec> engine_knobs() {
           integer("swap_space_bytes", 1 << 30, 0, 4096 * giga, "bytes", "host memory for swapped-out KV blocks"),
           integer("max_model_len", 0, 0, 1 << 24, "tokens", "context length limit (0: the model's)"),
           text("policy", "fcfs", {"fcfs", "priority", "mlfq", "deadline", "fair"}, "scheduling policy", true),
+          integer("mlfq_quantum", 16, 1, 65536, "steps",
+                  "mlfq policy: decode steps a request runs at the top level before it drops a level (each level "
+                  "down doubles it)",
+                  true),
           text("preemption_mode", "auto", {"auto", "swap", "recompute"}, "how preempted requests give up KV", true),
           boolean("enable_prefix_caching", true, "reuse KV blocks of identical prompt prefixes"),
           integer("max_waiting_requests", 4096, 1, 1 << 24, "requests", "queue bound; more is rejected", true),

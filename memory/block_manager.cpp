@@ -4,6 +4,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "config/config_store.hpp"
+
 namespace troupe {
 
 namespace {
@@ -24,6 +26,10 @@ digest128 block_digest(const siphash_key& key, const digest128& parent, std::int
 }
 
 }  // namespace
+
+block_manager_config::block_manager_config()
+    : block_size(static_cast<std::int32_t>(knob_defaults().get_int("block_size"))),
+      enable_prefix_caching(knob_defaults().get_bool("enable_prefix_caching")) {}
 
 block_manager::block_manager(const block_manager_config& config)
     : config_(config), pool_(config.num_device_blocks, config.block_size), host_(config.num_host_blocks) {

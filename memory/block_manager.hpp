@@ -18,11 +18,15 @@ namespace troupe {
 
 /// Sizes and switches of a block manager.
 struct block_manager_config {
-  std::int32_t block_size = 16;        ///< tokens per block
+  /// block_size and enable_prefix_caching at the registry defaults of the
+  /// knobs of those names (config/knobs.cpp); no pools.
+  block_manager_config();
+
+  std::int32_t block_size;             ///< tokens per block
   std::int32_t num_device_blocks = 0;  ///< device pool size in blocks
   std::int32_t num_host_blocks = 0;    ///< host swap pool size in blocks (0: no swapping)
-  bool enable_prefix_caching = true;
-  siphash_key hash_key;  ///< key of the block digests (vary it to make digests unpredictable)
+  bool enable_prefix_caching;          ///< reuse full blocks of identical prefixes
+  siphash_key hash_key;                ///< key of the block digests (vary it to make digests unpredictable)
 };
 
 /// Block tables, prefix cache, copy-on-write and swap planning.

@@ -80,6 +80,15 @@ std::optional<admission_error> check_stops(const generation_request& r, const ad
 
 }  // namespace
 
+admission_limits::admission_limits() : admission_limits(engine_config{}) {}
+
+admission_limits::admission_limits(const engine_config& engine)
+    : max_n(engine.max_n),
+      max_stop_strings(engine.max_stop_strings),
+      max_stop_string_bytes(engine.max_stop_string_bytes),
+      max_logit_bias(engine.max_logit_bias),
+      max_top_logprobs(engine.max_top_logprobs) {}
+
 std::optional<admission_error> check_request(const generation_request& r, const admission_limits& limits) {
   if (auto error = check_prompt_form(r, limits)) return error;
   if (r.n < 1 || r.n > limits.max_n) return invalid("n must be in [1, " + std::to_string(limits.max_n) + "]", "n");

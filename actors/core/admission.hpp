@@ -5,18 +5,25 @@
 #include <cstdint>
 #include <optional>
 
+#include "troupe/engine.hpp"
 #include "troupe/request.hpp"
 
 namespace troupe {
 
-/// The explicit limits requests are held to (engine_config fields, plus the
-/// model's vocabulary and context length).
+/// The explicit limits requests are held to: the request-size knobs of the
+/// engine configuration, plus the model's vocabulary and context length
+/// (set by whoever loads the model).
 struct admission_limits {
-  int max_n = 16;
-  int max_stop_strings = 16;
-  int max_stop_string_bytes = 256;
-  int max_logit_bias = 1024;
-  int max_top_logprobs = 20;
+  /// The knob-backed limits at their registry defaults.
+  admission_limits();
+  /// The knob-backed limits `engine` sets.
+  explicit admission_limits(const engine_config& engine);
+
+  int max_n;                                 ///< `n` at most
+  int max_stop_strings;                      ///< `stop` entries at most
+  int max_stop_string_bytes;                 ///< bytes per stop string at most
+  int max_logit_bias;                        ///< `logit_bias` entries at most
+  int max_top_logprobs;                      ///< `top_logprobs` at most
   int max_model_len = 4096;                  ///< prompt + generated tokens at most
   std::int64_t vocab_size = 0;               ///< token ids must be below this
   std::size_t max_prompt_bytes = 32u << 20;  ///< text / chat JSON size at most

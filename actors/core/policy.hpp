@@ -16,19 +16,6 @@
 
 namespace troupe {
 
-/// Tunables of every policy (each reads its own part).
-struct policy_config {
-  // mlfq (FastServe skip-join multi-level feedback queue)
-  int mlfq_levels = 4;                 ///< number of queues
-  int mlfq_base_quantum = 16;          ///< decode iterations a request gets at level 0
-  int mlfq_quantum_growth = 2;         ///< level i's quantum is base * growth^i
-  int mlfq_entry_prompt_tokens = 256;  ///< level i admits prompts up to this * growth^i tokens
-  double mlfq_promote_after_s = 30.0;  ///< unserved this long: back to level 0
-  // fair (virtual token counters per tenant)
-  double fair_prompt_weight = 1.0;  ///< service per computed prompt token
-  double fair_output_weight = 2.0;  ///< service per generated token
-};
-
 /// What admission control may consult.
 struct admission_context {
   double now = 0;          ///< seconds
@@ -49,6 +36,8 @@ class scheduling_policy {
   /// arrival. The scheduler reads it once per step (and again after
   /// on_scheduled returns true), so it may cost a lookup.
   virtual double sort_key(const request_state& request) const = 0;
+  /// New tunables between steps; the policy keeps the state it holds on requests.
+  virtual void set_config(const policy_config&) {}
   /// Whether a waiting `candidate` may take a running `victim`'s place.
   virtual bool may_preempt(const request_state& candidate, const request_state& victim) const;
   /// Whether admission_problem reads admission_context::queued (building it costs a scan).
@@ -93,6 +82,7 @@ class mlfq_policy final : public scheduling_policy {
  public:
   explicit mlfq_policy(const policy_config& config) : config_(config) {}
   const char* name() const override { return "mlfq"; }
+  void set_config(const policy_config& config) override { config_ = config; }
   double sort_key(const request_state& request) const override;
   bool may_preempt(const request_state& candidate, const request_state& victim) const override;
   void on_attach(request_state& request, double now) override;
@@ -131,6 +121,7 @@ class fair_policy final : public scheduling_policy {
  public:
   explicit fair_policy(const policy_config& config) : config_(config) {}
   const char* name() const override { return "fair"; }
+  void set_config(const policy_config& config) override { config_ = config; }
   double sort_key(const request_state& request) const override;
   void on_attach(request_state& request, double now) override;
   void on_detach(const request_state& request) override;

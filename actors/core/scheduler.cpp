@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "config/config_store.hpp"
+
 namespace troupe {
 
 namespace {
@@ -15,10 +17,11 @@ std::uint64_t mix_seed(std::uint64_t base, std::uint64_t counter) { return choic
 
 }  // namespace
 
-scheduler::scheduler(scheduler_config config, std::unique_ptr<scheduling_policy> policy, policy_config policies)
-    : config_(std::move(config)), policy_config_(policies), policy_(std::move(policy)) {
+scheduler::scheduler(scheduler_config config, std::unique_ptr<scheduling_policy> policy)
+    : config_(std::move(config)), policy_(std::move(policy)) {
   if (auto problem = validate_config(config_); !problem.empty()) throw std::invalid_argument("scheduler: " + problem);
   if (!policy_) policy_ = std::make_unique<fcfs_policy>();
+  policy_->set_config(config_.policies);
   known_usage_.device_blocks = config_.num_device_blocks;
   known_usage_.device_free_blocks = config_.num_device_blocks;
   known_usage_.host_blocks = config_.num_host_blocks;
@@ -29,12 +32,16 @@ scheduler::scheduler(scheduler_config config, std::unique_ptr<scheduling_policy>
 scheduler::~scheduler() = default;
 
 std::string scheduler::validate_config(const scheduler_config& c) {
-  if (c.max_num_batched_tokens < 1) return "max_num_batched_tokens must be at least 1";
-  if (c.max_num_seqs < 1) return "max_num_seqs must be at least 1";
-  if (c.max_prefill_chunk < 1) return "max_prefill_chunk must be at least 1";
-  if (c.block_size < 1) return "block_size must be at least 1";
+  const config_store& knobs = knob_defaults();
+  for (const auto& [knob, value] : {std::pair{"max_num_batched_tokens", c.max_num_batched_tokens},
+                                    {"max_num_seqs", c.max_num_seqs},
+                                    {"max_prefill_chunk", c.max_prefill_chunk},
+                                    {"block_size", c.block_size},
+                                    {"max_waiting_requests", c.max_waiting_requests},
+                                    {"mlfq_quantum", c.policies.mlfq_base_quantum}}) {
+    if (std::string problem = knobs.problem(knob, std::to_string(value)); !problem.empty()) return problem;
+  }
   if (c.max_model_len < 2) return "max_model_len must be at least 2";
-  if (c.max_waiting_requests < 0) return "max_waiting_requests must not be negative";
   if (c.num_device_blocks < 1) return "num_device_blocks must be at least 1";
   if (c.num_host_blocks < 0) return "num_host_blocks must not be negative";
   if (c.swap_min_tokens < 0) return "swap_min_tokens must not be negative";
@@ -221,7 +228,7 @@ void scheduler::release_done_requests() {
 }
 
 bool scheduler::set_policy(std::string_view name, double now) {
-  auto policy = make_policy(name, policy_config_);
+  auto policy = make_policy(name, config_.policies);
   if (!policy) return false;
   set_policy(std::move(policy), now);
   return true;
@@ -230,6 +237,7 @@ bool scheduler::set_policy(std::string_view name, double now) {
 void scheduler::set_policy(std::unique_ptr<scheduling_policy> policy, double now) {
   if (!policy) return;
   policy_ = std::move(policy);
+  policy_->set_config(config_.policies);
   for (request_state* request : live_requests()) policy_->on_attach(*request, now);
 }
 
@@ -240,6 +248,7 @@ std::string scheduler::set_config(const scheduler_config& config) {
   next.num_host_blocks = config_.num_host_blocks;
   if (auto problem = validate_config(next); !problem.empty()) return problem;
   config_ = std::move(next);
+  policy_->set_config(config_.policies);
   return {};
 }
 

@@ -41,9 +41,9 @@ namespace troupe {
 /// Continuous-batching scheduler (see the file comment for the call order).
 class scheduler {
  public:
-  /// Throws std::invalid_argument when `config` is inconsistent (see validate_config).
-  explicit scheduler(scheduler_config config, std::unique_ptr<scheduling_policy> policy = nullptr,
-                     policy_config policies = {});
+  /// Throws std::invalid_argument when `config` is inconsistent (see
+  /// validate_config). `policy` (fcfs when null) runs with config.policies.
+  explicit scheduler(scheduler_config config, std::unique_ptr<scheduling_policy> policy = nullptr);
   ~scheduler();
   scheduler(const scheduler&) = delete;
   scheduler& operator=(const scheduler&) = delete;
@@ -78,11 +78,13 @@ class scheduler {
   // ---- knobs --------------------------------------------------------------
   /// Switches policy at the next step boundary; false for an unknown name.
   bool set_policy(std::string_view name, double now);
+  /// Switches to `policy`, which runs with config().policies.
   void set_policy(std::unique_ptr<scheduling_policy> policy, double now);
   /// The active policy.
   const scheduling_policy& policy() const { return *policy_; }
-  /// Applies new knobs (not the pool sizes or block size); returns an error
-  /// message and changes nothing when they are inconsistent.
+  /// Applies new knobs (not the pool sizes or block size), the policies'
+  /// tunables included; returns an error message and changes nothing when
+  /// they are inconsistent.
   std::string set_config(const scheduler_config& config);
   /// The knobs in force.
   const scheduler_config& config() const { return config_; }
@@ -109,7 +111,8 @@ class scheduler {
   /// Counters, gauges and histograms (see metrics.hpp).
   const scheduler_metrics& metrics() const { return metrics_; }
 
-  /// Empty when `config` is usable, else what is wrong.
+  /// Empty when `config` is usable, else what is wrong. Knob-backed fields
+  /// are held to the registry's ranges (config/knobs.cpp).
   static std::string validate_config(const scheduler_config& config);
 
  private:
@@ -204,7 +207,6 @@ class scheduler {
   std::optional<finish_reason> stop_reason(const sequence& seq, std::int32_t token) const;
 
   scheduler_config config_;
-  policy_config policy_config_;
   std::unique_ptr<scheduling_policy> policy_;
   std::map<request_handle, std::unique_ptr<request_state>> requests_;
   std::unordered_map<sequence_id, sequence*> sequences_;

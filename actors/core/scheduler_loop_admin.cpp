@@ -16,6 +16,7 @@ live_settings scheduler_loop::settings() const {
   settings.max_num_seqs = config.max_num_seqs;
   settings.max_prefill_chunk = config.max_prefill_chunk;
   settings.max_waiting_requests = config.max_waiting_requests;
+  settings.mlfq_quantum = config.policies.mlfq_base_quantum;
   return settings;
 }
 
@@ -44,6 +45,7 @@ std::string scheduler_loop::configure(const settings_change& change, double now)
   if (change.max_num_seqs) config.max_num_seqs = *change.max_num_seqs;
   if (change.max_prefill_chunk) config.max_prefill_chunk = *change.max_prefill_chunk;
   if (change.max_waiting_requests) config.max_waiting_requests = *change.max_waiting_requests;
+  if (change.mlfq_quantum) config.policies.mlfq_base_quantum = *change.mlfq_quantum;
   if (change.policy && !make_policy(*change.policy)) return "unknown policy '" + *change.policy + "'";
   if (std::string problem = core_.set_config(config); !problem.empty()) return problem;
   if (change.policy) core_.set_policy(*change.policy, now);

@@ -1,6 +1,7 @@
 #include "actors/core/scheduler_types.hpp"
 
 #include <cmath>
+#include <stdexcept>
 
 namespace troupe {
 
@@ -19,6 +20,34 @@ void move_append(std::vector<T>& to, std::vector<T>& from) {
 }
 
 }  // namespace
+
+policy_config::policy_config() : policy_config(engine_config{}) {}
+
+policy_config::policy_config(const engine_config& engine) : mlfq_base_quantum(engine.mlfq_quantum) {}
+
+scheduler_config::scheduler_config() : scheduler_config(engine_config{}) {}
+
+scheduler_config::scheduler_config(const engine_config& engine)
+    : max_num_batched_tokens(engine.max_num_batched_tokens),
+      max_num_seqs(engine.max_num_seqs),
+      max_prefill_chunk(engine.max_prefill_chunk),
+      block_size(engine.block_size),
+      max_waiting_requests(engine.max_waiting_requests),
+      policies(engine),
+      enable_prefix_caching(engine.enable_prefix_caching) {
+  const auto mode = parse_preemption_mode(engine.preemption_mode);
+  if (!mode) throw std::runtime_error("knob 'preemption_mode': unknown mode '" + engine.preemption_mode + "'");
+  preemption = *mode;
+}
+
+block_manager_config kv_manager_config(const scheduler_config& config) {
+  block_manager_config kv;
+  kv.block_size = config.block_size;
+  kv.num_device_blocks = config.num_device_blocks;
+  kv.num_host_blocks = config.num_host_blocks;
+  kv.enable_prefix_caching = config.enable_prefix_caching;
+  return kv;
+}
 
 const char* preemption_mode_name(preemption_mode mode) {
   switch (mode) {

@@ -12,7 +12,9 @@
 
 #include "kernels/sampling.hpp"
 #include "kernels/step_batch.hpp"
+#include "memory/block_manager.hpp"
 #include "memory/kv_protocol.hpp"
+#include "troupe/engine.hpp"
 #include "troupe/request.hpp"
 
 namespace troupe {
@@ -37,25 +39,57 @@ std::optional<preemption_mode> parse_preemption_mode(std::string_view name);
 /// "swap" or "recompute".
 const char* preemption_kind_name(preemption_kind kind);
 
+/// Tunables of every policy (each reads its own part). Those that are knobs
+/// come from the engine configuration; the others are fixed here.
+struct policy_config {
+  /// The knob-backed tunables at their registry defaults.
+  policy_config();
+  /// The knob-backed tunables `engine` sets (mlfq_quantum).
+  explicit policy_config(const engine_config& engine);
+
+  // mlfq (FastServe skip-join multi-level feedback queue)
+  int mlfq_levels = 4;                 ///< number of queues
+  int mlfq_base_quantum;               ///< decode iterations a request gets at level 0 (knob mlfq_quantum)
+  int mlfq_quantum_growth = 2;         ///< level i's quantum is base * growth^i
+  int mlfq_entry_prompt_tokens = 256;  ///< level i admits prompts up to this * growth^i tokens
+  double mlfq_promote_after_s = 30.0;  ///< unserved this long: back to level 0
+  // fair (virtual token counters per tenant)
+  double fair_prompt_weight = 1.0;  ///< service per computed prompt token
+  double fair_output_weight = 2.0;  ///< service per generated token
+};
+
 /// Knobs of the scheduler. All but the pool sizes may change between steps.
+/// The fields that are knobs come from the engine configuration; the model's
+/// facts (context length, pool sizes, eos ids) are set by whoever loads it.
 struct scheduler_config {
-  int max_num_batched_tokens = 2048;   ///< token budget per step
-  int max_num_seqs = 256;              ///< device-resident sequences at most
-  int max_prefill_chunk = 512;         ///< tokens of one sequence's prefill per step at most
-  int block_size = 16;                 ///< KV tokens per block (must match the KV manager)
-  int max_model_len = 4096;            ///< context length: prompt + outputs
-  int max_waiting_requests = 4096;     ///< queued (never started) requests at most; more are rejected
-  std::int32_t num_device_blocks = 0;  ///< device pool size, the estimate until the KV manager first replies
-  std::int32_t num_host_blocks = 0;    ///< host pool size, likewise
-  preemption_mode preemption = preemption_mode::automatic;
-  int swap_min_tokens = 256;                ///< automatic mode: recompute sequences shorter than this
-  int preemption_grace_steps = 8;           ///< steps a sequence runs after admission or resumption before a more
-                                            ///< urgent request may preempt it (running out of blocks ignores this)
-  double admission_watermark = 0.01;        ///< fraction of device blocks kept free when admitting new work
-  std::vector<std::int32_t> eos_token_ids;  ///< the model's end-of-sequence ids
-  bool enable_prefix_caching = true;
+  /// The knob-backed fields at their registry defaults.
+  scheduler_config();
+  /// The knob-backed fields `engine` sets. Throws std::runtime_error naming
+  /// the knob when its preemption_mode is unknown.
+  explicit scheduler_config(const engine_config& engine);
+
+  int max_num_batched_tokens;                ///< token budget per step
+  int max_num_seqs;                          ///< device-resident sequences at most
+  int max_prefill_chunk;                     ///< tokens of one sequence's prefill per step at most
+  int block_size;                            ///< KV tokens per block (must match the KV manager)
+  int max_model_len = 4096;                  ///< context length: prompt + outputs (the model's, or the knob when set)
+  int max_waiting_requests;                  ///< queued (never started) requests at most; more are rejected
+  std::int32_t num_device_blocks = 0;        ///< device pool size, the estimate until the KV manager first replies
+  std::int32_t num_host_blocks = 0;          ///< host pool size, likewise
+  preemption_mode preemption;                ///< how sequences give up KV (knob preemption_mode)
+  policy_config policies;                    ///< tunables of the policies
+  int swap_min_tokens = 256;                 ///< automatic mode: recompute sequences shorter than this
+  int preemption_grace_steps = 8;            ///< steps a sequence runs after admission or resumption before a more
+                                             ///< urgent request may preempt it (running out of blocks ignores this)
+  double admission_watermark = 0.01;         ///< fraction of device blocks kept free when admitting new work
+  std::vector<std::int32_t> eos_token_ids;   ///< the model's end-of-sequence ids
+  bool enable_prefix_caching;                ///< reuse cached KV blocks of identical prefixes
   std::uint64_t seed = 0x7472'6f75'7065ull;  ///< source of seeds for requests that bring none
 };
+
+/// The KV manager's configuration that matches `config`: its block size,
+/// pool sizes and prefix caching (the hash key keeps its default).
+block_manager_config kv_manager_config(const scheduler_config& config);
 
 /// What the scheduler needs of one request (make_request_spec builds it
 /// from the public generation_request and its prompt ids).

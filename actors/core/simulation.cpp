@@ -37,8 +37,8 @@ class simulation_run {
   simulation_run(const simulation_config& config, const std::vector<generated_request>& workload, int tenants)
       : config_(config),
         workload_(workload),
-        kv_(kv_config(config.scheduler)),
-        sched_(config.scheduler, make_policy(config.policy, config.policies), config.policies),
+        kv_(kv_manager_config(config.scheduler)),
+        sched_(config.scheduler, make_policy(config.policy)),
         queued_(static_cast<std::size_t>(tenants)),
         served_(static_cast<std::size_t>(tenants), 0.0),
         contended_(static_cast<std::size_t>(tenants), 0.0) {
@@ -64,15 +64,6 @@ class simulation_run {
   }
 
  private:
-  static block_manager_config kv_config(const scheduler_config& s) {
-    block_manager_config kv;
-    kv.block_size = s.block_size;
-    kv.num_device_blocks = s.num_device_blocks;
-    kv.num_host_blocks = s.num_host_blocks;
-    kv.enable_prefix_caching = s.enable_prefix_caching;
-    return kv;
-  }
-
   void admit_arrivals() {
     for (; next_ < workload_.size() && workload_[next_].arrival_s <= now_; ++next_) {
       const generated_request& g = workload_[next_];
@@ -189,7 +180,7 @@ simulation_result simulation_run::finish() {
 
 simulation_result run_simulation(const simulation_config& config, const std::vector<generated_request>& workload,
                                  int tenants) {
-  if (!make_policy(config.policy, config.policies)) throw std::invalid_argument("unknown policy: " + config.policy);
+  if (!make_policy(config.policy)) throw std::invalid_argument("unknown policy: " + config.policy);
   if (tenants < 1) throw std::invalid_argument("tenants must be at least 1");
   for (const generated_request& g : workload) {
     if (g.tenant < 0 || g.tenant >= tenants) throw std::invalid_argument("a request names a tenant out of range");

@@ -28,11 +28,10 @@ struct step_cost_model {
   }
 };
 
-/// One simulation: a policy, the scheduler's knobs (including the pools and
-/// the preemption mode) and the cost model.
+/// One simulation: a policy, the scheduler's knobs (including the pools, the
+/// preemption mode and the policies' tunables) and the cost model.
 struct simulation_config {
-  std::string policy = "fcfs";
-  policy_config policies;
+  std::string policy = engine_config{}.policy;  ///< the policy knob's default unless set
   scheduler_config scheduler;
   step_cost_model cost;
 };

@@ -1,6 +1,7 @@
 #include "api/http/admin.hpp"
 
 #include <boost/json/serialize.hpp>
+#include <boost/json/value_from.hpp>
 
 #include "api/http/api_error.hpp"
 #include "config/config_store.hpp"
@@ -19,6 +20,16 @@ std::vector<knob_spec> live_knobs() {
   return live;
 }
 
+// What the console needs to draw a knob's input: its help, unit, range and choices.
+boost::json::object knob_json(const knob_spec& knob) {
+  boost::json::object out{{"help", knob.help}};
+  if (!knob.unit.empty()) out["unit"] = knob.unit;
+  if (knob.min) out["min"] = *knob.min;
+  if (knob.max) out["max"] = *knob.max;
+  if (!knob.choices.empty()) out["choices"] = boost::json::value_from(knob.choices);
+  return out;
+}
+
 std::string scalar_text(const std::string& name, const boost::json::value& value) {
   if (value.is_string()) return std::string(value.as_string());
   if (value.is_number() || value.is_bool()) return boost::json::serialize(value);
@@ -30,7 +41,11 @@ std::string scalar_text(const std::string& name, const boost::json::value& value
 boost::json::object admin_config_json(const engine_stats& stats) {
   const live_settings& s = stats.settings;
   boost::json::array live;
-  for (const knob_spec& knob : live_knobs()) live.emplace_back(knob.name);
+  boost::json::object knobs;
+  for (const knob_spec& knob : live_knobs()) {
+    live.emplace_back(knob.name);
+    knobs[knob.name] = knob_json(knob);
+  }
   boost::json::object preemptions;
   for (const auto& [kind, count] : stats.preemptions) preemptions[kind] = count;
   return {
@@ -40,8 +55,10 @@ boost::json::object admin_config_json(const engine_stats& stats) {
         {"max_num_batched_tokens", s.max_num_batched_tokens},
         {"max_num_seqs", s.max_num_seqs},
         {"max_prefill_chunk", s.max_prefill_chunk},
-        {"max_waiting_requests", s.max_waiting_requests}}},
+        {"max_waiting_requests", s.max_waiting_requests},
+        {"mlfq_quantum", s.mlfq_quantum}}},
       {"live_settings", std::move(live)},
+      {"knobs", std::move(knobs)},
       {"stats",
        {{"healthy", stats.healthy},
         {"health_detail", stats.health_detail},
@@ -78,6 +95,7 @@ settings_change parse_settings_change(const boost::json::object& body) {
   if (given("max_prefill_chunk")) change.max_prefill_chunk = static_cast<int>(store.get_int("max_prefill_chunk"));
   if (given("max_waiting_requests"))
     change.max_waiting_requests = static_cast<int>(store.get_int("max_waiting_requests"));
+  if (given("mlfq_quantum")) change.mlfq_quantum = static_cast<int>(store.get_int("mlfq_quantum"));
   return change;
 }
 

@@ -12,7 +12,9 @@ namespace troupe::api {
 /// The console page: HTML with inline script and style, no external assets.
 std::string_view admin_page_html();
 
-/// `{"settings": {...}, "live_settings": [...], "stats": {...}}` for GET /admin/config.
+/// `{"settings": {...}, "live_settings": [...], "knobs": {...}, "stats": {...}}`
+/// for GET /admin/config: the live knobs' values, their names, each one's
+/// help, unit, range and choices from the registry, and the gauges.
 boost::json::object admin_config_json(const engine_stats& stats);
 
 /// Validates a PATCH /admin/config body against the knob registry (live

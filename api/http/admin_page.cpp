@@ -1,6 +1,7 @@
 // The /admin page: polls GET /admin/config once a second, charts the queue
-// and KV usage of the last five minutes, and sends changed settings with
-// PATCH /admin/config. The API key (when the server has one) is typed into
+// and KV usage of the last five minutes, builds its settings form from the
+// live knobs the config lists (with the registry's choices and ranges), and
+// sends changed settings with PATCH /admin/config. The API key (when the server has one) is typed into
 // the page and kept in the tab's sessionStorage.
 
 #include "api/http/admin.hpp"
@@ -20,7 +21,7 @@ h1 { font-size: 1.3em; margin: 0 0 .8em; }
 .card { border: 1px solid #ccc; border-radius: 6px; padding: .6em 1em; min-width: 8em; }
 .card b { display: block; font-size: 1.5em; }
 canvas { border: 1px solid #ccc; border-radius: 6px; margin: 1em 1em 0 0; }
-form { margin-top: 1em; display: grid; grid-template-columns: 14em 10em; gap: .4em; }
+form { margin-top: 1em; display: grid; grid-template-columns: minmax(14em, 28em) 10em; gap: .4em; }
 #message { margin-top: .8em; min-height: 1.2em; }
 .error { color: #b00; } .ok { color: #070; }
 </style>
@@ -38,23 +39,13 @@ form { margin-top: 1em; display: grid; grid-template-columns: 14em 10em; gap: .4
 <canvas id="queue" width="480" height="160" title="running (blue) and waiting (orange) requests"></canvas>
 <canvas id="kvchart" width="480" height="160" title="KV cache used, percent"></canvas>
 <form id="settings">
-  <label for="policy">policy</label>
-  <select id="policy"><option>fcfs</option><option>priority</option><option>mlfq</option>
-    <option>deadline</option><option>fair</option></select>
-  <label for="preemption_mode">preemption mode</label>
-  <select id="preemption_mode"><option>auto</option><option>swap</option><option>recompute</option></select>
-  <label for="max_num_batched_tokens">token budget per step</label><input id="max_num_batched_tokens" type="number" min="1">
-  <label for="max_num_seqs">running sequences at most</label><input id="max_num_seqs" type="number" min="1">
-  <label for="max_prefill_chunk">prefill chunk, tokens</label><input id="max_prefill_chunk" type="number" min="1">
-  <label for="max_waiting_requests">queue bound</label><input id="max_waiting_requests" type="number" min="1">
-  <label for="key">API key (if the server has one)</label><input id="key" type="password" autocomplete="off">
+  <label for="key" id="key-label">API key (if the server has one)</label><input id="key" type="password" autocomplete="off">
   <span></span><button type="submit">Apply</button>
 </form>
 <div id="message"></div>
 <script>
 "use strict";
-const fields = ["policy", "preemption_mode", "max_num_batched_tokens", "max_num_seqs", "max_prefill_chunk",
-                "max_waiting_requests"];
+let fields = [];
 const history = [];
 let previous = null, edited = false;
 const key = document.getElementById("key");
@@ -69,6 +60,30 @@ function say(text, ok) {
   const m = document.getElementById("message");
   m.textContent = text;
   m.className = ok ? "ok" : "error";
+}
+// One input per live knob, as the registry describes it (choices, range, unit).
+function build_form(knobs, names) {
+  const form = document.getElementById("settings"), before = document.getElementById("key-label");
+  for (const name of names) {
+    const knob = knobs[name], label = document.createElement("label");
+    label.htmlFor = name;
+    label.textContent = knob.help + (knob.unit ? " [" + knob.unit + "]" : "");
+    let input;
+    if (knob.choices) {
+      input = document.createElement("select");
+      for (const choice of knob.choices) input.add(new Option(choice));
+    } else {
+      input = document.createElement("input");
+      input.type = "number";
+      if ("min" in knob) input.min = knob.min;
+      if ("max" in knob) input.max = knob.max;
+    }
+    input.id = name;
+    input.addEventListener("input", () => { edited = true; });
+    form.insertBefore(label, before);
+    form.insertBefore(input, before);
+  }
+  fields = names;
 }
 function chart(id, series, colours, top) {
   const c = document.getElementById(id), g = c.getContext("2d");
@@ -106,12 +121,12 @@ async function poll() {
     if (history.length > 300) history.shift();
     chart("queue", [history.map(h => h[0]), history.map(h => h[1])], ["#1f77b4", "#ff7f0e"], 1);
     chart("kvchart", [history.map(h => h[2])], ["#2ca02c"], 100);
+    if (!fields.length) build_form(body.knobs, body.live_settings);
     if (!edited) for (const f of fields) document.getElementById(f).value = body.settings[f];
   } catch (e) {
     say("the server did not answer: " + e, false);
   }
 }
-for (const f of fields) document.getElementById(f).addEventListener("input", () => { edited = true; });
 document.getElementById("settings").addEventListener("submit", async (event) => {
   event.preventDefault();
   const change = {};

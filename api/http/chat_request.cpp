@@ -135,7 +135,7 @@ std::string read_tools(const json_field& fields, const request_limits& limits) {
 void read_chat_extras(const json_field& fields, const request_limits& limits, parsed_generation& out,
                       generation_request& base) {
   out.logprobs = fields.get_bool("logprobs").value_or(false);
-  if (const auto top = fields.get_int("top_logprobs", 0, limits.max_top_logprobs)) {
+  if (const auto top = fields.get_int("top_logprobs", 0, limits.engine.max_top_logprobs)) {
     if (!out.logprobs && *top > 0) throw invalid_field("top_logprobs", "'top_logprobs' requires 'logprobs': true");
     out.top_logprobs = static_cast<int>(*top);
   }

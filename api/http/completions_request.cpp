@@ -87,7 +87,7 @@ std::vector<prompt_input> read_prompts(const json_field& fields, const request_l
 }
 
 void read_completions_extras(const json_field& fields, const request_limits& limits, parsed_generation& out) {
-  if (const auto logprobs = fields.get_int("logprobs", 0, limits.max_top_logprobs)) {
+  if (const auto logprobs = fields.get_int("logprobs", 0, limits.engine.max_top_logprobs)) {
     out.logprobs = true;
     out.top_logprobs = static_cast<int>(*logprobs);
   }
@@ -100,7 +100,7 @@ void read_completions_extras(const json_field& fields, const request_limits& lim
   if (const auto suffix = fields.get_string("suffix", 1 << 20); suffix && !suffix->empty()) {
     throw invalid_field("suffix", "'suffix' is not supported", "unsupported_value");
   }
-  if (const auto best_of = fields.get_int("best_of", 1, limits.max_n); best_of && *best_of != out.n) {
+  if (const auto best_of = fields.get_int("best_of", 1, limits.engine.max_n); best_of && *best_of != out.n) {
     throw invalid_field("best_of", "'best_of' different from 'n' is not supported", "unsupported_value");
   }
 }
@@ -109,11 +109,7 @@ void read_completions_extras(const json_field& fields, const request_limits& lim
 
 request_limits request_limits::from_engine_config(const engine_config& config) {
   request_limits limits;
-  limits.max_n = config.max_n;
-  limits.max_stop_strings = config.max_stop_strings;
-  limits.max_stop_string_bytes = config.max_stop_string_bytes;
-  limits.max_logit_bias = config.max_logit_bias;
-  limits.max_top_logprobs = config.max_top_logprobs;
+  limits.engine = admission_limits(config);
   return limits;
 }
 

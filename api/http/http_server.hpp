@@ -19,23 +19,31 @@
 
 namespace troupe::api {
 
-/// Everything the server needs besides the engine. Sizes in bytes.
+/// Everything the server needs besides the engine. Sizes in bytes. The
+/// fields that are server knobs take their defaults from the registry
+/// (config/knobs.cpp).
 struct server_config {
-  std::string host = "127.0.0.1";
-  std::uint16_t port = 8000;                          ///< 0: any free port (read it back with http_server::port())
-  int io_threads = 2;                                 ///< threads running the sockets
-  int worker_threads = 2;                             ///< threads running route handlers (they may wait on the engine)
-  std::size_t max_body_bytes = std::size_t{8} << 20;  ///< larger bodies: 413
-  std::uint32_t max_header_bytes = std::uint32_t{64} << 10;  ///< larger headers: 431
-  std::chrono::milliseconds idle_timeout{60'000};            ///< keep-alive wait for a request; WebSocket idle (pinged)
-  std::chrono::milliseconds read_timeout{30'000};            ///< a request's first byte to its last (slowloris bound)
-  std::chrono::milliseconds write_timeout{30'000};           ///< one write to a client that does not read
-  int max_connections = 1024;                                ///< more: 503 and close
-  std::string api_key;                                       ///< empty: no authentication
-  std::size_t max_stream_queue_bytes = std::size_t{4} << 20;  ///< outgoing queue per SSE response or WebSocket
-  int max_ws_requests = 256;                                  ///< concurrent requests per WebSocket
-  request_limits limits;                                      ///< usually request_limits::from_engine_config
-  std::string version = "0.1.0";                              ///< reported by /version
+  /// The server knobs at their registry defaults; request limits of a default engine_config.
+  server_config();
+  /// The server knobs in `knobs` (a store of server_knobs() or all_knobs());
+  /// request limits from `engine`.
+  server_config(const config_store& knobs, const engine_config& engine);
+
+  std::string host;                         ///< address to listen on
+  std::uint16_t port;                       ///< 0: any free port (read it back with http_server::port())
+  int io_threads;                           ///< threads running the sockets
+  int worker_threads;                       ///< threads running route handlers (they may wait on the engine)
+  std::size_t max_body_bytes;               ///< larger bodies: 413
+  std::uint32_t max_header_bytes;           ///< larger headers: 431
+  std::chrono::milliseconds idle_timeout;   ///< keep-alive wait for a request; WebSocket idle (pinged)
+  std::chrono::milliseconds read_timeout;   ///< a request's first byte to its last (slowloris bound)
+  std::chrono::milliseconds write_timeout;  ///< one write to a client that does not read
+  int max_connections;                      ///< more: 503 and close
+  std::string api_key;                      ///< empty: no authentication
+  std::size_t max_stream_queue_bytes;       ///< outgoing queue per SSE response or WebSocket
+  int max_ws_requests;                      ///< concurrent requests per WebSocket
+  request_limits limits;                    ///< usually request_limits::from_engine_config
+  std::string version = "0.1.0";            ///< reported by /version
 };
 
 /// See the file comment. Thread-safe.

@@ -44,20 +44,20 @@ void read_stop(const json_field& fields, const request_limits& limits, generatio
     if (!entry.is_string()) throw invalid_field(param, "'" + param + "' must be a string", "invalid_type");
     const boost::json::string& text = entry.get_string();
     if (text.empty()) throw invalid_field(param, "'" + param + "' must not be empty");
-    if (text.size() > static_cast<std::size_t>(limits.max_stop_string_bytes)) {
-      throw invalid_field(param,
-                          "'" + param + "' is longer than " + std::to_string(limits.max_stop_string_bytes) + " bytes",
-                          "too_long");
+    if (text.size() > static_cast<std::size_t>(limits.engine.max_stop_string_bytes)) {
+      throw invalid_field(
+          param, "'" + param + "' is longer than " + std::to_string(limits.engine.max_stop_string_bytes) + " bytes",
+          "too_long");
     }
     base.stop.emplace_back(text);
   };
   if (stop->value().is_string()) return add(stop->value(), "stop");
   if (!stop->value().is_array()) stop->fail_type("a string or an array of strings");
   const boost::json::array& list = stop->array();
-  if (list.size() > static_cast<std::size_t>(limits.max_stop_strings)) {
+  if (list.size() > static_cast<std::size_t>(limits.engine.max_stop_strings)) {
     throw invalid_field("stop",
                         "'stop' has " + std::to_string(list.size()) + " entries; at most " +
-                            std::to_string(limits.max_stop_strings) + " are allowed",
+                            std::to_string(limits.engine.max_stop_strings) + " are allowed",
                         "too_many");
   }
   for (std::size_t i = 0; i < list.size(); ++i) add(list[i], "stop[" + std::to_string(i) + "]");
@@ -68,10 +68,10 @@ void read_logit_bias(const json_field& fields, const request_limits& limits, con
   const std::optional<json_field> bias_field = fields.get_object("logit_bias");
   if (!bias_field) return;
   const boost::json::object& bias = bias_field->object();
-  if (bias.size() > static_cast<std::size_t>(limits.max_logit_bias)) {
+  if (bias.size() > static_cast<std::size_t>(limits.engine.max_logit_bias)) {
     throw invalid_field("logit_bias",
                         "'logit_bias' has " + std::to_string(bias.size()) + " entries; at most " +
-                            std::to_string(limits.max_logit_bias) + " are allowed",
+                            std::to_string(limits.engine.max_logit_bias) + " are allowed",
                         "too_many");
   }
   for (const auto& entry : bias) {
@@ -163,7 +163,7 @@ void read_min_tokens(const json_field& fields, generation_request& base) {
 void read_common_fields(const json_field& fields, const request_limits& limits, const model_info& model,
                         parsed_generation& out, generation_request& base) {
   read_model(fields, model, out);
-  out.n = static_cast<int>(fields.get_int("n", 1, limits.max_n).value_or(1));
+  out.n = static_cast<int>(fields.get_int("n", 1, limits.engine.max_n).value_or(1));
   base.n = out.n;
   read_stream(fields, out);
   read_sampling(fields, base.sampling);

@@ -18,33 +18,49 @@
 
 namespace troupe {
 
-/// Everything an engine needs to start. Field names follow the CLI flags
-/// (`--max-num-batched-tokens` is max_num_batched_tokens).
+class config_store;
+
+/// Everything an engine needs to start. Field names follow the knobs and
+/// their CLI flags (`--max-num-batched-tokens` is max_num_batched_tokens);
+/// defaults, ranges and units are the registry's (config/knobs.cpp,
+/// `troupe knobs`, docs/operations.md), which this struct does not restate.
 struct engine_config {
-  std::string model_dir;                                  ///< HF directory; empty: the built-in demo model
-  std::string served_model_name;                          ///< name clients use; default: the directory's name
-  std::string device = "auto";                            ///< "cpu", "cuda" or "auto"
-  int threads = 0;                                        ///< cpu backend threads (0: all cores)
-  int max_num_batched_tokens = 2048;                      ///< token budget per step
-  int max_num_seqs = 256;                                 ///< running sequences at most
-  int max_prefill_chunk = 512;                            ///< tokens of one prompt per step at most
-  int block_size = 16;                                    ///< KV tokens per block
-  std::int64_t kv_cache_bytes = 0;                        ///< device KV pool size (0: derived from free memory)
-  std::int64_t swap_space_bytes = std::int64_t{1} << 30;  ///< host swap pool size
-  int max_model_len = 0;                                  ///< context length limit (0: the model's)
-  std::string policy = "fcfs";                            ///< fcfs | priority | mlfq | deadline | fair
-  std::string preemption_mode = "auto";                   ///< swap | recompute | auto
-  bool enable_prefix_caching = true;
-  int max_waiting_requests = 4096;  ///< queue bound; more is rejected as overloaded
-  int max_n = 16;                   ///< limit on `n`
-  int max_stop_strings = 16;        ///< limit on `stop` entries
-  int max_stop_string_bytes = 256;  ///< limit on each stop string
-  int max_logit_bias = 1024;        ///< limit on `logit_bias` entries
-  int max_top_logprobs = 20;        ///< limit on `top_logprobs`
-  int tokenizer_workers = 2;        ///< tokenizer actors in the pool
-  double request_timeout_s = 600;   ///< default per-request timeout
-  bool batch_invariant = false;     ///< bitwise batch-independent numerics (slower prefill; see docs/operations.md)
-  int test_fail_executor_after_steps = -1;  ///< testing hook: the executor fails after this many steps (-1: never)
+  /// Every field at its registry default.
+  engine_config();
+  /// The values of the engine knobs in `knobs` (a store of engine_knobs() or
+  /// all_knobs(), layered from file, environment and flags).
+  explicit engine_config(const config_store& knobs);
+
+  /// Empty when every field is a valid value of its knob (range, choices),
+  /// else why not, naming the knob. engine::start refuses such a config.
+  std::string problem() const;
+  bool operator==(const engine_config&) const = default;
+
+  std::string model_dir;               ///< HF directory; empty: the built-in demo model
+  std::string served_model_name;       ///< name clients use; empty: the directory's name
+  std::string device;                  ///< "cpu", "cuda" or "auto"
+  int threads;                         ///< cpu backend threads (0: all cores)
+  int max_num_batched_tokens;          ///< token budget per step
+  int max_num_seqs;                    ///< running sequences at most
+  int max_prefill_chunk;               ///< tokens of one prompt per step at most
+  int block_size;                      ///< KV tokens per block
+  std::int64_t kv_cache_bytes;         ///< device KV pool size (0: derived from free memory)
+  std::int64_t swap_space_bytes;       ///< host swap pool size
+  int max_model_len;                   ///< context length limit (0: the model's)
+  std::string policy;                  ///< fcfs | priority | mlfq | deadline | fair
+  int mlfq_quantum;                    ///< mlfq: decode steps at the top level before demotion
+  std::string preemption_mode;         ///< swap | recompute | auto
+  bool enable_prefix_caching;          ///< reuse KV blocks of identical prompt prefixes
+  int max_waiting_requests;            ///< queue bound; more is rejected as overloaded
+  int max_n;                           ///< limit on `n`
+  int max_stop_strings;                ///< limit on `stop` entries
+  int max_stop_string_bytes;           ///< limit on each stop string
+  int max_logit_bias;                  ///< limit on `logit_bias` entries
+  int max_top_logprobs;                ///< limit on `top_logprobs`
+  int tokenizer_workers;               ///< tokenizer actors in the pool
+  double request_timeout_s;            ///< default per-request timeout, seconds
+  bool batch_invariant;                ///< bitwise batch-independent numerics (slower prefill; see docs/operations.md)
+  int test_fail_executor_after_steps;  ///< testing hook: the executor fails after this many steps (-1: never)
 };
 
 /// Receives one request's events. Called from engine threads: return quickly
@@ -75,6 +91,7 @@ struct live_settings {
   int max_num_seqs = 0;
   int max_prefill_chunk = 0;
   int max_waiting_requests = 0;
+  int mlfq_quantum = 0;
 };
 
 /// A change to some live settings; unset fields stay as they are.
@@ -85,6 +102,7 @@ struct settings_change {
   std::optional<int> max_num_seqs;
   std::optional<int> max_prefill_chunk;
   std::optional<int> max_waiting_requests;
+  std::optional<int> mlfq_quantum;
 };
 
 /// A consistent snapshot of the engine's counters and gauges.

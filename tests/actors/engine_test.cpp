@@ -165,6 +165,44 @@ TEST(Engine, LiveSettingsChangeAtTheNextStepAllOrNothing) {
   }
 }
 
+TEST(Engine, TheMlfqQuantumFlowsInAtStartAndChangesLive) {
+  auto config = tiny_engine_config();
+  config.policy = "mlfq";
+  config.mlfq_quantum = 3;
+  auto engine = engine::start(config);
+  EXPECT_EQ(engine->stats().settings.mlfq_quantum, 3);
+
+  settings_change change;
+  change.mlfq_quantum = 7;
+  EXPECT_EQ(engine->configure(change), "");
+  EXPECT_EQ(engine->stats().settings.mlfq_quantum, 7);
+
+  settings_change bad;
+  bad.mlfq_quantum = 0;
+  bad.max_num_seqs = 3;
+  const std::string problem = engine->configure(bad);
+  EXPECT_NE(problem.find("'mlfq_quantum'"), std::string::npos) << problem;
+  const live_settings now = engine->stats().settings;
+  EXPECT_EQ(now.mlfq_quantum, 7) << "nothing of it applied";
+  EXPECT_EQ(now.max_num_seqs, config.max_num_seqs);
+
+  auto sink = std::make_shared<recording_sink>();
+  engine->submit(text_request("under a changed quantum", 6), sink);
+  ASSERT_TRUE(sink->wait());
+  EXPECT_EQ(sink->usage.completion_tokens, 6);
+}
+
+TEST(Engine, AStartValueOutsideTheRegistryRangeIsRefusedNamingTheKnob) {
+  auto config = tiny_engine_config();
+  config.mlfq_quantum = 0;
+  try {
+    engine::start(config);
+    ADD_FAILURE() << "started with mlfq_quantum 0";
+  } catch (const std::runtime_error& error) {
+    EXPECT_NE(std::string(error.what()).find("'mlfq_quantum'"), std::string::npos) << error.what();
+  }
+}
+
 TEST(Engine, AFailedExecutorMakesTheEngineUnhealthyAndFailsItsRequests) {
   auto config = testing::tiny_engine_config();
   config.test_fail_executor_after_steps = 3;

@@ -128,7 +128,15 @@ std::string fake_engine::configure(const settings_change& change) {
   if (change.max_num_seqs) settings_.max_num_seqs = *change.max_num_seqs;
   if (change.max_prefill_chunk) settings_.max_prefill_chunk = *change.max_prefill_chunk;
   if (change.max_waiting_requests) settings_.max_waiting_requests = *change.max_waiting_requests;
+  if (change.mlfq_quantum) settings_.mlfq_quantum = *change.mlfq_quantum;
   return {};
+}
+
+live_settings fake_engine::default_settings() {
+  const engine_config defaults;
+  return {defaults.policy,       defaults.preemption_mode,   defaults.max_num_batched_tokens,
+          defaults.max_num_seqs, defaults.max_prefill_chunk, defaults.max_waiting_requests,
+          defaults.mlfq_quantum};
 }
 
 std::vector<settings_change> fake_engine::configured() const {

@@ -55,6 +55,8 @@ class fake_engine final : public engine {
     std::atomic<bool> cancelled{false};
   };
   void run_script(generation_request request, std::shared_ptr<request_sink> sink, std::shared_ptr<live_request> live);
+  /// The live settings of an engine started with a default engine_config.
+  static live_settings default_settings();
 
   model_info info_;
   mutable std::mutex mutex_;
@@ -67,7 +69,7 @@ class fake_engine final : public engine {
   bool healthy_ = true;
   std::string health_detail_;
   double kv_usage_ = 0.0;
-  live_settings settings_{"fcfs", "auto", 2048, 256, 512, 4096};
+  live_settings settings_ = default_settings();
   std::vector<settings_change> configured_;
 };
 

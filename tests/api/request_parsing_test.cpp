@@ -174,6 +174,19 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
+TEST(CompletionsRequest, LimitsAreTheEngineConfigsAdmissionLimits) {
+  const engine_config defaults;
+  EXPECT_EQ(request_limits{}.engine.max_n, defaults.max_n);
+  engine_config config;
+  config.max_n = 2;
+  const request_limits limits = request_limits::from_engine_config(config);
+  EXPECT_EQ(parse_completions_request(parse_json_object(R"({"prompt":"x","n":2})"), limits, test_model()).n, 2);
+  const auto parse_limited = [&](const std::string& body) {
+    parse_completions_request(parse_json_object(body), limits, test_model());
+  };
+  EXPECT_EQ(error_of(parse_limited, R"({"prompt":"x","n":3})").param, "n");
+}
+
 TEST(CompletionsRequest, TokenPromptLongerThanTheContextIs413) {
   std::string ids = "[";
   for (int i = 0; i < 2049; ++i) ids += (i ? ",1" : "1");

@@ -1,8 +1,10 @@
 // The operator's console over a real socket: the page, the live settings
 // and gauges, and validated changes reaching the engine.
 
+#include <algorithm>
 #include <boost/json/parse.hpp>
 
+#include "config/config_store.hpp"
 #include "server_fixture.hpp"
 
 namespace troupe::testing {
@@ -30,7 +32,9 @@ TEST_F(AdminServerTest, TheConfigCarriesSettingsLiveKnobsAndGauges) {
   const boost::json::value body = boost::json::parse(response.body);
   EXPECT_EQ(body.at("settings").at("policy").as_string(), "fcfs");
   EXPECT_EQ(body.at("settings").at("max_num_seqs").as_int64(), 256);
-  EXPECT_EQ(body.at("live_settings").as_array().size(), 6u);
+  const auto live = engine_knobs();
+  const auto live_count = std::count_if(live.begin(), live.end(), [](const knob_spec& knob) { return knob.live; });
+  EXPECT_EQ(body.at("live_settings").as_array().size(), static_cast<std::size_t>(live_count));
   EXPECT_DOUBLE_EQ(body.at("stats").at("kv_cache_usage").as_double(), 0.5);
   EXPECT_TRUE(body.at("stats").at("healthy").as_bool());
 }
@@ -49,6 +53,26 @@ TEST_F(AdminServerTest, AValidChangeReachesTheEngineAndIsReported) {
   EXPECT_EQ(boost::json::parse(get("/admin/config").body).at("settings").at("max_num_seqs").as_int64(), 32);
 }
 
+TEST_F(AdminServerTest, TheConfigDescribesEachLiveKnobFromTheRegistry) {
+  const boost::json::value body = boost::json::parse(get("/admin/config").body);
+  const boost::json::value& quantum = body.at("knobs").at("mlfq_quantum");
+  EXPECT_EQ(quantum.at("min").as_double(), knob_defaults().spec("mlfq_quantum").min.value());
+  EXPECT_EQ(quantum.at("unit").as_string(), "steps");
+  EXPECT_EQ(body.at("knobs").at("policy").at("choices").as_array().size(), 5u);
+  EXPECT_FALSE(body.at("knobs").as_object().contains("block_size")) << "only live knobs";
+}
+
+TEST_F(AdminServerTest, TheMlfqQuantumChangesLive) {
+  EXPECT_EQ(boost::json::parse(get("/admin/config").body).at("settings").at("mlfq_quantum").as_int64(),
+            knob_defaults().get_int("mlfq_quantum"));
+  const http_response response = patch(port, R"({"mlfq_quantum":4})");
+  ASSERT_EQ(response.status, 200) << response.body;
+  const auto changes = engine.configured();
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].mlfq_quantum, std::optional<int>(4));
+  EXPECT_EQ(boost::json::parse(get("/admin/config").body).at("settings").at("mlfq_quantum").as_int64(), 4);
+}
+
 TEST_F(AdminServerTest, BadChangesNameTheFieldAndChangeNothing) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"policy":"lifo"})", "policy"},
@@ -59,6 +83,8 @@ TEST_F(AdminServerTest, BadChangesNameTheFieldAndChangeNothing) {
       {R"({"block_size":32})", "block_size"},  // exists, but only at start-up
       {R"({"frobnicate":1})", "frobnicate"},
       {R"({"policy":"mlfq","max_waiting_requests":-5})", "max_waiting_requests"},
+      {R"({"mlfq_quantum":0})", "mlfq_quantum"},
+      {R"({"policy":"mlfq","mlfq_quantum":"short"})", "mlfq_quantum"},
   };
   for (const auto& [body, field] : cases) {
     const http_response response = patch(port, body);

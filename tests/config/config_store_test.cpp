@@ -86,6 +86,39 @@ TEST(ConfigStore, FileAndEnvironmentLayers) {
   std::filesystem::remove(path);
 }
 
+TEST(ConfigStore, ProblemsNameTheKnobAndChangeNothing) {
+  auto store = engine_store();
+  EXPECT_EQ(store.problem("max_num_seqs", "64"), "");
+  EXPECT_EQ(store.problem("max_num_seqs", "0"), "knob 'max_num_seqs': 0 is outside [1, 65536]");
+  EXPECT_EQ(store.problem("policy", "lifo"),
+            "knob 'policy': 'lifo' is not one of fcfs, priority, mlfq, deadline, fair");
+  EXPECT_EQ(store.problem("enable_prefix_caching", "maybe"),
+            "knob 'enable_prefix_caching': 'maybe' is not a boolean (true/false)");
+  EXPECT_EQ(store.problem("no_such_knob", "1"), "unknown knob 'no_such_knob'");
+  EXPECT_EQ(store.get_int("max_num_seqs"), 256) << "nothing changed";
+  EXPECT_EQ(knob_defaults().problem("port", "70000"), "knob 'port': 70000 is outside [0, 65535]");
+}
+
+TEST(ConfigStore, KnobDefaultsHoldEveryKnobOnce) {
+  const config_store& defaults = knob_defaults();
+  EXPECT_EQ(defaults.specs().size(), engine_knobs().size() + server_knobs().size());
+  for (const knob_spec& knob : all_knobs()) EXPECT_EQ(defaults.source_of(knob.name), config_source::defaults);
+  EXPECT_EQ(defaults.get_int("port"), 8000);
+  EXPECT_EQ(&defaults, &knob_defaults()) << "built once";
+}
+
+TEST(ConfigStore, TheMlfqQuantumIsALiveEngineKnob) {
+  auto store = engine_store();
+  const knob_spec& quantum = store.spec("mlfq_quantum");
+  EXPECT_TRUE(quantum.live);
+  EXPECT_EQ(quantum.group, "engine");
+  EXPECT_EQ(quantum.unit, "steps");
+  EXPECT_EQ(store.get_int("mlfq_quantum"), 16);
+  store.set("mlfq_quantum", "4", config_source::runtime);
+  EXPECT_EQ(store.get_int("mlfq_quantum"), 4);
+  EXPECT_THROW(store.set("mlfq_quantum", "0", config_source::runtime), config_error);
+}
+
 TEST(ConfigStore, FlagAndEnvironmentNames) {
   EXPECT_EQ(knob_flag("max_num_batched_tokens"), "--max-num-batched-tokens");
   EXPECT_EQ(knob_env_var("max_num_seqs"), "TROUPE_MAX_NUM_SEQS");

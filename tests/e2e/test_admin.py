@@ -45,8 +45,25 @@ def test_live_settings_change_without_a_restart(server):
 def test_bad_changes_are_refused_by_field(server):
     before = settings(server)
     for body, field in [({"policy": "lifo"}, "policy"), ({"max_num_seqs": 0}, "max_num_seqs"),
-                        ({"block_size": 32}, "block_size"), ({"max_num_seqs": "ten"}, "max_num_seqs")]:
+                        ({"block_size": 32}, "block_size"), ({"max_num_seqs": "ten"}, "max_num_seqs"),
+                        ({"mlfq_quantum": 0}, "mlfq_quantum")]:
         response = requests.patch(server.base_url + "/admin/config", json=body, timeout=10)
         assert response.status_code == 400, body
         assert response.json()["error"]["param"] == field
     assert settings(server) == before
+
+
+def test_the_mlfq_quantum_is_a_live_knob(server):
+    original = settings(server)
+    try:
+        changed = requests.patch(server.base_url + "/admin/config", json={"policy": "mlfq", "mlfq_quantum": 2},
+                                 timeout=10)
+        assert changed.status_code == 200, changed.text
+        assert (settings(server)["policy"], settings(server)["mlfq_quantum"]) == ("mlfq", 2)
+        body = {"prompt": "a short quantum", "max_tokens": 6, "ignore_eos": True}
+        response = requests.post(server.base_url + "/v1/completions", json=body, timeout=120)
+        assert response.status_code == 200, response.text
+        assert response.json()["usage"]["completion_tokens"] == 6
+    finally:
+        requests.patch(server.base_url + "/admin/config", json=original, timeout=10).raise_for_status()
+    assert settings(server) == original

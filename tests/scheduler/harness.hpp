@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -55,18 +56,15 @@ class harness {
  public:
   static constexpr std::int32_t kVocab = 1000;
 
+  /// `policies`, when given, replaces config.policies.
   harness(scheduler_config config, const std::string& policy = "fcfs", bool real_kv = false,
-          policy_config policies = {})
+          std::optional<policy_config> policies = std::nullopt)
       : config_(config),
         model_(config.num_device_blocks, std::max(config.num_host_blocks, 1), config.block_size, kVocab) {
-    sched_ = std::make_unique<scheduler>(config, make_policy(policy, policies), policies);
+    if (policies) config_.policies = *policies;
+    sched_ = std::make_unique<scheduler>(config_, make_policy(policy));
     if (real_kv) {
-      block_manager_config kv;
-      kv.block_size = config.block_size;
-      kv.num_device_blocks = config.num_device_blocks;
-      kv.num_host_blocks = config.num_host_blocks;
-      kv.enable_prefix_caching = config.enable_prefix_caching;
-      auto manager = std::make_unique<block_manager>(kv);
+      auto manager = std::make_unique<block_manager>(kv_manager_config(config_));
       real_ = manager.get();
       kv_ = std::move(manager);
     } else {

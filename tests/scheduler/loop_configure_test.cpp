@@ -59,7 +59,7 @@ TEST(loop_configure, a_wrong_change_says_why_and_changes_nothing) {
   EXPECT_EQ(d.loop.configure(change, 0), "unknown policy 'lottery'");
   change.policy.reset();
   change.max_num_batched_tokens = 0;
-  EXPECT_EQ(d.loop.configure(change, 0), "max_num_batched_tokens must be at least 1");
+  EXPECT_EQ(d.loop.configure(change, 0), "knob 'max_num_batched_tokens': 0 is outside [1, 1048576]");
   EXPECT_EQ(d.loop.core().config().max_num_seqs, before.max_num_seqs);
   EXPECT_EQ(d.loop.core().config().max_num_batched_tokens, before.max_num_batched_tokens);
   EXPECT_EQ(d.loop.core().policy().name(), std::string("fcfs"));

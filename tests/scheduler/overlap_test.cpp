@@ -9,18 +9,10 @@
 namespace troupe::testing {
 namespace {
 
-block_manager_config kv_config(const scheduler_config& c) {
-  block_manager_config kv;
-  kv.block_size = c.block_size;
-  kv.num_device_blocks = c.num_device_blocks;
-  kv.num_host_blocks = c.num_host_blocks;
-  return kv;
-}
-
 TEST(overlap, a_step_planned_while_the_previous_runs_skips_only_sequences_awaiting_a_token) {
   const scheduler_config config = small_config(/*budget=*/16, 8, /*chunk=*/8);
   scheduler sched(config);
-  block_manager kv(kv_config(config));
+  block_manager kv(kv_manager_config(config));
   fake_model model(config.num_device_blocks, config.num_host_blocks, config.block_size, harness::kVocab);
   const request_spec a_spec = make_spec(4, 5, 1, 3), b_spec = make_spec(40, 2, 100, 4);
   const request_handle a = sched.submit(a_spec, 0).handle;
@@ -53,7 +45,7 @@ TEST(overlap, decodes_split_evenly_between_the_running_step_and_the_next) {
   const scheduler_config config = small_config(/*budget=*/64, 8, /*chunk=*/8);
   scheduler sched(config);
   sched.set_split_decodes(true);
-  block_manager kv(kv_config(config));
+  block_manager kv(kv_manager_config(config));
   fake_model model(config.num_device_blocks, config.num_host_blocks, config.block_size, harness::kVocab);
   for (int i = 0; i < 6; ++i) sched.submit(make_spec(4, 30, 1 + i), 0);
   const scheduled_step first = sched.schedule(0, kv);  // six prefills
@@ -78,7 +70,7 @@ TEST(overlap, decodes_split_evenly_between_the_running_step_and_the_next) {
 TEST(overlap, a_cancel_during_the_kv_exchange_frees_the_new_allocation_next_step) {
   const scheduler_config config = small_config();
   scheduler sched(config);
-  block_manager kv(kv_config(config));
+  block_manager kv(kv_manager_config(config));
   const request_handle a = sched.submit(make_spec(10, 5), 0).handle;
   kv_request request = sched.begin_step(0);
   ASSERT_EQ(request.allocations.size(), 1u);
@@ -98,7 +90,7 @@ TEST(overlap, a_cancel_during_the_kv_exchange_frees_the_new_allocation_next_step
 TEST(overlap, an_abandoned_step_is_recomputed_and_its_blocks_are_not_cached) {
   const scheduler_config config = small_config();
   scheduler sched(config);
-  block_manager kv(kv_config(config));
+  block_manager kv(kv_manager_config(config));
   fake_model model(config.num_device_blocks, config.num_host_blocks, config.block_size, harness::kVocab);
   const request_spec spec = make_spec(12, 4, 1, 8);
   const request_handle r = sched.submit(spec, 0).handle;

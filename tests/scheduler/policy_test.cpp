@@ -155,6 +155,45 @@ TEST(policy_mlfq, a_request_waiting_too_long_is_promoted_to_the_top_level) {
   EXPECT_EQ(h.preempted[0].request, runner);
 }
 
+TEST(policy_mlfq, set_config_changes_the_quanta_and_keeps_request_levels) {
+  policy_config config = mlfq_test_config();
+  mlfq_policy policy(config);
+  EXPECT_EQ(policy.quantum(0), 2);
+  config.mlfq_base_quantum = 5;
+  policy.set_config(config);
+  EXPECT_EQ(policy.quantum(0), 5);
+  EXPECT_EQ(policy.quantum(1), 10);
+}
+
+TEST(policy_mlfq, a_live_quantum_change_applies_from_the_next_step) {
+  harness h(small_config(), "mlfq", false, mlfq_test_config());
+  const request_handle r = h.submit(make_spec(4, 40));
+  const auto level = [&] { return h.sched().find_request(r)->mlfq_level; };
+  h.step();
+  scheduler_config changed = h.sched().config();
+  changed.policies.mlfq_base_quantum = 4;  // was 2: level 0 now lasts four decode iterations
+  ASSERT_EQ(h.sched().set_config(changed), "");
+  EXPECT_EQ(h.sched().config().policies.mlfq_base_quantum, 4);
+  EXPECT_EQ(level(), 0) << "the change keeps the request where it is";
+  h.step();
+  h.step();
+  EXPECT_EQ(level(), 0) << "three iterations: past the old quantum, within the new one";
+  h.step();
+  EXPECT_EQ(level(), 1);
+
+  changed.policies.mlfq_base_quantum = 0;
+  EXPECT_EQ(h.sched().set_config(changed), "knob 'mlfq_quantum': 0 is outside [1, 65536]");
+  EXPECT_EQ(h.sched().config().policies.mlfq_base_quantum, 4) << "a refused change changes nothing";
+}
+
+TEST(policy_mlfq, a_policy_switched_to_runs_with_the_configured_tunables) {
+  harness h(small_config(), "fcfs", false, mlfq_test_config());
+  ASSERT_TRUE(h.sched().set_policy("mlfq", h.now));
+  const auto* mlfq = dynamic_cast<const mlfq_policy*>(&h.sched().policy());
+  ASSERT_NE(mlfq, nullptr);
+  EXPECT_EQ(mlfq->quantum(0), 2);
+}
+
 request_spec with_deadline(request_spec spec, std::optional<double> deadline_s) {
   spec.deadline_s = deadline_s;
   return spec;

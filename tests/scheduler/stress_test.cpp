@@ -97,14 +97,9 @@ TEST_P(stress, every_surviving_choice_matches_its_run_alone) {
   config.eos_token_ids = {kEos};
   config.max_model_len = 256;
   config.swap_min_tokens = 24;
-  policy_config policies;
-  policies.mlfq_promote_after_s = 0.3;
-  scheduler sched(config, make_policy(c.policy, policies), policies);
-  block_manager_config kv_config;
-  kv_config.block_size = config.block_size;
-  kv_config.num_device_blocks = config.num_device_blocks;
-  kv_config.num_host_blocks = config.num_host_blocks;
-  block_manager kv(kv_config);
+  config.policies.mlfq_promote_after_s = 0.3;
+  scheduler sched(config, make_policy(c.policy));
+  block_manager kv(kv_manager_config(config));
   fake_model model(config.num_device_blocks, config.num_host_blocks, config.block_size, harness::kVocab);
   pipeline run(sched, kv, model, c.depth);
 

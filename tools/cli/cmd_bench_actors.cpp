@@ -22,7 +22,7 @@ struct bench_actors_flags {
   int sequences = 256;
   int prompt_tokens = 16;
   int steps = 2000;
-  int tokenizer_workers = 2;
+  int tokenizer_workers = engine_config{}.tokenizer_workers;
   std::string model_dir;
 };
 
@@ -62,13 +62,11 @@ void run(const bench_actors_flags& flags) {
 
   scheduler_setup setup;
   setup.config.max_num_seqs = flags.sequences;
-  setup.config.max_num_batched_tokens = std::max(2048, flags.sequences * 2);
+  setup.config.max_num_batched_tokens = std::max(setup.config.max_num_batched_tokens, flags.sequences * 2);
   setup.config.max_model_len = flags.prompt_tokens + flags.steps + 64;
   const std::int32_t blocks_per_seq = setup.config.max_model_len / setup.config.block_size + 2;
   setup.config.num_device_blocks = blocks_per_seq * flags.sequences;
-  block_manager_config blocks;
-  blocks.num_device_blocks = setup.config.num_device_blocks;
-  setup.kv = spawn_kv_manager(system, blocks);
+  setup.kv = spawn_kv_manager(system, kv_manager_config(setup.config));
   setup.executor = system.spawn(instant_executor, executed);
   for (int i = 0; i < flags.tokenizer_workers; ++i) setup.shards.push_back(spawn_tokenizer(system, preparer));
   const auto start = std::chrono::steady_clock::now();

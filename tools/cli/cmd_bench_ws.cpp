@@ -23,6 +23,7 @@
 #include <random>
 #include <sstream>
 
+#include "config/config_store.hpp"
 #include "tools/cli/command_registry.hpp"
 
 namespace troupe::cli {
@@ -35,8 +36,8 @@ namespace websocket = beast::websocket;
 using clock_type = std::chrono::steady_clock;
 
 struct bench_ws_flags {
-  std::string host = "127.0.0.1";
-  std::string port = "8000";
+  std::string host = knob_defaults().get_text("host");  ///< a `troupe serve` with default knobs
+  std::string port = knob_defaults().get_as_text("port");
   int concurrency = 256;
   int requests = 2048;
   int prompt_len = 16;

@@ -32,8 +32,8 @@ void print_markdown(const std::vector<knob_spec>& knobs) {
   std::cout << "| flag | env | default | range | unit | live | meaning |\n|---|---|---|---|---|---|---|\n";
   for (const auto& knob : knobs) {
     std::cout << "| `" << knob_flag(knob.name) << "` | `" << knob_env_var(knob.name) << "` | "
-              << (knob.default_value.empty() ? "" : "`" + knob.default_value + "`") << " | " << range_of(knob)
-              << " | " << knob.unit << " | " << (knob.live ? "yes" : "") << " | " << knob.help << " |\n";
+              << (knob.default_value.empty() ? "" : "`" + knob.default_value + "`") << " | " << range_of(knob) << " | "
+              << knob.unit << " | " << (knob.live ? "yes" : "") << " | " << knob.help << " |\n";
   }
 }
 
@@ -60,8 +60,7 @@ void setup(CLI::App& root) {
   CLI::App* cmd = root.add_subcommand("knobs", "list every configuration knob (flags, env, defaults, ranges)");
   cmd->add_flag("--json", *json, "JSON instead of a Markdown table");
   cmd->callback([json] {
-    std::vector<knob_spec> knobs = engine_knobs();
-    for (auto& knob : server_knobs()) knobs.push_back(std::move(knob));
+    const std::vector<knob_spec> knobs = all_knobs();
     if (*json) {
       print_json(knobs);
     } else {

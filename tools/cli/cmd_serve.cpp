@@ -12,8 +12,9 @@
 #include <map>
 #include <memory>
 
+#include "api/http/http_server.hpp"
+#include "config/config_store.hpp"
 #include "tools/cli/command_registry.hpp"
-#include "tools/cli/serve_config.hpp"
 
 namespace troupe::cli {
 namespace {
@@ -24,12 +25,6 @@ struct serve_flags {
   std::map<std::string, bool> switches;
   std::map<std::string, CLI::Option*> options;
 };
-
-std::vector<knob_spec> serve_knobs() {
-  std::vector<knob_spec> knobs = engine_knobs();
-  for (auto& knob : server_knobs()) knobs.push_back(std::move(knob));
-  return knobs;
-}
 
 std::string help_of(const knob_spec& knob) {
   std::string help = knob.help;
@@ -45,7 +40,7 @@ std::string help_of(const knob_spec& knob) {
 }
 
 config_store layered_knobs(const serve_flags& flags) {
-  config_store knobs(serve_knobs());
+  config_store knobs(all_knobs());
   std::string config_file;
   if (const auto it = flags.options.find("config"); it->second->count() > 0) config_file = flags.values.at("config");
   if (config_file.empty() && std::getenv("TROUPE_CONFIG") != nullptr) config_file = std::getenv("TROUPE_CONFIG");
@@ -76,8 +71,9 @@ std::chrono::milliseconds to_ms(double seconds) {
 
 void run(const serve_flags& flags) {
   const config_store knobs = layered_knobs(flags);
-  const engine_config engine_settings = to_engine_config(knobs);
-  const api::server_config server_settings = to_server_config(knobs, engine_settings);
+  const engine_config engine_settings(knobs);
+  api::server_config server_settings(knobs, engine_settings);
+  server_settings.version = TROUPE_VERSION;
   const sigset_t signals = stop_signals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
@@ -100,7 +96,7 @@ void run(const serve_flags& flags) {
 void setup(CLI::App& root) {
   auto flags = std::make_shared<serve_flags>();
   CLI::App* cmd = root.add_subcommand("serve", "serve a model over HTTP (OpenAI API, SSE) and WebSocket");
-  for (const knob_spec& knob : serve_knobs()) {
+  for (const knob_spec& knob : all_knobs()) {
     const std::string flag = knob_flag(knob.name);
     if (knob.kind == knob_kind::boolean) {
       const std::string negation = "!--no-" + flag.substr(2);

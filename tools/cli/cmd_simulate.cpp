@@ -24,7 +24,6 @@ namespace {
 struct simulate_options {
   workload_config workload;
   scheduler_config scheduler;
-  policy_config policies;
   step_cost_model cost;
   std::string policy_list = "fcfs,priority,mlfq,deadline,fair";
   std::string preemption_list = "swap,recompute";
@@ -65,7 +64,6 @@ void run_simulate(simulate_options options) {
       if (!mode) throw std::runtime_error("simulate: unknown preemption mode '" + m + "' in --preemption");
       simulation_config config;
       config.policy = p;
-      config.policies = options.policies;
       config.scheduler = options.scheduler;
       config.scheduler.preemption = *mode;
       config.cost = options.cost;
@@ -117,9 +115,10 @@ void add_engine_options(CLI::App& cmd, simulate_options& o) {
   cmd.add_option("--cost-token", o.cost.per_token_s, "Step time: seconds per computed token")->capture_default_str();
   cmd.add_option("--cost-context", o.cost.per_context_token_s, "Step time: seconds per context token")
       ->capture_default_str();
-  cmd.add_option("--mlfq-quantum", o.policies.mlfq_base_quantum, "mlfq: level-0 quantum in decode steps")
+  cmd.add_option("--mlfq-quantum", o.scheduler.policies.mlfq_base_quantum, "mlfq: level-0 quantum in decode steps")
       ->capture_default_str();
-  cmd.add_option("--mlfq-promote-after", o.policies.mlfq_promote_after_s, "mlfq: seconds unserved before promotion")
+  cmd.add_option("--mlfq-promote-after", o.scheduler.policies.mlfq_promote_after_s,
+                 "mlfq: seconds unserved before promotion")
       ->capture_default_str();
   cmd.add_option("--csv", o.csv_path, "Write the summary as CSV to this file");
   cmd.add_option("--json", o.json_path, "Write summaries and per-request outcomes as JSON to this file");
@@ -131,9 +130,7 @@ void setup(CLI::App& root) {
       "Compare scheduling policies: the real scheduler and KV manager on a generated workload, timed by a "
       "cost model (a + b*tokens + c*context per step)");
   auto options = std::make_shared<simulate_options>();
-  options->scheduler.max_num_batched_tokens = 2048;
   options->scheduler.max_num_seqs = 128;
-  options->scheduler.max_prefill_chunk = 512;
   options->scheduler.num_device_blocks = 1024;
   options->scheduler.num_host_blocks = 2048;
   options->scheduler.max_model_len = 8192;
