@@ -8,13 +8,13 @@
 namespace troupe::testing {
 namespace {
 
-using AdminServerTest = HttpServerTest;
+using AdminServer = server_fixture;
 
 http_response patch(std::uint16_t port, const std::string& body, const std::string& headers = {}) {
   return http_call(port, "PATCH", "/admin/config", body, headers);
 }
 
-TEST_F(AdminServerTest, ThePageIsSelfContainedHtmlThatPollsTheConfig) {
+TEST_F(AdminServer, ThePageIsSelfContainedHtmlThatPollsTheConfig) {
   const http_response page = get("/admin");
   ASSERT_EQ(page.status, 200);
   EXPECT_EQ(page.headers.at("content-type"), "text/html; charset=utf-8");
@@ -23,7 +23,7 @@ TEST_F(AdminServerTest, ThePageIsSelfContainedHtmlThatPollsTheConfig) {
   EXPECT_EQ(page.body.find("src=\"http"), std::string::npos) << "no external assets";
 }
 
-TEST_F(AdminServerTest, TheConfigCarriesSettingsLiveKnobsAndGauges) {
+TEST_F(AdminServer, TheConfigCarriesSettingsLiveKnobsAndGauges) {
   engine.set_kv_usage(0.5);
   const http_response response = get("/admin/config");
   ASSERT_EQ(response.status, 200);
@@ -35,7 +35,7 @@ TEST_F(AdminServerTest, TheConfigCarriesSettingsLiveKnobsAndGauges) {
   EXPECT_TRUE(body.at("stats").at("healthy").as_bool());
 }
 
-TEST_F(AdminServerTest, AValidChangeReachesTheEngineAndIsReported) {
+TEST_F(AdminServer, AValidChangeReachesTheEngineAndIsReported) {
   const http_response response = patch(port, R"({"policy":"mlfq","max_num_seqs":32,"preemption_mode":"swap"})");
   ASSERT_EQ(response.status, 200) << response.body;
   const auto changes = engine.configured();
@@ -49,7 +49,7 @@ TEST_F(AdminServerTest, AValidChangeReachesTheEngineAndIsReported) {
   EXPECT_EQ(boost::json::parse(get("/admin/config").body).at("settings").at("max_num_seqs").as_int64(), 32);
 }
 
-TEST_F(AdminServerTest, BadChangesNameTheFieldAndChangeNothing) {
+TEST_F(AdminServer, BadChangesNameTheFieldAndChangeNothing) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"policy":"lifo"})", "policy"},
       {R"({"max_num_seqs":0})", "max_num_seqs"},
@@ -70,13 +70,13 @@ TEST_F(AdminServerTest, BadChangesNameTheFieldAndChangeNothing) {
   EXPECT_EQ(boost::json::parse(get("/admin/config").body).at("settings").at("policy").as_string(), "fcfs");
 }
 
-TEST_F(AdminServerTest, AChangeTheEngineRefusesIs409) {
+TEST_F(AdminServer, AChangeTheEngineRefusesIs409) {
   const http_response response = patch(port, R"({"max_num_seqs":5000})");
   EXPECT_EQ(response.status, 409);
   EXPECT_EQ(error_of(response).at("code").as_string(), "setting_refused");
 }
 
-TEST_F(AdminServerTest, SettingsNeedTheApiKeyThePageDoesNot) {
+TEST_F(AdminServer, SettingsNeedTheApiKeyThePageDoesNot) {
   api::server_config config = test_server_config();
   config.api_key = "secret";
   start(config);

@@ -30,7 +30,7 @@ inline api::server_config test_server_config() {
   return config;
 }
 
-class HttpServerTest : public ::testing::Test {
+class server_fixture : public ::testing::Test {
  protected:
   void SetUp() override { start(test_server_config()); }
   void TearDown() override {

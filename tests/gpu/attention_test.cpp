@@ -137,7 +137,7 @@ std::vector<std::int32_t> checked_tokens(const step_batch& b, std::mt19937_64& r
   return tokens;
 }
 
-class paged_attention : public cuda_test, public ::testing::WithParamInterface<int> {
+class PagedAttention : public cuda_fixture, public ::testing::WithParamInterface<int> {
  protected:
   cuda::cuda_backend_options backend_options() const override {
     cuda::cuda_backend_options options;
@@ -203,7 +203,7 @@ std::vector<std::pair<int, int>> decodes(std::mt19937_64& rng, int count, int ma
   return shapes;
 }
 
-TEST_P(paged_attention, MatchesReferenceOverGeometriesAndRaggedBatches) {
+TEST_P(PagedAttention, MatchesReferenceOverGeometriesAndRaggedBatches) {
   auto rng = fresh_rng();
   const int long_context = quick_mode() ? 1024 : 8192;
   std::uniform_int_distribution<int> prefix(1, long_context / 2);
@@ -229,7 +229,7 @@ TEST_P(paged_attention, MatchesReferenceOverGeometriesAndRaggedBatches) {
 
 // 0 plans splits from the lengths; the others force them, so the merge runs
 // with 1 (none), a few, and many partial states.
-INSTANTIATE_TEST_SUITE_P(DecodeSplits, paged_attention, ::testing::Values(0, 1, 3, 8));
+INSTANTIATE_TEST_SUITE_P(DecodeSplits, PagedAttention, ::testing::Values(0, 1, 3, 8));
 
 }  // namespace
 }  // namespace troupe::gpu_test

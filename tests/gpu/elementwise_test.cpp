@@ -13,7 +13,7 @@
 namespace troupe::gpu_test {
 namespace {
 
-using elementwise = cuda_test;
+using Elementwise = cuda_fixture;
 
 std::vector<float> as_floats(const std::vector<std::uint16_t>& bits) {
   std::vector<float> v(bits.size());
@@ -34,7 +34,7 @@ std::vector<double> rms_reference(const std::vector<float>& v, std::int64_t rows
   return out;
 }
 
-TEST_F(elementwise, RmsNormMatchesReferenceOverShapesStridesAndWeightTypes) {
+TEST_F(Elementwise, RmsNormMatchesReferenceOverShapesStridesAndWeightTypes) {
   auto rng = fresh_rng();
   for (const auto& [rows, cols] :
        std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 64}, {3, 1000}, {17, 4096}, {64, 8192}, {129, 2047}}) {
@@ -63,7 +63,7 @@ TEST_F(elementwise, RmsNormMatchesReferenceOverShapesStridesAndWeightTypes) {
   }
 }
 
-TEST_F(elementwise, RmsNormInPlaceAndRawBf16Weights) {
+TEST_F(Elementwise, RmsNormInPlaceAndRawBf16Weights) {
   auto rng = fresh_rng();
   const std::int64_t rows = 5, cols = 3072;
   const auto x_bits = random_half_bits(rng, rows * cols, 1.0f, dtype::bf16);
@@ -75,7 +75,7 @@ TEST_F(elementwise, RmsNormInPlaceAndRawBf16Weights) {
                         rms_reference(as_floats(x_bits), rows, cols, as_floats(w_bits), 1e-6f), bf16_rtol));
 }
 
-TEST_F(elementwise, AddRmsNormUpdatesResidualExactlyAndNormalisesIt) {
+TEST_F(Elementwise, AddRmsNormUpdatesResidualExactlyAndNormalisesIt) {
   auto rng = fresh_rng();
   for (const auto& [rows, cols] :
        std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 896}, {33, 4096}, {300, 1536}}) {
@@ -95,7 +95,7 @@ TEST_F(elementwise, AddRmsNormUpdatesResidualExactlyAndNormalisesIt) {
   }
 }
 
-TEST_F(elementwise, HeadRmsNormNormalisesEachHeadInPlace) {
+TEST_F(Elementwise, HeadRmsNormNormalisesEachHeadInPlace) {
   auto rng = fresh_rng();
   for (int head_dim : {64, 128}) {
     const std::int64_t rows = 19, heads = 12, cols = heads * head_dim;
@@ -110,7 +110,7 @@ TEST_F(elementwise, HeadRmsNormNormalisesEachHeadInPlace) {
   }
 }
 
-TEST_F(elementwise, SiluMulMatchesReference) {
+TEST_F(Elementwise, SiluMulMatchesReference) {
   auto rng = fresh_rng();
   for (const auto& [rows, features] :
        std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 11008}, {70, 2816}, {9, 100}}) {
@@ -130,7 +130,7 @@ TEST_F(elementwise, SiluMulMatchesReference) {
   }
 }
 
-TEST_F(elementwise, EmbedAndLogitsRowsGatherExactRows) {
+TEST_F(Elementwise, EmbedAndLogitsRowsGatherExactRows) {
   auto rng = fresh_rng();
   const std::int64_t vocab = 5000, hidden = 1000;
   const auto table_bits = random_half_bits(rng, vocab * hidden, 1.0f, dtype::bf16);
@@ -170,7 +170,7 @@ TEST_F(elementwise, EmbedAndLogitsRowsGatherExactRows) {
   EXPECT_THROW(gpu().embed(*bad_plan, table.view, hidden_states.view), std::invalid_argument);
 }
 
-TEST_F(elementwise, UploadKeepsVectorsAsF32AndTablesAsBf16) {
+TEST_F(Elementwise, UploadKeepsVectorsAsF32AndTablesAsBf16) {
   auto rng = fresh_rng();
   const auto values = random_floats(rng, 300, 1.0f);
   const device_tensor vector = gpu().upload(host_tensor{"v", dtype::f32, {300}, values.data()});

@@ -13,7 +13,7 @@
 
 namespace troupe::gpu_test {
 
-void cuda_test::SetUp() {
+void cuda_fixture::SetUp() {
   if (!cuda::device_present()) GTEST_SKIP() << "no CUDA device";
   backend_ = cuda::make_cuda_backend(backend_options());
 }

@@ -19,7 +19,7 @@ namespace troupe::gpu_test {
 
 /// A test on a CUDA backend; skips with "no CUDA device" only when
 /// cuda::device_present() is false.
-class cuda_test : public ::testing::Test {
+class cuda_fixture : public ::testing::Test {
  protected:
   void SetUp() override;
   /// Options of the backend the fixture creates; tests may override.

@@ -15,7 +15,7 @@
 namespace troupe::gpu_test {
 namespace {
 
-using linear_layer = cuda_test;
+using LinearLayer = cuda_fixture;
 
 struct linear_case {
   std::int64_t m, k;
@@ -25,7 +25,7 @@ struct linear_case {
   bool bias;
 };
 
-TEST_F(linear_layer, MatchesReferenceOverShapesTypesAndBiases) {
+TEST_F(LinearLayer, MatchesReferenceOverShapesTypesAndBiases) {
   auto rng = fresh_rng();
   const std::vector<linear_case> cases = {
       {1, 64, {64}, dtype::bf16, dtype::bf16, false},
@@ -79,7 +79,7 @@ TEST_F(linear_layer, MatchesReferenceOverShapesTypesAndBiases) {
   }
 }
 
-TEST_F(linear_layer, RejectsMismatchedShapes) {
+TEST_F(LinearLayer, RejectsMismatchedShapes) {
   std::vector<float> w(64 * 32, 0.5f);
   const host_tensor part{"w", dtype::f32, {64, 32}, w.data()};
   const auto weight = gpu().prepare_linear(std::span(&part, 1), {});

@@ -14,9 +14,9 @@
 namespace troupe::gpu_test {
 namespace {
 
-using device_memory = cuda_test;
+using DeviceMemory = cuda_fixture;
 
-TEST_F(device_memory, ReleasedBuffersAreReusedAndCopiesRoundTrip) {
+TEST_F(DeviceMemory, ReleasedBuffersAreReusedAndCopiesRoundTrip) {
   void* first = nullptr;
   {
     const device_buffer a = gpu().allocate(1000);
@@ -37,7 +37,7 @@ TEST_F(device_memory, ReleasedBuffersAreReusedAndCopiesRoundTrip) {
   }
 }
 
-TEST_F(device_memory, SwapOutSwapInAndCopyOnWriteMoveWholeBlocks) {
+TEST_F(DeviceMemory, SwapOutSwapInAndCopyOnWriteMoveWholeBlocks) {
   auto rng = fresh_rng();
   const kv_cache_spec spec{4, 2, 64, 16, 12, dtype::bf16};
   auto cache = gpu().create_kv_cache(spec);
@@ -75,7 +75,7 @@ TEST_F(device_memory, SwapOutSwapInAndCopyOnWriteMoveWholeBlocks) {
                std::invalid_argument);
 }
 
-TEST_F(device_memory, KvWritesAfterASwapInLandOnTopOfIt) {
+TEST_F(DeviceMemory, KvWritesAfterASwapInLandOnTopOfIt) {
   auto rng = fresh_rng();
   const kv_cache_spec spec{1, 1, 64, 16, 4, dtype::bf16};
   auto cache = gpu().create_kv_cache(spec);

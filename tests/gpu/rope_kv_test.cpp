@@ -19,7 +19,7 @@
 namespace troupe::gpu_test {
 namespace {
 
-using rope_kv = cuda_test;
+using RopeKv = cuda_fixture;
 
 struct rope_case {
   int head_dim;
@@ -43,7 +43,7 @@ void rotate(std::vector<double>& x, const std::vector<float>& inv_freq, std::int
   }
 }
 
-TEST_F(rope_kv, RotatesAndWritesEverySlotForEveryScaling) {
+TEST_F(RopeKv, RotatesAndWritesEverySlotForEveryScaling) {
   auto rng = fresh_rng();
   const std::vector<rope_case> cases = {
       {128, 128, 32, 8, 16, dtype::bf16, rope_scaling_kind::none},

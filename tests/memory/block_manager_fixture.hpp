@@ -20,7 +20,7 @@ inline std::vector<std::int32_t> iota_tokens(std::int32_t first, std::int32_t co
   return tokens;
 }
 
-class block_manager_test : public ::testing::Test {
+class block_manager_fixture : public ::testing::Test {
  protected:
   /// Builds the manager; call at the start of each test (default: 16 blocks of 4, 8 host).
   void make(std::int32_t device_blocks = 16, std::int32_t host_blocks = 8, std::int32_t block_size = 4,

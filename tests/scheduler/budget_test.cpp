@@ -29,7 +29,7 @@ std::vector<segment> segments_of(const harness& h, request_handle request) {
   return out;
 }
 
-TEST(scheduler_budget, a_long_prompt_is_split_into_chunks_across_steps) {
+TEST(SchedulerBudget, ALongPromptIsSplitIntoChunksAcrossSteps) {
   harness h(small_config(/*budget=*/32, 8, /*chunk=*/24));
   const request_handle r = h.submit(make_spec(100, 3));
   h.run();
@@ -42,7 +42,7 @@ TEST(scheduler_budget, a_long_prompt_is_split_into_chunks_across_steps) {
   EXPECT_EQ(h.reason(r), finish_reason::length);
 }
 
-TEST(scheduler_budget, the_chunk_cap_applies_even_when_the_budget_is_larger) {
+TEST(SchedulerBudget, TheChunkCapAppliesEvenWhenTheBudgetIsLarger) {
   harness h(small_config(/*budget=*/64, 8, /*chunk=*/10));
   const request_handle a = h.submit(make_spec(25, 1, 1));
   const request_handle b = h.submit(make_spec(25, 1, 100));
@@ -53,7 +53,7 @@ TEST(scheduler_budget, the_chunk_cap_applies_even_when_the_budget_is_larger) {
   EXPECT_EQ(h.steps[0].num_tokens(), 20);
 }
 
-TEST(scheduler_budget, decodes_go_first_and_prefill_chunks_fill_the_rest) {
+TEST(SchedulerBudget, DecodesGoFirstAndPrefillChunksFillTheRest) {
   harness h(small_config(/*budget=*/16, 8, /*chunk=*/64));
   std::vector<request_handle> decoders;
   for (int i = 0; i < 3; ++i) decoders.push_back(h.submit(make_spec(4, 20, 10 * i + 1)));
@@ -70,7 +70,7 @@ TEST(scheduler_budget, decodes_go_first_and_prefill_chunks_fill_the_rest) {
   EXPECT_EQ(mixed.num_tokens(), 16);
 }
 
-TEST(scheduler_budget, decodes_are_never_starved_by_long_prefills) {
+TEST(SchedulerBudget, DecodesAreNeverStarvedByLongPrefills) {
   harness h(small_config(/*budget=*/16, 8, /*chunk=*/16, /*blocks=*/256));
   std::vector<request_handle> decoders;
   for (int i = 0; i < 4; ++i) decoders.push_back(h.submit(make_spec(4, 30, 10 * i + 1)));
@@ -88,7 +88,7 @@ TEST(scheduler_budget, decodes_are_never_starved_by_long_prefills) {
   h.run();
 }
 
-TEST(scheduler_budget, random_loads_respect_the_budget_and_match_the_reference) {
+TEST(SchedulerBudget, RandomLoadsRespectTheBudgetAndMatchTheReference) {
   std::mt19937 rng(12345);
   scheduler_config config = small_config(/*budget=*/48, /*max_seqs=*/6, /*chunk=*/20, /*blocks=*/96);
   harness h(config, "fcfs", /*real_kv=*/true);

@@ -9,7 +9,7 @@
 namespace troupe::testing {
 namespace {
 
-TEST(fork, one_prefill_then_n_choices_with_their_own_seeds) {
+TEST(Fork, OnePrefillThenNChoicesWithTheirOwnSeeds) {
   harness h(small_config(), "fcfs", /*real_kv=*/true);
   request_spec spec = make_spec(6, 4, 1, 1234);
   spec.n = 3;
@@ -53,7 +53,7 @@ TEST(fork, one_prefill_then_n_choices_with_their_own_seeds) {
   EXPECT_EQ(h.real()->usage().device_free_blocks, 64);
 }
 
-TEST(fork, choices_survive_preemption_and_the_parent_stopping_first) {
+TEST(Fork, ChoicesSurvivePreemptionAndTheParentStoppingFirst) {
   const request_spec probe = make_spec(10, 30, 1, 77);
   const auto first_of_choice0 = reference_outputs(probe.prompt, 77, 0, 1, {}, 0, harness::kVocab);
   scheduler_config config = small_config(/*budget=*/64, 8, 32, /*blocks=*/20);

@@ -10,7 +10,7 @@
 namespace troupe::testing {
 namespace {
 
-TEST(histogram, counts_cumulatively_per_upper_bound) {
+TEST(Histogram, CountsCumulativelyPerUpperBound) {
   histogram h({1.0, 2.0, 5.0});
   for (double v : {0.5, 1.0, 1.5, 7.0}) h.observe(v);
   const histogram_snapshot s = h.snapshot();
@@ -21,7 +21,7 @@ TEST(histogram, counts_cumulatively_per_upper_bound) {
   EXPECT_THROW(histogram({1.0, 1.0}), std::invalid_argument);
 }
 
-TEST(scheduler_metrics, latencies_follow_the_times_passed_in) {
+TEST(SchedulerMetrics, LatenciesFollowTheTimesPassedIn) {
   harness h(small_config(/*budget=*/64, /*max_seqs=*/1));
   h.step_s = 0.25;
   h.submit(make_spec(8, 3, 1));
@@ -60,7 +60,7 @@ TEST(scheduler_metrics, latencies_follow_the_times_passed_in) {
   EXPECT_EQ(stats.model_execute_time_s.count, 5u);
 }
 
-TEST(scheduler_metrics, gauges_and_kv_usage_track_the_last_step) {
+TEST(SchedulerMetrics, GaugesAndKvUsageTrackTheLastStep) {
   harness h(small_config(/*budget=*/64, /*max_seqs=*/2, 32, /*blocks=*/16));
   for (int i = 0; i < 3; ++i) h.submit(make_spec(8, 10, 1 + 20 * i));
   h.step();

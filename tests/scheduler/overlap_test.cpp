@@ -17,7 +17,7 @@ block_manager_config kv_config(const scheduler_config& c) {
   return kv;
 }
 
-TEST(overlap, a_step_planned_while_the_previous_runs_skips_only_sequences_awaiting_a_token) {
+TEST(Overlap, AStepPlannedWhileThePreviousRunsSkipsOnlySequencesAwaitingAToken) {
   const scheduler_config config = small_config(/*budget=*/16, 8, /*chunk=*/8);
   scheduler sched(config);
   block_manager kv(kv_config(config));
@@ -49,7 +49,7 @@ TEST(overlap, a_step_planned_while_the_previous_runs_skips_only_sequences_awaiti
   EXPECT_EQ((run.outputs[{b, 0}]), reference_outputs(b_spec.prompt, 4, 0, 2, {}, 0, harness::kVocab));
 }
 
-TEST(overlap, decodes_split_evenly_between_the_running_step_and_the_next) {
+TEST(Overlap, DecodesSplitEvenlyBetweenTheRunningStepAndTheNext) {
   const scheduler_config config = small_config(/*budget=*/64, 8, /*chunk=*/8);
   scheduler sched(config);
   sched.set_split_decodes(true);
@@ -75,7 +75,7 @@ TEST(overlap, decodes_split_evenly_between_the_running_step_and_the_next) {
   EXPECT_EQ(sched.on_step_result(third_result, 0.06).error, "");
 }
 
-TEST(overlap, a_cancel_during_the_kv_exchange_frees_the_new_allocation_next_step) {
+TEST(Overlap, ACancelDuringTheKvExchangeFreesTheNewAllocationNextStep) {
   const scheduler_config config = small_config();
   scheduler sched(config);
   block_manager kv(kv_config(config));
@@ -95,7 +95,7 @@ TEST(overlap, a_cancel_during_the_kv_exchange_frees_the_new_allocation_next_step
   EXPECT_FALSE(sched.has_unfinished_requests());
 }
 
-TEST(overlap, an_abandoned_step_is_recomputed_and_its_blocks_are_not_cached) {
+TEST(Overlap, AnAbandonedStepIsRecomputedAndItsBlocksAreNotCached) {
   const scheduler_config config = small_config();
   scheduler sched(config);
   block_manager kv(kv_config(config));

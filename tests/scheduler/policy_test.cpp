@@ -21,7 +21,7 @@ request_spec with_priority(request_spec spec, int priority) {
   return spec;
 }
 
-TEST(policy_fcfs, serves_in_arrival_order) {
+TEST(PolicyFcfs, ServesInArrivalOrder) {
   harness h(small_config(64, /*max_seqs=*/1));
   const request_handle a = h.submit(make_spec(8, 3, 1));
   h.now += 0.001;
@@ -34,7 +34,7 @@ TEST(policy_fcfs, serves_in_arrival_order) {
   EXPECT_TRUE(h.preempted.empty());
 }
 
-TEST(policy_priority, lower_value_runs_first) {
+TEST(PolicyPriority, LowerValueRunsFirst) {
   harness h(small_config(64, /*max_seqs=*/1), "priority");
   const request_handle p2 = h.submit(with_priority(make_spec(8, 3, 1), 2));
   const request_handle p0 = h.submit(with_priority(make_spec(8, 3, 100), 0));
@@ -44,7 +44,7 @@ TEST(policy_priority, lower_value_runs_first) {
   EXPECT_LT(first_step(h, p1), first_step(h, p2));
 }
 
-TEST(policy_priority, an_urgent_arrival_preempts_a_lower_priority_request) {
+TEST(PolicyPriority, AnUrgentArrivalPreemptsALowerPriorityRequest) {
   harness h(small_config(64, /*max_seqs=*/1), "priority");
   const request_spec low_spec = with_priority(make_spec(8, 12, 1), 5);
   const request_handle low = h.submit(low_spec);
@@ -64,7 +64,7 @@ TEST(policy_priority, an_urgent_arrival_preempts_a_lower_priority_request) {
       << "a recomputed request keeps its outputs and its RNG counters";
 }
 
-TEST(policy_priority, a_request_is_not_preempted_for_urgency_within_its_grace_period) {
+TEST(PolicyPriority, ARequestIsNotPreemptedForUrgencyWithinItsGracePeriod) {
   scheduler_config config = small_config(64, /*max_seqs=*/1);
   config.preemption_grace_steps = 3;
   harness h(config, "priority");
@@ -89,7 +89,7 @@ policy_config mlfq_test_config() {
   return p;
 }
 
-TEST(policy_mlfq, entry_level_follows_prompt_length) {
+TEST(PolicyMlfq, EntryLevelFollowsPromptLength) {
   harness h(small_config(), "mlfq", false, mlfq_test_config());
   EXPECT_EQ(h.sched().find_request(h.submit(make_spec(5, 1)))->mlfq_level, 0);
   EXPECT_EQ(h.sched().find_request(h.submit(make_spec(8, 1)))->mlfq_level, 0);
@@ -97,7 +97,7 @@ TEST(policy_mlfq, entry_level_follows_prompt_length) {
   EXPECT_EQ(h.sched().find_request(h.submit(make_spec(40, 1)))->mlfq_level, 2);
 }
 
-TEST(policy_mlfq, a_request_is_demoted_after_its_quantum_of_decode_iterations) {
+TEST(PolicyMlfq, ARequestIsDemotedAfterItsQuantumOfDecodeIterations) {
   harness h(small_config(), "mlfq", false, mlfq_test_config());
   const request_handle r = h.submit(make_spec(4, 40));
   const auto level = [&] { return h.sched().find_request(r)->mlfq_level; };
@@ -113,7 +113,7 @@ TEST(policy_mlfq, a_request_is_demoted_after_its_quantum_of_decode_iterations) {
   EXPECT_EQ(level(), 2) << "the last level keeps its requests";
 }
 
-TEST(policy_mlfq, shorter_prompts_join_higher_levels_and_run_first) {
+TEST(PolicyMlfq, ShorterPromptsJoinHigherLevelsAndRunFirst) {
   harness h(small_config(64, /*max_seqs=*/1), "mlfq", false, mlfq_test_config());
   const request_handle big = h.submit(make_spec(40, 3, 1));
   const request_handle small = h.submit(make_spec(4, 3, 100));
@@ -121,7 +121,7 @@ TEST(policy_mlfq, shorter_prompts_join_higher_levels_and_run_first) {
   EXPECT_LT(first_step(h, small), first_step(h, big));
 }
 
-TEST(policy_mlfq, a_demoted_request_is_preempted_by_a_new_short_one) {
+TEST(PolicyMlfq, ADemotedRequestIsPreemptedByANewShortOne) {
   harness h(small_config(64, /*max_seqs=*/1), "mlfq", false, mlfq_test_config());
   const request_handle old = h.submit(make_spec(4, 30, 1));
   h.step();
@@ -134,7 +134,7 @@ TEST(policy_mlfq, a_demoted_request_is_preempted_by_a_new_short_one) {
   EXPECT_EQ(harness::entries(s, fresh).size(), 1u);
 }
 
-TEST(policy_mlfq, a_request_waiting_too_long_is_promoted_to_the_top_level) {
+TEST(PolicyMlfq, ARequestWaitingTooLongIsPromotedToTheTopLevel) {
   policy_config p = mlfq_test_config();
   p.mlfq_promote_after_s = 0.05;
   harness h(small_config(64, /*max_seqs=*/1), "mlfq", false, p);
@@ -160,7 +160,7 @@ request_spec with_deadline(request_spec spec, std::optional<double> deadline_s) 
   return spec;
 }
 
-TEST(policy_deadline, earliest_deadline_runs_first_and_no_deadline_last) {
+TEST(PolicyDeadline, EarliestDeadlineRunsFirstAndNoDeadlineLast) {
   harness h(small_config(64, /*max_seqs=*/1), "deadline");
   const request_handle none = h.submit(with_deadline(make_spec(8, 2, 1), std::nullopt));
   const request_handle late = h.submit(with_deadline(make_spec(8, 2, 100), 10.0));
@@ -170,7 +170,7 @@ TEST(policy_deadline, earliest_deadline_runs_first_and_no_deadline_last) {
   EXPECT_LT(first_step(h, late), first_step(h, none));
 }
 
-TEST(policy_deadline, admission_rejects_what_cannot_finish_in_time) {
+TEST(PolicyDeadline, AdmissionRejectsWhatCannotFinishInTime) {
   harness h(small_config(/*budget=*/64, 8, /*chunk=*/32), "deadline");
   h.sched().set_step_time_estimate(0.01);
   const submit_result hopeless = h.sched().submit(with_deadline(make_spec(10, 100), 0.5), h.now);
@@ -186,7 +186,7 @@ TEST(policy_deadline, admission_rejects_what_cannot_finish_in_time) {
   EXPECT_TRUE(queued.sched().submit(with_deadline(make_spec(10, 60), std::nullopt), queued.now).accepted);
 }
 
-TEST(policy_deadline, an_earlier_deadline_preempts_a_later_one) {
+TEST(PolicyDeadline, AnEarlierDeadlinePreemptsALaterOne) {
   harness h(small_config(64, /*max_seqs=*/1), "deadline");
   const request_handle relaxed = h.submit(with_deadline(make_spec(8, 20, 1), 100.0));
   h.step();
@@ -222,7 +222,7 @@ std::pair<double, double> shares_while_backlogged(const std::string& policy) {
   return {served[0] / (served[0] + served[1]), served[1] / (served[0] + served[1])};
 }
 
-TEST(policy_fair, two_tenants_get_equal_shares_within_ten_percent) {
+TEST(PolicyFair, TwoTenantsGetEqualSharesWithinTenPercent) {
   const auto [a, b] = shares_while_backlogged("fair");
   EXPECT_NEAR(a, 0.5, 0.05);
   EXPECT_NEAR(b, 0.5, 0.05);
@@ -230,7 +230,7 @@ TEST(policy_fair, two_tenants_get_equal_shares_within_ten_percent) {
   EXPECT_GT(fcfs_a, 0.9) << "the same load under fcfs favours the tenant that queued first";
 }
 
-TEST(policy_switch, takes_effect_at_the_next_step) {
+TEST(PolicySwitch, TakesEffectAtTheNextStep) {
   harness h(small_config(64, /*max_seqs=*/1), "fcfs");
   const request_handle p3 = h.submit(with_priority(make_spec(8, 20, 1), 3));
   const request_handle p1 = h.submit(with_priority(make_spec(8, 3, 100), 1));

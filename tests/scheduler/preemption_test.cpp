@@ -36,7 +36,7 @@ scheduler_config crowded_config(preemption_mode mode, std::int32_t host_blocks =
   return config;
 }
 
-TEST(preemption, fcfs_preempts_the_latest_arrival_when_blocks_run_out) {
+TEST(Preemption, FcfsPreemptsTheLatestArrivalWhenBlocksRunOut) {
   crowded c(crowded_config(preemption_mode::recompute));
   c.h.run();
   ASSERT_FALSE(c.h.preempted.empty());
@@ -46,7 +46,7 @@ TEST(preemption, fcfs_preempts_the_latest_arrival_when_blocks_run_out) {
   EXPECT_EQ(c.h.real()->usage().device_free_blocks, 12);
 }
 
-TEST(preemption, priority_preempts_the_highest_value_first) {
+TEST(Preemption, PriorityPreemptsTheHighestValueFirst) {
   crowded c(crowded_config(preemption_mode::recompute), "priority", {0, 2, 1});
   c.h.run();
   ASSERT_FALSE(c.h.preempted.empty());
@@ -54,7 +54,7 @@ TEST(preemption, priority_preempts_the_highest_value_first) {
   c.expect_reference_outputs();
 }
 
-TEST(preemption, swap_moves_blocks_to_the_host_and_back) {
+TEST(Preemption, SwapMovesBlocksToTheHostAndBack) {
   crowded c(crowded_config(preemption_mode::swap));
   bool swapped_in = false;
   while (c.h.sched().has_unfinished_requests()) {
@@ -71,7 +71,7 @@ TEST(preemption, swap_moves_blocks_to_the_host_and_back) {
   EXPECT_EQ(c.h.sched().metrics().preemptions.at("swap"), c.h.preempted.size());
 }
 
-TEST(preemption, swap_falls_back_to_recompute_without_host_room) {
+TEST(Preemption, SwapFallsBackToRecomputeWithoutHostRoom) {
   crowded c(crowded_config(preemption_mode::swap, /*host_blocks=*/0));
   c.h.run();
   ASSERT_FALSE(c.h.preempted.empty());
@@ -79,7 +79,7 @@ TEST(preemption, swap_falls_back_to_recompute_without_host_room) {
   c.expect_reference_outputs();
 }
 
-TEST(preemption, automatic_mode_swaps_long_sequences_and_recomputes_short_ones) {
+TEST(Preemption, AutomaticModeSwapsLongSequencesAndRecomputesShortOnes) {
   scheduler_config config = crowded_config(preemption_mode::automatic);
   config.swap_min_tokens = 0;
   crowded long_ones(config);
@@ -94,7 +94,7 @@ TEST(preemption, automatic_mode_swaps_long_sequences_and_recomputes_short_ones) 
   short_ones.expect_reference_outputs();
 }
 
-TEST(cancellation, frees_the_blocks_at_the_next_step) {
+TEST(Cancellation, FreesTheBlocksAtTheNextStep) {
   harness h(small_config(64, 8, 32, /*blocks=*/32));
   const request_handle r = h.submit(make_spec(10, 50));
   for (int i = 0; i < 5; ++i) h.step();
@@ -112,7 +112,7 @@ TEST(cancellation, frees_the_blocks_at_the_next_step) {
   EXPECT_TRUE(h.sched().cancel(r, h.now).empty()) << "cancelling twice does nothing";
 }
 
-TEST(cancellation, of_a_queued_request_with_several_choices_finishes_every_choice) {
+TEST(Cancellation, OfAQueuedRequestWithSeveralChoicesFinishesEveryChoice) {
   harness h(small_config(64, /*max_seqs=*/1));
   h.submit(make_spec(10, 50, 1));
   request_spec spec = make_spec(10, 5, 100);
@@ -128,7 +128,7 @@ TEST(cancellation, of_a_queued_request_with_several_choices_finishes_every_choic
   EXPECT_TRUE(h.fake().requests.back().frees.empty()) << "it never held blocks";
 }
 
-TEST(timeouts, abort_the_request_at_the_first_step_past_its_time) {
+TEST(Timeouts, AbortTheRequestAtTheFirstStepPastItsTime) {
   harness h(small_config());
   request_spec spec = make_spec(8, 100);
   spec.timeout_s = 0.045;
@@ -142,7 +142,7 @@ TEST(timeouts, abort_the_request_at_the_first_step_past_its_time) {
   EXPECT_EQ(h.fake().requests.back().frees.size(), 1u);
 }
 
-TEST(admission, a_full_queue_rejects_as_overloaded) {
+TEST(Admission, AFullQueueRejectsAsOverloaded) {
   scheduler_config config = small_config(64, /*max_seqs=*/1);
   config.max_waiting_requests = 2;
   harness h(config);
@@ -156,7 +156,7 @@ TEST(admission, a_full_queue_rejects_as_overloaded) {
   EXPECT_EQ(h.sched().metrics().requests_rejected, 1u);
 }
 
-TEST(admission, prompts_that_cannot_fit_are_rejected_as_too_long) {
+TEST(Admission, PromptsThatCannotFitAreRejectedAsTooLong) {
   scheduler_config config = small_config(64, 8, 32, /*blocks=*/8);
   config.max_model_len = 20;
   harness h(config);
@@ -173,7 +173,7 @@ TEST(admission, prompts_that_cannot_fit_are_rejected_as_too_long) {
   EXPECT_EQ(pool.sched().submit(empty, 0).error, error_kind::invalid_request);
 }
 
-TEST(stop_conditions, eos_stop_ids_min_tokens_and_max_tokens) {
+TEST(StopConditions, EosStopIdsMinTokensAndMaxTokens) {
   const request_spec base = make_spec(6, 30, 1, 99);
   const auto free_run = reference_outputs(base.prompt, 99, 0, 30, {}, 0, harness::kVocab);
   scheduler_config config = small_config();
@@ -209,7 +209,7 @@ TEST(stop_conditions, eos_stop_ids_min_tokens_and_max_tokens) {
   }
 }
 
-TEST(stop_conditions, hooks_suppress_eos_and_stop_ids_below_min_tokens) {
+TEST(StopConditions, HooksSuppressEosAndStopIdsBelowMinTokens) {
   scheduler_config config = small_config();
   config.eos_token_ids = {2, 3};
   harness h(config);
@@ -230,7 +230,7 @@ TEST(stop_conditions, hooks_suppress_eos_and_stop_ids_below_min_tokens) {
   EXPECT_TRUE(third.rows.at(0).suppressed_tokens.empty());
 }
 
-TEST(stop_conditions, context_length_and_downstream_stop_strings) {
+TEST(StopConditions, ContextLengthAndDownstreamStopStrings) {
   scheduler_config config = small_config();
   config.max_model_len = 12;
   harness h(config);
@@ -246,7 +246,7 @@ TEST(stop_conditions, context_length_and_downstream_stop_strings) {
   EXPECT_EQ(h.output(stopped).size(), 3u);
 }
 
-TEST(stop_conditions, a_sequence_that_outgrows_the_whole_pool_ends_with_length) {
+TEST(StopConditions, ASequenceThatOutgrowsTheWholePoolEndsWithLength) {
   harness h(small_config(64, 8, 32, /*blocks=*/4));  // 16 slots
   const request_handle r = h.submit(make_spec(8, 100));
   h.run();
@@ -261,7 +261,7 @@ TEST(stop_conditions, a_sequence_that_outgrows_the_whole_pool_ends_with_length) 
 namespace troupe::testing {
 namespace {
 
-TEST(preemption, appends_that_do_not_fit_are_retried_after_choosing_victims) {
+TEST(Preemption, AppendsThatDoNotFitAreRetriedAfterChoosingVictims) {
   scheduler_config config = small_config(/*budget=*/64, /*max_seqs=*/8, 32, /*blocks=*/12);
   harness h(config);
   h.fake().overstate_free = 3;  // the scheduler believes in blocks that are not there

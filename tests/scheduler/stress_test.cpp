@@ -88,9 +88,9 @@ void expect_run_alone_outputs(const std::vector<planned_request>& plan, pipeline
   }
 }
 
-class stress : public ::testing::TestWithParam<stress_case> {};
+class Stress : public ::testing::TestWithParam<stress_case> {};
 
-TEST_P(stress, every_surviving_choice_matches_its_run_alone) {
+TEST_P(Stress, EverySurvivingChoiceMatchesItsRunAlone) {
   const stress_case c = GetParam();
   scheduler_config config = small_config(/*budget=*/64, /*max_seqs=*/12, /*chunk=*/24, /*blocks=*/48, 24);
   config.preemption = c.mode;
@@ -142,7 +142,7 @@ TEST_P(stress, every_surviving_choice_matches_its_run_alone) {
   EXPECT_EQ(kv.check_invariants(), "");
 }
 
-INSTANTIATE_TEST_SUITE_P(policies_and_modes, stress,
+INSTANTIATE_TEST_SUITE_P(PoliciesAndModes, Stress,
                          ::testing::Values(stress_case{"fcfs", preemption_mode::recompute, 0, nullptr},
                                            stress_case{"fcfs", preemption_mode::swap, 1, nullptr},
                                            stress_case{"priority", preemption_mode::recompute, 1, nullptr},
