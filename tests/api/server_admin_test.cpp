@@ -11,7 +11,7 @@ namespace {
 using AdminServer = server_fixture;
 
 http_response patch(std::uint16_t port, const std::string& body, const std::string& headers = {}) {
-  return http_call(port, "PATCH", "/admin/config", body, headers);
+  return http_call(port, {.method = "PATCH", .path = "/admin/config", .body = body, .extra_headers = headers});
 }
 
 TEST_F(AdminServer, ThePageIsSelfContainedHtmlThatPollsTheConfig) {

@@ -48,10 +48,10 @@ class server_fixture : public ::testing::Test {
   }
 
   http_response post(const std::string& path, const std::string& body, const std::string& headers = {}) {
-    return http_call(port, "POST", path, body, headers);
+    return http_call(port, {.method = "POST", .path = path, .body = body, .extra_headers = headers});
   }
   http_response get(const std::string& path, const std::string& headers = {}) {
-    return http_call(port, "GET", path, {}, headers);
+    return http_call(port, {.method = "GET", .path = path, .extra_headers = headers});
   }
 
   /// The error object of an error response (fails the test when the body is not one).

@@ -164,9 +164,11 @@ class PagedAttention : public cuda_fixture, public ::testing::WithParamInterface
     const std::int64_t q_cols = std::int64_t{c.q_heads} * c.head_dim;
     const auto q_bits = random_half_bits(rng, static_cast<std::size_t>(tokens * q_cols), 1.5f, dtype::bf16);
     // q and out are strided like slices of the fused qkv and a wider buffer.
-    const device_matrix q =
-        upload_matrix(gpu(), dtype::bf16, tokens, q_cols, q_bits.data(), q_cols + 2 * c.kv_heads * c.head_dim);
-    const device_matrix out = poisoned_matrix(gpu(), dtype::bf16, tokens, q_cols, q_cols + 8);
+    const device_matrix q = upload_matrix(
+        gpu(), {.type = dtype::bf16, .rows = tokens, .cols = q_cols, .stride = q_cols + 2 * c.kv_heads * c.head_dim},
+        q_bits.data());
+    const device_matrix out =
+        poisoned_matrix(gpu(), {.type = dtype::bf16, .rows = tokens, .cols = q_cols, .stride = q_cols + 8});
     const auto plan = gpu().plan_step(s.batch, s.spec, s.geometry);
     gpu().attention(*plan, q.view, *cache, attention_layer, out.view);
     const std::vector<float> got = download_floats(gpu(), out.view);

@@ -93,7 +93,7 @@ TEST_F(DeviceMemory, KvWritesAfterASwapInLandOnTopOfIt) {
   attention_geometry g{1, 1, 64, 0.125f, {}};
   const auto plan = gpu().plan_step(b, spec, g);
   const auto qkv_bits = random_half_bits(rng, 3 * 64, 1.0f, dtype::bf16);
-  const device_matrix qkv = upload_matrix(gpu(), dtype::bf16, 1, 3 * 64, qkv_bits.data());
+  const device_matrix qkv = upload_matrix(gpu(), {.type = dtype::bf16, .rows = 1, .cols = 3 * 64}, qkv_bits.data());
   gpu().copy_blocks(*cache, host.get(), std::vector<block_copy>{{block_location::host, 0, block_location::device, 2}});
   gpu().rope_and_write_kv(*plan, qkv.view.col_slice(0, 64), qkv.view.col_slice(64, 64), qkv.view.col_slice(128, 64),
                           *cache, 0);

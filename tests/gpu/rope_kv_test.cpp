@@ -97,7 +97,8 @@ TEST_F(RopeKv, RotatesAndWritesEverySlotForEveryScaling) {
     const std::int64_t q_cols = std::int64_t{c.q_heads} * c.head_dim, kv_cols = std::int64_t{c.kv_heads} * c.head_dim;
     const auto qkv_bits =
         random_half_bits(rng, static_cast<std::size_t>(tokens * (q_cols + 2 * kv_cols)), 1.0f, dtype::bf16);
-    const device_matrix qkv = upload_matrix(gpu(), dtype::bf16, tokens, q_cols + 2 * kv_cols, qkv_bits.data());
+    const device_matrix qkv =
+        upload_matrix(gpu(), {.type = dtype::bf16, .rows = tokens, .cols = q_cols + 2 * kv_cols}, qkv_bits.data());
     const tensor_view q = qkv.view.col_slice(0, q_cols), k = qkv.view.col_slice(q_cols, kv_cols),
                       v = qkv.view.col_slice(q_cols + kv_cols, kv_cols);
     auto cache = gpu().create_kv_cache(spec);

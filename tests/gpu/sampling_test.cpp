@@ -147,8 +147,9 @@ std::vector<sample_output> sample_on_device(backend& b, const std::vector<sampli
                                             const std::vector<float>& logits, std::int64_t vocab) {
   const sampling_step step = make_step(rows);
   const auto plan = b.plan_step(step.batch, step.spec, step.geometry);
-  const device_matrix device_logits =
-      upload_matrix(b, dtype::f32, static_cast<std::int64_t>(rows.size()), vocab, logits.data(), vocab + 32);
+  const device_matrix device_logits = upload_matrix(
+      b, {.type = dtype::f32, .rows = static_cast<std::int64_t>(rows.size()), .cols = vocab, .stride = vocab + 32},
+      logits.data());
   return b.sample(*plan, device_logits.view);
 }
 

@@ -144,7 +144,7 @@ TEST_F(BlockManager, FullSharedBlocksAreNeverCopied) {
 }
 
 TEST_F(BlockManager, CachedFreeBlocksAreEvictedLeastRecentlyReleasedFirst) {
-  make(6, 0);
+  make({.device_blocks = 6, .host_blocks = 0});
   allocate(1, iota_tokens(0, 8), 8);  // blocks 0, 1
   free(1);
   EXPECT_EQ(kv().device_pool().free_list_in_eviction_order(), (ids{2, 3, 4, 5, 1, 0}));
@@ -163,7 +163,7 @@ TEST_F(BlockManager, CachedFreeBlocksAreEvictedLeastRecentlyReleasedFirst) {
 }
 
 TEST_F(BlockManager, SwapOutAndInPlanTheRightCopies) {
-  make(16, 8, 4, /*prefix_caching=*/false);
+  make({.prefix_caching = false});
   allocate(1, iota_tokens(0, 10), 10);  // blocks 0, 1, 2
   kv_request out;
   out.swap_outs.push_back({1});
@@ -214,7 +214,7 @@ TEST_F(BlockManager, SwapInReusesBlocksStillInThePrefixCache) {
 }
 
 TEST_F(BlockManager, SwapOutBeyondHostCapacityIsRefusedAndChangesNothing) {
-  make(16, 2);
+  make({.host_blocks = 2});
   allocate(1, iota_tokens(0, 10), 10);
   kv_request out;
   out.swap_outs.push_back({1});
@@ -229,7 +229,7 @@ TEST_F(BlockManager, SwapOutBeyondHostCapacityIsRefusedAndChangesNothing) {
 }
 
 TEST_F(BlockManager, ItemsThatDoNotFitChangeNothingWhileOthersProceed) {
-  make(4, 0);
+  make({.device_blocks = 4, .host_blocks = 0});
   allocate(1, iota_tokens(0, 11), 11);  // 3 blocks, 1 free
   kv_request request;
   request.appends.push_back({1, {11, 12, 13, 14, 15, 16}});            // needs 2
@@ -249,7 +249,7 @@ TEST_F(BlockManager, ItemsThatDoNotFitChangeNothingWhileOthersProceed) {
 }
 
 TEST_F(BlockManager, ARefusedAllocationLeavesItsPrefixHitsUntouched) {
-  make(4, 0);
+  make({.device_blocks = 4, .host_blocks = 0});
   allocate(1, iota_tokens(0, 8), 8);
   free(1);                                                     // blocks 0, 1 cached and free
   allocate(2, iota_tokens(100, 5), 5);                         // takes 2, 3

@@ -35,7 +35,7 @@ TEST(LoopRequests, ARunningIdIsRefusedAndFreeAgainOnceDone) {
 
 TEST(LoopRequests, TheCoresRefusalsComeBackAsErrors) {
   loop_driver d;
-  request_spec spec = make_spec(5000, 4);  // longer than max_model_len
+  request_spec spec = make_spec({.prompt_len = 5000, .max_tokens = 4});  // longer than max_model_len
   const loop_submission refused = d.loop.submit("long", spec, 0);
   ASSERT_TRUE(refused.error);
   EXPECT_EQ(refused.error->kind, error_kind::too_long);

@@ -22,11 +22,11 @@ TEST(Histogram, CountsCumulativelyPerUpperBound) {
 }
 
 TEST(SchedulerMetrics, LatenciesFollowTheTimesPassedIn) {
-  harness h(small_config(/*budget=*/64, /*max_seqs=*/1));
+  harness h(small_config({.budget = 64, .max_seqs = 1}));
   h.step_s = 0.25;
-  h.submit(make_spec(8, 3, 1));
+  h.submit(make_spec({.prompt_len = 8, .max_tokens = 3, .first_token = 1}));
   h.now = 0.5;
-  h.submit(make_spec(8, 2, 100));
+  h.submit(make_spec({.prompt_len = 8, .max_tokens = 2, .first_token = 100}));
   h.now = 1.0;
   h.run();
   // Request 1 (arrived 0) is planned at t=1.0 (queued 1 s) and gets tokens
@@ -61,8 +61,8 @@ TEST(SchedulerMetrics, LatenciesFollowTheTimesPassedIn) {
 }
 
 TEST(SchedulerMetrics, GaugesAndKvUsageTrackTheLastStep) {
-  harness h(small_config(/*budget=*/64, /*max_seqs=*/2, 32, /*blocks=*/16));
-  for (int i = 0; i < 3; ++i) h.submit(make_spec(8, 10, 1 + 20 * i));
+  harness h(small_config({.budget = 64, .max_seqs = 2, .blocks = 16}));
+  for (int i = 0; i < 3; ++i) h.submit(make_spec({.prompt_len = 8, .max_tokens = 10, .first_token = 1 + 20 * i}));
   h.step();
   const scheduler_metrics& m = h.sched().metrics();
   EXPECT_EQ(m.num_running, 2);

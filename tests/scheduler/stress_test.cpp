@@ -75,8 +75,13 @@ void expect_run_alone_outputs(const std::vector<planned_request>& plan, pipeline
     for (int choice = 0; choice < p.spec.n; ++choice) {
       const auto key = std::make_pair(p.handle, choice);
       ASSERT_EQ(run.finishes[key], 1) << "request " << p.handle << " choice " << choice;
-      const auto expected = reference_outputs(p.spec.prompt, *p.spec.seed, choice, p.spec.max_tokens, stops,
-                                              p.spec.min_tokens, harness::kVocab);
+      const auto expected = reference_outputs({.prompt = p.spec.prompt,
+                                               .request_seed = *p.spec.seed,
+                                               .choice = choice,
+                                               .max_tokens = p.spec.max_tokens,
+                                               .stop_ids = stops,
+                                               .min_tokens = p.spec.min_tokens,
+                                               .vocab = harness::kVocab});
       const auto& got = run.outputs[key];
       if (run.reasons[key] == finish_reason::abort) {
         ASSERT_LE(got.size(), expected.size());
@@ -92,7 +97,7 @@ class Stress : public ::testing::TestWithParam<stress_case> {};
 
 TEST_P(Stress, EverySurvivingChoiceMatchesItsRunAlone) {
   const stress_case c = GetParam();
-  scheduler_config config = small_config(/*budget=*/64, /*max_seqs=*/12, /*chunk=*/24, /*blocks=*/48, 24);
+  scheduler_config config = small_config({.budget = 64, .max_seqs = 12, .chunk = 24, .blocks = 48, .host_blocks = 24});
   config.preemption = c.mode;
   config.eos_token_ids = {kEos};
   config.max_model_len = 256;
