@@ -161,7 +161,7 @@ void route(self_ptr self, loop_events out) {
   for (std::size_t shard = 0; shard < batches.size(); ++shard) {
     if (batches[shard].tokens.empty() && batches[shard].finished.empty()) continue;
     auto batch = std::make_shared<const stream_batch>(std::move(batches[shard]));
-    self->request(state.setup.shards[shard], state.setup.kv_timeout, atom::events_v, std::move(batch))
+    self->request(state.setup.shards[shard], state.setup.events_timeout, atom::events_v, std::move(batch))
         .then(
             [self](const stop_matches_ptr& stops) {
               for (const auto& [handle, choice] : stops->choices)

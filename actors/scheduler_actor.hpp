@@ -21,7 +21,13 @@ struct scheduler_setup {
   executor_actor executor;
   std::vector<tokenizer_actor> shards;  ///< output shard of request h: shards[h % size]
   int max_steps_in_flight = 2;
-  caf::timespan kv_timeout = std::chrono::seconds(10);
+  caf::timespan kv_timeout = std::chrono::seconds(10);  ///< a KV plan answered later fails the engine
+  /// How long an output shard may take to answer an `events` batch. Not the
+  /// KV timeout: the shard is a tokenizer actor that also encodes prompts and
+  /// detokenizes, so its answer can queue behind other work, and a late
+  /// answer only loses that batch's stop-string matches (logged), never the
+  /// engine.
+  caf::timespan events_timeout = std::chrono::seconds(10);
   caf::timespan step_timeout = std::chrono::seconds(600);  ///< a step running longer fails the executor
   double stuck_after_s = 30.0;                             ///< /health reports a step running longer than this as stuck
   double one_token_step_s = 0;                             ///< measured executor time of a one-token step (0: unknown)

@@ -4,8 +4,8 @@
 #include <unistd.h>
 #include <random>
 
-#include "actors/intake.hpp"
-#include "actors/kv_manager.hpp"
+#include "actors/intake_actor.hpp"
+#include "actors/kv_manager_actor.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "actors/tokenizer_actor.hpp"
 #include "model/batch_runner.hpp"

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "actors/core/prompt_preparer.hpp"
-#include "actors/executor.hpp"
+#include "actors/executor_actor.hpp"
 #include "actors/messages.hpp"
 #include "model/checkpoint.hpp"
 #include "troupe/engine.hpp"

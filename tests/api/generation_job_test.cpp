@@ -77,7 +77,16 @@ class GenerationJob : public ::testing::Test {
     return frames;
   }
 
-  static parsed_generation request_of(endpoint_kind endpoint, int prompts, int n, bool stream) {
+  /// A parsed request of `prompts` prompts, `n` choices each.
+  struct request_shape {
+    endpoint_kind endpoint = endpoint_kind::completions;
+    int prompts = 1;
+    int n = 1;
+    bool stream = false;
+  };
+
+  static parsed_generation request_of(const request_shape& shape) {
+    const auto [endpoint, prompts, n, stream] = shape;
     parsed_generation request;
     request.endpoint = endpoint;
     request.model = "m";
@@ -92,7 +101,17 @@ class GenerationJob : public ::testing::Test {
     return request;
   }
 
-  void emit_choice(std::size_t prompt, int choice, const std::string& text, bool last_choice, int tokens = 1) {
+  /// One choice's text and finish, as the engine reports them.
+  struct choice_output {
+    std::size_t prompt = 0;
+    int choice = 0;
+    std::string text;
+    bool last_choice = false;  ///< the request's last choice to finish
+    int tokens = 1;            ///< completion tokens in the usage
+  };
+
+  void emit_choice(const choice_output& output) {
+    const auto& [prompt, choice, text, last_choice, tokens] = output;
     request_sink& sink = *engine.sinks[prompt];
     sink.on_delta({engine.requests[prompt].request_id, choice, text, {7}, {}});
     finished_event done{engine.requests[prompt].request_id, choice, finish_reason::length, {}, {}, last_choice};
@@ -108,16 +127,17 @@ class GenerationJob : public ::testing::Test {
 };
 
 TEST_F(GenerationJob, SeveralPromptsMergeIntoOneResponseWithOpenAIChoiceIndexes) {
-  auto job = make(request_of(endpoint_kind::completions, 2, 2, false), output_mode::aggregate);
+  auto job = make(request_of({.endpoint = endpoint_kind::completions, .prompts = 2, .n = 2, .stream = false}),
+                  output_mode::aggregate);
   ASSERT_EQ(engine.requests.size(), 2u);
   EXPECT_NE(engine.requests[0].request_id, engine.requests[1].request_id);
   EXPECT_EQ(*in_flight, 2);
   engine.sinks[1]->on_accepted({engine.requests[1].request_id, 3, "p1"});
-  emit_choice(1, 1, "B1", false);
-  emit_choice(1, 0, "B0", true, 2);
+  emit_choice({.prompt = 1, .choice = 1, .text = "B1", .last_choice = false});
+  emit_choice({.prompt = 1, .choice = 0, .text = "B0", .last_choice = true, .tokens = 2});
   engine.sinks[0]->on_accepted({engine.requests[0].request_id, 3, "p0"});
-  emit_choice(0, 0, "A0", false);
-  emit_choice(0, 1, "A1", true, 2);
+  emit_choice({.prompt = 0, .choice = 0, .text = "A0", .last_choice = false});
+  emit_choice({.prompt = 0, .choice = 1, .text = "A1", .last_choice = true, .tokens = 2});
   EXPECT_TRUE(listener->replies.empty());  // nothing happens until the strand runs the posts
   run_posted();
   ASSERT_EQ(listener->replies.size(), 1u);
@@ -138,7 +158,8 @@ TEST_F(GenerationJob, SeveralPromptsMergeIntoOneResponseWithOpenAIChoiceIndexes)
 }
 
 TEST_F(GenerationJob, OneFailingPromptCancelsTheOthersAndAnswersTheError) {
-  auto job = make(request_of(endpoint_kind::completions, 3, 1, false), output_mode::aggregate);
+  auto job = make(request_of({.endpoint = endpoint_kind::completions, .prompts = 3, .n = 1, .stream = false}),
+                  output_mode::aggregate);
   engine.sinks[1]->on_error({engine.requests[1].request_id, error_kind::too_long, "prompt too long", "prompt"});
   run_posted();
   ASSERT_EQ(listener->replies.size(), 1u);
@@ -147,13 +168,14 @@ TEST_F(GenerationJob, OneFailingPromptCancelsTheOthersAndAnswersTheError) {
             "context_length_exceeded");
   EXPECT_EQ(engine.cancels, (std::vector<std::string>{engine.requests[0].request_id, engine.requests[2].request_id}));
   EXPECT_EQ(*in_flight, 0);
-  emit_choice(0, 0, "late", true);  // events after the failure are ignored
+  emit_choice({.prompt = 0, .choice = 0, .text = "late", .last_choice = true});  // events after the failure are ignored
   run_posted();
   EXPECT_EQ(listener->replies.size(), 1u);
 }
 
 TEST_F(GenerationJob, OverloadedEngineGives429WithRetryAfter) {
-  auto job = make(request_of(endpoint_kind::chat, 1, 1, true), output_mode::sse);
+  auto job =
+      make(request_of({.endpoint = endpoint_kind::chat, .prompts = 1, .n = 1, .stream = true}), output_mode::sse);
   engine.sinks[0]->on_error({engine.requests[0].request_id, error_kind::overloaded, "queue full", {}});
   run_posted();
   ASSERT_EQ(listener->replies.size(), 1u);  // before the stream started: a plain HTTP error
@@ -164,7 +186,7 @@ TEST_F(GenerationJob, OverloadedEngineGives429WithRetryAfter) {
 }
 
 TEST_F(GenerationJob, ChatStreamSendsRoleFirstThenDeltasFinishAndDone) {
-  parsed_generation request = request_of(endpoint_kind::chat, 1, 2, true);
+  parsed_generation request = request_of({.endpoint = endpoint_kind::chat, .prompts = 1, .n = 2, .stream = true});
   request.include_usage = true;
   auto job = make(std::move(request), output_mode::sse);
   const std::string id = engine.requests[0].request_id;
@@ -193,7 +215,8 @@ TEST_F(GenerationJob, ChatStreamSendsRoleFirstThenDeltasFinishAndDone) {
 }
 
 TEST_F(GenerationJob, MidStreamErrorBecomesAnSseErrorEvent) {
-  auto job = make(request_of(endpoint_kind::completions, 1, 1, true), output_mode::sse);
+  auto job = make(request_of({.endpoint = endpoint_kind::completions, .prompts = 1, .n = 1, .stream = true}),
+                  output_mode::sse);
   const std::string id = engine.requests[0].request_id;
   engine.sinks[0]->on_accepted({id, 1, "p"});
   engine.sinks[0]->on_delta({id, 0, "ab", {1}, {}});
@@ -209,7 +232,8 @@ TEST_F(GenerationJob, MidStreamErrorBecomesAnSseErrorEvent) {
 }
 
 TEST_F(GenerationJob, EchoAndLogprobOffsetsContinueAcrossChunks) {
-  parsed_generation request = request_of(endpoint_kind::completions, 1, 1, true);
+  parsed_generation request =
+      request_of({.endpoint = endpoint_kind::completions, .prompts = 1, .n = 1, .stream = true});
   request.echo = true;
   request.logprobs = true;
   auto job = make(std::move(request), output_mode::sse);
@@ -230,7 +254,8 @@ TEST_F(GenerationJob, EchoAndLogprobOffsetsContinueAcrossChunks) {
 }
 
 TEST_F(GenerationJob, WebSocketFramesCarryTheClientIdAndDoneHasUsage) {
-  auto job = make(request_of(endpoint_kind::completions, 1, 1, true), output_mode::websocket);
+  auto job = make(request_of({.endpoint = endpoint_kind::completions, .prompts = 1, .n = 1, .stream = true}),
+                  output_mode::websocket);
   const std::string id = engine.requests[0].request_id;
   engine.sinks[0]->on_accepted({id, 2, "p"});
   engine.sinks[0]->on_delta({id, 0, "x", {1}, {}});
@@ -249,7 +274,8 @@ TEST_F(GenerationJob, WebSocketFramesCarryTheClientIdAndDoneHasUsage) {
 }
 
 TEST_F(GenerationJob, DroppingTheJobCancelsItsEngineRequests) {
-  auto job = make(request_of(endpoint_kind::completions, 2, 1, false), output_mode::aggregate);
+  auto job = make(request_of({.endpoint = endpoint_kind::completions, .prompts = 2, .n = 1, .stream = false}),
+                  output_mode::aggregate);
   EXPECT_EQ(*in_flight, 2);
   job.reset();  // the client disconnected and the session let go
   EXPECT_EQ(engine.cancels.size(), 2u);

@@ -8,6 +8,8 @@
 namespace troupe::testing {
 namespace {
 
+using HttpServerAbuse = server_fixture;
+
 struct abuse_case {
   const char* name;
   std::string body;
@@ -27,7 +29,7 @@ std::string logit_bias(int count) {
   return R"({"prompt":"x","logit_bias":{)" + map + "}}";
 }
 
-TEST_F(HttpServerTest, AbusiveBodiesGetExactErrorsAndTheServerKeepsServing) {
+TEST_F(HttpServerAbuse, AbusiveBodiesGetExactErrorsAndTheServerKeepsServing) {
   const std::vector<abuse_case> cases = {
       {"malformed JSON", R"({"prompt": "x",)", 400, nullptr},
       {"not an object", R"(["prompt"])", 400, nullptr},
@@ -58,7 +60,7 @@ TEST_F(HttpServerTest, AbusiveBodiesGetExactErrorsAndTheServerKeepsServing) {
   EXPECT_EQ(engine.submitted().size(), cases.size());  // only the follow-up requests reached the engine
 }
 
-TEST_F(HttpServerTest, HugeBodyIs413EvenBeforeItIsSent) {
+TEST_F(HttpServerAbuse, HugeBodyIs413EvenBeforeItIsSent) {
   socket_client client(port);
   client.send_all("POST /v1/completions HTTP/1.1\r\nHost: h\r\nContent-Length: 50000000\r\n\r\n{\"prompt\":\"");
   const http_response response = client.read_response();
@@ -74,7 +76,7 @@ TEST_F(HttpServerTest, HugeBodyIs413EvenBeforeItIsSent) {
   expect_still_serving();
 }
 
-TEST_F(HttpServerTest, OneMegabyteHeaderIs431) {
+TEST_F(HttpServerAbuse, OneMegabyteHeaderIs431) {
   socket_client client(port);
   client.send_all("GET /health HTTP/1.1\r\nHost: h\r\nX-Big: " + std::string(1 << 20, 'a') + "\r\n\r\n");
   const http_response response = client.read_response();
@@ -83,14 +85,14 @@ TEST_F(HttpServerTest, OneMegabyteHeaderIs431) {
   expect_still_serving();
 }
 
-TEST_F(HttpServerTest, MalformedHttpIs400) {
+TEST_F(HttpServerAbuse, MalformedHttpIs400) {
   socket_client client(port);
   client.send_all("NOT HTTP AT ALL\r\n\r\n");
   EXPECT_EQ(client.read_response().status, 400);
   expect_still_serving();
 }
 
-TEST_F(HttpServerTest, SlowlorisConnectionsAreClosedAndOthersAreServed) {
+TEST_F(HttpServerAbuse, SlowlorisConnectionsAreClosedAndOthersAreServed) {
   std::vector<std::unique_ptr<socket_client>> slow;
   for (int i = 0; i < 8; ++i) {
     slow.push_back(std::make_unique<socket_client>(port));
@@ -107,7 +109,7 @@ TEST_F(HttpServerTest, SlowlorisConnectionsAreClosedAndOthersAreServed) {
   EXPECT_TRUE(all_closed);
 }
 
-TEST_F(HttpServerTest, IdleConnectionsAreClosedAfterTheIdleTimeout) {
+TEST_F(HttpServerAbuse, IdleConnectionsAreClosedAfterTheIdleTimeout) {
   api::server_config config = test_server_config();
   config.idle_timeout = std::chrono::milliseconds(200);
   start(config);
@@ -115,7 +117,7 @@ TEST_F(HttpServerTest, IdleConnectionsAreClosedAfterTheIdleTimeout) {
   EXPECT_TRUE(idle.wait_closed(std::chrono::seconds(10)));
 }
 
-TEST_F(HttpServerTest, ConnectionsBeyondTheLimitGet503) {
+TEST_F(HttpServerAbuse, ConnectionsBeyondTheLimitGet503) {
   api::server_config config = test_server_config();
   config.max_connections = 2;
   start(config);

@@ -10,13 +10,13 @@
 namespace troupe::testing {
 namespace {
 
-using AdminServerTest = HttpServerTest;
+using AdminServer = server_fixture;
 
 http_response patch(std::uint16_t port, const std::string& body, const std::string& headers = {}) {
-  return http_call(port, "PATCH", "/admin/config", body, headers);
+  return http_call(port, {.method = "PATCH", .path = "/admin/config", .body = body, .extra_headers = headers});
 }
 
-TEST_F(AdminServerTest, ThePageIsSelfContainedHtmlThatPollsTheConfig) {
+TEST_F(AdminServer, ThePageIsSelfContainedHtmlThatPollsTheConfig) {
   const http_response page = get("/admin");
   ASSERT_EQ(page.status, 200);
   EXPECT_EQ(page.headers.at("content-type"), "text/html; charset=utf-8");
@@ -25,7 +25,7 @@ TEST_F(AdminServerTest, ThePageIsSelfContainedHtmlThatPollsTheConfig) {
   EXPECT_EQ(page.body.find("src=\"http"), std::string::npos) << "no external assets";
 }
 
-TEST_F(AdminServerTest, TheConfigCarriesSettingsLiveKnobsAndGauges) {
+TEST_F(AdminServer, TheConfigCarriesSettingsLiveKnobsAndGauges) {
   engine.set_kv_usage(0.5);
   const http_response response = get("/admin/config");
   ASSERT_EQ(response.status, 200);
@@ -39,7 +39,7 @@ TEST_F(AdminServerTest, TheConfigCarriesSettingsLiveKnobsAndGauges) {
   EXPECT_TRUE(body.at("stats").at("healthy").as_bool());
 }
 
-TEST_F(AdminServerTest, AValidChangeReachesTheEngineAndIsReported) {
+TEST_F(AdminServer, AValidChangeReachesTheEngineAndIsReported) {
   const http_response response = patch(port, R"({"policy":"mlfq","max_num_seqs":32,"preemption_mode":"swap"})");
   ASSERT_EQ(response.status, 200) << response.body;
   const auto changes = engine.configured();
@@ -53,7 +53,7 @@ TEST_F(AdminServerTest, AValidChangeReachesTheEngineAndIsReported) {
   EXPECT_EQ(boost::json::parse(get("/admin/config").body).at("settings").at("max_num_seqs").as_int64(), 32);
 }
 
-TEST_F(AdminServerTest, TheConfigDescribesEachLiveKnobFromTheRegistry) {
+TEST_F(AdminServer, TheConfigDescribesEachLiveKnobFromTheRegistry) {
   const boost::json::value body = boost::json::parse(get("/admin/config").body);
   const boost::json::value& quantum = body.at("knobs").at("mlfq_quantum");
   EXPECT_EQ(quantum.at("min").as_double(), knob_defaults().spec("mlfq_quantum").min.value());
@@ -62,7 +62,7 @@ TEST_F(AdminServerTest, TheConfigDescribesEachLiveKnobFromTheRegistry) {
   EXPECT_FALSE(body.at("knobs").as_object().contains("block_size")) << "only live knobs";
 }
 
-TEST_F(AdminServerTest, TheMlfqQuantumChangesLive) {
+TEST_F(AdminServer, TheMlfqQuantumChangesLive) {
   EXPECT_EQ(boost::json::parse(get("/admin/config").body).at("settings").at("mlfq_quantum").as_int64(),
             knob_defaults().get_int("mlfq_quantum"));
   const http_response response = patch(port, R"({"mlfq_quantum":4})");
@@ -73,7 +73,7 @@ TEST_F(AdminServerTest, TheMlfqQuantumChangesLive) {
   EXPECT_EQ(boost::json::parse(get("/admin/config").body).at("settings").at("mlfq_quantum").as_int64(), 4);
 }
 
-TEST_F(AdminServerTest, BadChangesNameTheFieldAndChangeNothing) {
+TEST_F(AdminServer, BadChangesNameTheFieldAndChangeNothing) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"policy":"lifo"})", "policy"},
       {R"({"max_num_seqs":0})", "max_num_seqs"},
@@ -96,13 +96,13 @@ TEST_F(AdminServerTest, BadChangesNameTheFieldAndChangeNothing) {
   EXPECT_EQ(boost::json::parse(get("/admin/config").body).at("settings").at("policy").as_string(), "fcfs");
 }
 
-TEST_F(AdminServerTest, AChangeTheEngineRefusesIs409) {
+TEST_F(AdminServer, AChangeTheEngineRefusesIs409) {
   const http_response response = patch(port, R"({"max_num_seqs":5000})");
   EXPECT_EQ(response.status, 409);
   EXPECT_EQ(error_of(response).at("code").as_string(), "setting_refused");
 }
 
-TEST_F(AdminServerTest, SettingsNeedTheApiKeyThePageDoesNot) {
+TEST_F(AdminServer, SettingsNeedTheApiKeyThePageDoesNot) {
   api::server_config config = test_server_config();
   config.api_key = "secret";
   start(config);

@@ -30,7 +30,7 @@ inline api::server_config test_server_config() {
   return config;
 }
 
-class HttpServerTest : public ::testing::Test {
+class server_fixture : public ::testing::Test {
  protected:
   void SetUp() override { start(test_server_config()); }
   void TearDown() override {
@@ -48,10 +48,10 @@ class HttpServerTest : public ::testing::Test {
   }
 
   http_response post(const std::string& path, const std::string& body, const std::string& headers = {}) {
-    return http_call(port, "POST", path, body, headers);
+    return http_call(port, {.method = "POST", .path = path, .body = body, .extra_headers = headers});
   }
   http_response get(const std::string& path, const std::string& headers = {}) {
-    return http_call(port, "GET", path, {}, headers);
+    return http_call(port, {.method = "GET", .path = path, .extra_headers = headers});
   }
 
   /// The error object of an error response (fails the test when the body is not one).

@@ -8,7 +8,9 @@
 namespace troupe::testing {
 namespace {
 
-TEST_F(HttpServerTest, CompletionAggregatesChoicesFromSeveralPrompts) {
+using HttpServer = server_fixture;
+
+TEST_F(HttpServer, CompletionAggregatesChoicesFromSeveralPrompts) {
   const http_response response =
       post("/v1/completions", R"({"model":"fake-model","prompt":["a","b"],"n":2,"max_tokens":3})");
   ASSERT_EQ(response.status, 200) << response.body;
@@ -32,7 +34,7 @@ TEST_F(HttpServerTest, CompletionAggregatesChoicesFromSeveralPrompts) {
   EXPECT_EQ(engine.submitted()[0].max_tokens, 3);
 }
 
-TEST_F(HttpServerTest, ChatWithLogprobsHasTheChatShape) {
+TEST_F(HttpServer, ChatWithLogprobsHasTheChatShape) {
   const http_response response = post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}],
       "max_tokens":2,"logprobs":true,"top_logprobs":2})");
   ASSERT_EQ(response.status, 200) << response.body;
@@ -48,7 +50,7 @@ TEST_F(HttpServerTest, ChatWithLogprobsHasTheChatShape) {
   EXPECT_EQ(engine.submitted().at(0).kind, prompt_kind::chat);
 }
 
-TEST_F(HttpServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {
+TEST_F(HttpServer, KeepAliveServesSeveralRequestsOnOneConnection) {
   socket_client client(port);
   const std::string body = R"({"prompt":"x","max_tokens":1})";
   for (int i = 0; i < 3; ++i) {
@@ -68,7 +70,7 @@ TEST_F(HttpServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {
   EXPECT_EQ(boost::json::parse(models.body).at("data").at(0).at("id").as_string(), "fake-model");
 }
 
-TEST_F(HttpServerTest, ExpectContinueIsAnsweredBeforeTheBody) {
+TEST_F(HttpServer, ExpectContinueIsAnsweredBeforeTheBody) {
   socket_client client(port);
   const std::string body = R"({"prompt":"x","max_tokens":1})";
   client.send_all("POST /v1/completions HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: " +
@@ -78,7 +80,7 @@ TEST_F(HttpServerTest, ExpectContinueIsAnsweredBeforeTheBody) {
   EXPECT_EQ(client.read_response().status, 200);
 }
 
-TEST_F(HttpServerTest, RequestIdIsEchoedOrGenerated) {
+TEST_F(HttpServer, RequestIdIsEchoedOrGenerated) {
   EXPECT_EQ(get("/version", "X-Request-Id: abc-123\r\n").headers.at("x-request-id"), "abc-123");
   const std::string generated = get("/version").headers.at("x-request-id");
   EXPECT_EQ(generated.size(), 32u);
@@ -86,7 +88,7 @@ TEST_F(HttpServerTest, RequestIdIsEchoedOrGenerated) {
   EXPECT_EQ(post("/v1/completions", "{", "X-Request-Id: e1\r\n").headers.at("x-request-id"), "e1");
 }
 
-TEST_F(HttpServerTest, UnknownRoutesAndMethods) {
+TEST_F(HttpServer, UnknownRoutesAndMethods) {
   const http_response missing = get("/v2/nothing");
   EXPECT_EQ(missing.status, 404);
   EXPECT_EQ(error_of(missing).at("code").as_string(), "not_found");
@@ -96,7 +98,7 @@ TEST_F(HttpServerTest, UnknownRoutesAndMethods) {
   EXPECT_EQ(get("/v1/ws").status, 426);
 }
 
-TEST_F(HttpServerTest, ApiKeyGuardsTheV1Routes) {
+TEST_F(HttpServer, ApiKeyGuardsTheV1Routes) {
   api::server_config config = test_server_config();
   config.api_key = "sekrit";
   start(config);
@@ -110,7 +112,7 @@ TEST_F(HttpServerTest, ApiKeyGuardsTheV1Routes) {
   EXPECT_TRUE(engine.submitted().size() == 1u);
 }
 
-TEST_F(HttpServerTest, HealthFollowsTheEngine) {
+TEST_F(HttpServer, HealthFollowsTheEngine) {
   EXPECT_EQ(get("/health").status, 200);
   EXPECT_EQ(get("/ready").status, 200);
   engine.set_healthy(false, "executor 0 stuck for 3 s");
@@ -122,7 +124,7 @@ TEST_F(HttpServerTest, HealthFollowsTheEngine) {
   EXPECT_EQ(get("/health").status, 200);
 }
 
-TEST_F(HttpServerTest, MetricsExposeEngineStats) {
+TEST_F(HttpServer, MetricsExposeEngineStats) {
   engine.set_kv_usage(0.5);
   const http_response response = get("/metrics");
   ASSERT_EQ(response.status, 200);
@@ -134,7 +136,7 @@ TEST_F(HttpServerTest, MetricsExposeEngineStats) {
             std::string::npos);
 }
 
-TEST_F(HttpServerTest, TokenizeAndDetokenizeUseVllmShapes) {
+TEST_F(HttpServer, TokenizeAndDetokenizeUseVllmShapes) {
   const http_response tokens = post("/tokenize", R"({"prompt":"AB"})");
   ASSERT_EQ(tokens.status, 200) << tokens.body;
   const boost::json::value body = boost::json::parse(tokens.body);
@@ -150,7 +152,7 @@ TEST_F(HttpServerTest, TokenizeAndDetokenizeUseVllmShapes) {
   EXPECT_EQ(error_of(bad).at("param").as_string(), "tokens[0]");
 }
 
-TEST_F(HttpServerTest, EngineOverloadAndShutdownMapToRetryableStatuses) {
+TEST_F(HttpServer, EngineOverloadAndShutdownMapToRetryableStatuses) {
   const http_response overloaded = post("/v1/completions", R"({"prompt":"overloaded"})");
   EXPECT_EQ(overloaded.status, 429);
   EXPECT_EQ(overloaded.headers.at("retry-after"), "1");
@@ -162,7 +164,7 @@ TEST_F(HttpServerTest, EngineOverloadAndShutdownMapToRetryableStatuses) {
   EXPECT_EQ(error_of(failed).at("type").as_string(), "server_error");
 }
 
-TEST_F(HttpServerTest, DrainingRefusesNewGenerationsAndReportsNotReady) {
+TEST_F(HttpServer, DrainingRefusesNewGenerationsAndReportsNotReady) {
   socket_client kept(port);  // an open keep-alive connection survives stop_accepting
   ASSERT_TRUE(fake_engine::eventually([&] { return server->active_connections() == 1; }));
   server->stop_accepting();

@@ -10,13 +10,15 @@
 namespace troupe::testing {
 namespace {
 
+using SseStream = server_fixture;
+
 std::string post_request(const std::string& path, const std::string& body) {
   return "POST " + path +
          " HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
          "\r\n\r\n" + body;
 }
 
-TEST_F(HttpServerTest, ChatStreamIsOpenAISseFraming) {
+TEST_F(SseStream, ChatStreamIsOpenAISseFraming) {
   const http_response response = post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}],
       "max_tokens":3,"n":2,"stream":true,"stream_options":{"include_usage":true}})");
   ASSERT_EQ(response.status, 200) << response.body;
@@ -55,7 +57,7 @@ TEST_F(HttpServerTest, ChatStreamIsOpenAISseFraming) {
   EXPECT_EQ(usage_chunk.at("usage").at("completion_tokens").as_int64(), 6);
 }
 
-TEST_F(HttpServerTest, CompletionStreamWithEchoAndStopReason) {
+TEST_F(SseStream, CompletionStreamWithEchoAndStopReason) {
   const http_response response =
       post("/v1/completions", R"({"prompt":"Say stop-early","stream":true,"echo":true,"max_tokens":9})");
   ASSERT_EQ(response.status, 200);
@@ -76,7 +78,7 @@ TEST_F(HttpServerTest, CompletionStreamWithEchoAndStopReason) {
   EXPECT_EQ(payloads.back(), "[DONE]");
 }
 
-TEST_F(HttpServerTest, MidStreamFailureIsAnSseErrorEvent) {
+TEST_F(SseStream, MidStreamFailureIsAnSseErrorEvent) {
   const http_response response = post("/v1/completions", R"({"prompt":"fail-midway","stream":true,"max_tokens":5})");
   ASSERT_EQ(response.status, 200);
   const std::vector<std::string> payloads = sse_payloads(response.body);
@@ -86,7 +88,7 @@ TEST_F(HttpServerTest, MidStreamFailureIsAnSseErrorEvent) {
   EXPECT_EQ(error.at("error").at("type").as_string(), "server_error");
 }
 
-TEST_F(HttpServerTest, PartialUtf8IsHeldBackNotBroken) {
+TEST_F(SseStream, PartialUtf8IsHeldBackNotBroken) {
   const http_response response = post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"utf8-split"}],
       "stream":true,"logprobs":true})");
   std::string content;
@@ -98,7 +100,7 @@ TEST_F(HttpServerTest, PartialUtf8IsHeldBackNotBroken) {
   EXPECT_EQ(content, "\xE2\x82\xAC");
 }
 
-TEST_F(HttpServerTest, DisconnectCancelsAStreamingRequest) {
+TEST_F(SseStream, DisconnectCancelsAStreamingRequest) {
   {
     socket_client client(port);
     client.send_all(post_request("/v1/completions", R"({"prompt":"endless","stream":true})"));
@@ -111,7 +113,7 @@ TEST_F(HttpServerTest, DisconnectCancelsAStreamingRequest) {
   expect_still_serving();
 }
 
-TEST_F(HttpServerTest, DisconnectCancelsAWaitingNonStreamingRequest) {
+TEST_F(SseStream, DisconnectCancelsAWaitingNonStreamingRequest) {
   {
     socket_client client(port);
     client.send_all(post_request("/v1/chat/completions", R"({"messages":[{"role":"user","content":"endless"}]})"));
@@ -121,7 +123,7 @@ TEST_F(HttpServerTest, DisconnectCancelsAWaitingNonStreamingRequest) {
   EXPECT_TRUE(fake_engine::eventually([&] { return engine.running() == 0 && server->active_requests() == 0; }));
 }
 
-TEST_F(HttpServerTest, AClientThatNeverReadsIsCutOffWithoutStallingOthers) {
+TEST_F(SseStream, AClientThatNeverReadsIsCutOffWithoutStallingOthers) {
   socket_client stalled(port);
   stalled.send_all(post_request("/v1/completions", R"({"prompt":"flood","stream":true})"));
   ASSERT_TRUE(fake_engine::eventually([&] { return engine.running() == 1; }));

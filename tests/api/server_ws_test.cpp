@@ -9,7 +9,7 @@
 namespace troupe::testing {
 namespace {
 
-class WebSocketServerTest : public HttpServerTest {
+class WebSocketServer : public server_fixture {
  protected:
   void connect(const std::string& headers = {}) {
     client = std::make_unique<socket_client>(port);
@@ -29,13 +29,13 @@ class WebSocketServerTest : public HttpServerTest {
 
   void TearDown() override {
     client.reset();  // a vanished client cancels its requests
-    HttpServerTest::TearDown();
+    server_fixture::TearDown();
   }
 
   std::unique_ptr<socket_client> client;
 };
 
-TEST_F(WebSocketServerTest, ThreeMultiplexedRequestsOneCancelled) {
+TEST_F(WebSocketServer, ThreeMultiplexedRequestsOneCancelled) {
   connect();
   send(R"({"type":"generate","id":"a","endpoint":"completions","prompt":"first","max_tokens":4})");
   send(R"({"type":"generate","id":"slow","endpoint":"chat","messages":[{"role":"user","content":"endless"}]})");
@@ -74,7 +74,7 @@ TEST_F(WebSocketServerTest, ThreeMultiplexedRequestsOneCancelled) {
   EXPECT_EQ(cancels[0], engine.submitted()[1].request_id);
 }
 
-TEST_F(WebSocketServerTest, ProtocolErrorsArePerRequestAndTheSocketStaysUsable) {
+TEST_F(WebSocketServer, ProtocolErrorsArePerRequestAndTheSocketStaysUsable) {
   connect();
   send(R"({"type":"ping","data":"hello"})");
   EXPECT_EQ(boost::json::serialize(next()), R"({"type":"pong","data":"hello"})");
@@ -109,7 +109,7 @@ TEST_F(WebSocketServerTest, ProtocolErrorsArePerRequestAndTheSocketStaysUsable) 
   EXPECT_EQ(engine.submitted().size(), 1u);
 }
 
-TEST_F(WebSocketServerTest, TooManyConcurrentRequestsOnOneSocket) {
+TEST_F(WebSocketServer, TooManyConcurrentRequestsOnOneSocket) {
   connect();
   for (int i = 0; i < 9; ++i) {  // the fixture allows 8
     send(R"({"type":"generate","id":)" + std::to_string(i) + R"(,"endpoint":"completions","prompt":"endless"})");
@@ -123,7 +123,7 @@ TEST_F(WebSocketServerTest, TooManyConcurrentRequestsOnOneSocket) {
   }
 }
 
-TEST_F(WebSocketServerTest, ClosingTheSocketCancelsEveryRequestOnIt) {
+TEST_F(WebSocketServer, ClosingTheSocketCancelsEveryRequestOnIt) {
   connect();
   send(R"({"type":"generate","id":"x","endpoint":"completions","prompt":"endless"})");
   send(R"({"type":"generate","id":"y","endpoint":"completions","prompt":"endless"})");
@@ -133,7 +133,7 @@ TEST_F(WebSocketServerTest, ClosingTheSocketCancelsEveryRequestOnIt) {
   EXPECT_TRUE(fake_engine::eventually([&] { return engine.running() == 0; }));
 }
 
-TEST_F(WebSocketServerTest, ASlowReaderIsShedWithAnErrorPerRequest) {
+TEST_F(WebSocketServer, ASlowReaderIsShedWithAnErrorPerRequest) {
   connect();
   send(R"({"type":"generate","id":"f","endpoint":"completions","prompt":"flood"})");
   ASSERT_TRUE(fake_engine::eventually([&] { return !engine.cancelled().empty(); }, std::chrono::seconds(20)));
@@ -151,7 +151,7 @@ TEST_F(WebSocketServerTest, ASlowReaderIsShedWithAnErrorPerRequest) {
   EXPECT_EQ(next().at("type").as_string(), "pong");
 }
 
-TEST_F(WebSocketServerTest, AMessageOverTheBodyLimitClosesWith1009) {
+TEST_F(WebSocketServer, AMessageOverTheBodyLimitClosesWith1009) {
   connect();
   // The server fails the connection once it reads the frame header, so the
   // rest of the upload may be refused; the close frame must still arrive.
@@ -164,7 +164,7 @@ TEST_F(WebSocketServerTest, AMessageOverTheBodyLimitClosesWith1009) {
   expect_still_serving();
 }
 
-TEST_F(WebSocketServerTest, UpgradeNeedsTheApiKey) {
+TEST_F(WebSocketServer, UpgradeNeedsTheApiKey) {
   api::server_config config = test_server_config();
   config.api_key = "k";
   start(config);

@@ -198,8 +198,8 @@ ws_frame socket_client::ws_read(std::chrono::milliseconds timeout) {
   }
 }
 
-http_response http_call(std::uint16_t port, std::string_view method, std::string_view path, std::string_view body,
-                        std::string_view extra_headers) {
+http_response http_call(std::uint16_t port, const http_request& call) {
+  const auto [method, path, body, extra_headers] = call;
   socket_client client(port);
   std::string request = std::string(method) + " " + std::string(path) + " HTTP/1.1\r\nHost: 127.0.0.1\r\n";
   request += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";

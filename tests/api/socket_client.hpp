@@ -62,9 +62,16 @@ class socket_client {
   std::string buffer_;
 };
 
-/// Sends one request on a fresh connection and reads the response.
-http_response http_call(std::uint16_t port, std::string_view method, std::string_view path, std::string_view body = {},
-                        std::string_view extra_headers = {});
+/// One HTTP request; the views must outlive the call.
+struct http_request {
+  std::string_view method = "GET";
+  std::string_view path = "/";
+  std::string_view body = {};           ///< sent as application/json
+  std::string_view extra_headers = {};  ///< whole header lines, each ending in \r\n
+};
+
+/// Sends `request` on a fresh connection to `port` and reads the response.
+http_response http_call(std::uint16_t port, const http_request& request);
 
 /// The `data:` payloads of an SSE body, in order (every event must end with a blank line).
 std::vector<std::string> sse_payloads(const std::string& body);

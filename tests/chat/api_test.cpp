@@ -30,7 +30,7 @@ boost::json::object sample_context() {
   return make_chat_context(inputs);
 }
 
-TEST(chat_template_api, concurrent_renders_of_one_template_agree) {
+TEST(ChatTemplateApi, ConcurrentRendersOfOneTemplateAgree) {
   chat_template tpl =
       chat_template::compile(read_text(fixture_dir() / "templates" / "meta-llama-Llama-3.1-8B-Instruct.jinja"));
   boost::json::object context = sample_context();
@@ -49,7 +49,7 @@ TEST(chat_template_api, concurrent_renders_of_one_template_agree) {
   for (int m : mismatches) EXPECT_EQ(m, 0);
 }
 
-TEST(chat_template_api, context_drops_null_keys_and_fills_absent_arguments_with_none) {
+TEST(ChatTemplateApi, ContextDropsNullKeysAndFillsAbsentArgumentsWithNone) {
   boost::json::object context = sample_context();
   const boost::json::object& assistant = context.at("messages").as_array().at(2).as_object();
   EXPECT_FALSE(assistant.contains("content"));
@@ -62,7 +62,7 @@ TEST(chat_template_api, context_drops_null_keys_and_fills_absent_arguments_with_
   EXPECT_EQ(tpl.render(make_chat_context(bare)), "True|True|hi");
 }
 
-TEST(chat_template_api, context_aliases_reasoning_like_transformers) {
+TEST(ChatTemplateApi, ContextAliasesReasoningLikeTransformers) {
   chat_template_inputs inputs;
   inputs.messages.push_back(boost::json::object{{"role", "assistant"}, {"content", "x"}, {"reasoning", "why"}});
   boost::json::object message = make_chat_context(inputs).at("messages").as_array().at(0).as_object();
@@ -72,7 +72,7 @@ TEST(chat_template_api, context_aliases_reasoning_like_transformers) {
   EXPECT_EQ(message.at("reasoning_content").as_string(), "why");
 }
 
-TEST(chat_template_api, context_rejects_unusable_inputs) {
+TEST(ChatTemplateApi, ContextRejectsUnusableInputs) {
   chat_template_inputs empty;
   EXPECT_THROW(make_chat_context(empty), chat_template_error);
   chat_template_inputs not_object;
@@ -84,7 +84,7 @@ TEST(chat_template_api, context_rejects_unusable_inputs) {
   EXPECT_THROW(make_chat_context(clash), chat_template_error);
 }
 
-TEST(chat_template_api, extra_variables_override_special_tokens) {
+TEST(ChatTemplateApi, ExtraVariablesOverrideSpecialTokens) {
   chat_template_inputs inputs;
   inputs.messages.push_back(boost::json::object{{"role", "user"}, {"content", "hi"}});
   inputs.special_tokens["bos_token"] = "<s>";
@@ -94,7 +94,7 @@ TEST(chat_template_api, extra_variables_override_special_tokens) {
   EXPECT_EQ(tpl.render(make_chat_context(inputs)), "<override>False");
 }
 
-TEST(chat_template_api, template_selection_follows_transformers) {
+TEST(ChatTemplateApi, TemplateSelectionFollowsTransformers) {
   chat_template_source single;
   single.templates["default"] = "d";
   EXPECT_EQ(single.select(true), "d");
@@ -106,7 +106,7 @@ TEST(chat_template_api, template_selection_follows_transformers) {
   EXPECT_THROW(chat_template_source{}.select(false), chat_template_error);
 }
 
-TEST(chat_template_api, strftime_now_uses_the_given_clock) {
+TEST(ChatTemplateApi, StrftimeNowUsesTheGivenClock) {
   chat_render_options options;
   std::tm t{};
   t.tm_year = 124;
@@ -117,7 +117,7 @@ TEST(chat_template_api, strftime_now_uses_the_given_clock) {
   EXPECT_EQ(chat_template::compile("{{ strftime_now('%Y')|length }}").render({}), "4");
 }
 
-TEST(chat_template_api, source_is_normalised_like_jinja) {
+TEST(ChatTemplateApi, SourceIsNormalisedLikeJinja) {
   chat_template tpl = chat_template::compile("a\r\nb\n");
   EXPECT_EQ(tpl.source(), "a\nb");
   EXPECT_EQ(tpl.render({}), "a\nb");

@@ -17,7 +17,7 @@
 namespace troupe {
 namespace {
 
-TEST(parse_json_exact, doubles_round_like_strtod) {
+TEST(ParseJsonExact, DoublesRoundLikeStrtod) {
   std::mt19937_64 rng(std::random_device{}());
   std::uniform_real_distribution<double> exponent(-300, 300), mantissa(1, 10);
   for (int i = 0; i < 20000; ++i) {
@@ -32,7 +32,7 @@ TEST(parse_json_exact, doubles_round_like_strtod) {
   }
 }
 
-TEST(parse_json_exact, builds_the_same_structure_as_boost) {
+TEST(ParseJsonExact, BuildsTheSameStructureAsBoost) {
   const char* text = R"({"a": [1, -2, 18446744073709551615, 1.5, "é\n", true, null, {"k": {}}], "b": ""})";
   boost::system::error_code ec;
   boost::json::value v = parse_json_exact(text, ec);
@@ -40,7 +40,7 @@ TEST(parse_json_exact, builds_the_same_structure_as_boost) {
   EXPECT_EQ(v, boost::json::parse(text));
 }
 
-TEST(parse_json_exact, reports_errors) {
+TEST(ParseJsonExact, ReportsErrors) {
   boost::system::error_code ec;
   parse_json_exact("{\"a\": [1, 2}", ec);
   EXPECT_TRUE(ec);

@@ -44,9 +44,9 @@ void expect_matches_reference(const chat_template& tpl, const boost::json::objec
   EXPECT_EQ(output, std::string(expected.at("output").as_string()));
 }
 
-class fixture_render : public ::testing::TestWithParam<std::string> {};
+class FixtureRender : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(fixture_render, matches_transformers_on_every_conversation) {
+TEST_P(FixtureRender, MatchesTransformersOnEveryConversation) {
   const std::string name = GetParam();
   boost::json::object reference = read_json(fixture_dir() / "renders" / (name + ".json")).as_object();
   chat_template tpl = chat_template::compile(read_text(fixture_dir() / "templates" / (name + ".jinja")));
@@ -61,7 +61,7 @@ TEST_P(fixture_render, matches_transformers_on_every_conversation) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(templates, fixture_render, ::testing::ValuesIn(template_names()),
+INSTANTIATE_TEST_SUITE_P(Templates, FixtureRender, ::testing::ValuesIn(template_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string id = info.param;
                            std::replace_if(
@@ -70,7 +70,7 @@ INSTANTIATE_TEST_SUITE_P(templates, fixture_render, ::testing::ValuesIn(template
                            return id;
                          });
 
-TEST(fixture_render, covers_all_seventeen_templates) { EXPECT_EQ(template_names().size(), 17u); }
+TEST(FixtureRender, CoversAllSeventeenTemplates) { EXPECT_EQ(template_names().size(), 17u); }
 
 }  // namespace
 }  // namespace troupe::chat_test

@@ -22,51 +22,51 @@ chat_template_error render_error(const std::string& source, const chat_render_op
   return chat_template_error(chat_template_error_kind::render, "", "", 0, 0);
 }
 
-TEST(hostile, unbounded_macro_recursion_hits_the_depth_limit) {
+TEST(ChatTemplateHostile, UnboundedMacroRecursionHitsTheDepthLimit) {
   chat_template_error e = render_error("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}");
   EXPECT_EQ(e.kind(), chat_template_error_kind::limit);
   EXPECT_NE(e.message().find("recursion"), std::string::npos) << e.what();
   EXPECT_EQ(e.line(), 1u);
 }
 
-TEST(hostile, mutual_recursion_hits_the_depth_limit) {
+TEST(ChatTemplateHostile, MutualRecursionHitsTheDepthLimit) {
   chat_template_error e =
       render_error("{% macro a() %}{{ b() }}{% endmacro %}{% macro b() %}{{ a() }}{% endmacro %}{{ a() }}");
   EXPECT_EQ(e.kind(), chat_template_error_kind::limit);
 }
 
-TEST(hostile, recursive_loop_without_end_hits_the_depth_limit) {
+TEST(ChatTemplateHostile, RecursiveLoopWithoutEndHitsTheDepthLimit) {
   chat_template_error e = render_error("{% for x in [1] recursive %}{{ loop([x]) }}{% endfor %}");
   EXPECT_EQ(e.kind(), chat_template_error_kind::limit);
 }
 
-TEST(hostile, giant_range_is_refused_like_the_sandbox) {
+TEST(ChatTemplateHostile, GiantRangeIsRefusedLikeTheSandbox) {
   chat_template_error e = render_error("{% for i in range(10**9) %}x{% endfor %}");
   EXPECT_EQ(e.kind(), chat_template_error_kind::render);
   EXPECT_EQ(e.python_type(), "OverflowError");
   EXPECT_EQ(e.message(), "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
 }
 
-TEST(hostile, nested_loops_hit_the_iteration_limit) {
+TEST(ChatTemplateHostile, NestedLoopsHitTheIterationLimit) {
   chat_template_error e =
       render_error("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}");
   EXPECT_EQ(e.kind(), chat_template_error_kind::limit);
   EXPECT_NE(e.message().find("loop iterations"), std::string::npos) << e.what();
 }
 
-TEST(hostile, string_repetition_is_capped_before_allocation) {
+TEST(ChatTemplateHostile, StringRepetitionIsCappedBeforeAllocation) {
   chat_template_error e = render_error("{{ 'x' * 10**9 }}");
   EXPECT_EQ(e.kind(), chat_template_error_kind::limit);
   EXPECT_EQ(e.column(), 8u);  // the '*'
 }
 
-TEST(hostile, output_growth_is_capped) {
+TEST(ChatTemplateHostile, OutputGrowthIsCapped) {
   chat_template_error e = render_error("{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}");
   EXPECT_EQ(e.kind(), chat_template_error_kind::limit);
   EXPECT_NE(e.message().find("output"), std::string::npos) << e.what();
 }
 
-TEST(hostile, doubling_strings_and_lists_are_capped) {
+TEST(ChatTemplateHostile, DoublingStringsAndListsAreCapped) {
   EXPECT_EQ(
       render_error("{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}")
           .kind(),
@@ -80,7 +80,7 @@ TEST(hostile, doubling_strings_and_lists_are_capped) {
       chat_template_error_kind::limit);
 }
 
-TEST(hostile, copying_huge_values_in_a_loop_runs_out_of_steps) {
+TEST(ChatTemplateHostile, CopyingHugeValuesInALoopRunsOutOfSteps) {
   chat_template_error e =
       render_error("{% set big = 'x' * 30000000 %}{% for i in range(100000) %}{% set y = big ~ i %}{% endfor %}");
   EXPECT_EQ(e.kind(), chat_template_error_kind::limit);
@@ -88,7 +88,7 @@ TEST(hostile, copying_huge_values_in_a_loop_runs_out_of_steps) {
   EXPECT_EQ(render_error("{% for c in 'x' * 30000000 %}{% endfor %}").kind(), chat_template_error_kind::limit);
 }
 
-TEST(hostile, step_limit_stops_long_computations) {
+TEST(ChatTemplateHostile, StepLimitStopsLongComputations) {
   chat_render_options options;
   options.limits.max_steps = 10'000;
   chat_template_error e =
@@ -97,7 +97,7 @@ TEST(hostile, step_limit_stops_long_computations) {
   EXPECT_NE(e.message().find("steps"), std::string::npos) << e.what();
 }
 
-TEST(hostile, deeply_nested_values_fail_instead_of_overflowing_the_stack) {
+TEST(ChatTemplateHostile, DeeplyNestedValuesFailInsteadOfOverflowingTheStack) {
   chat_template_error e = render_error(
       "{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l }}");
   EXPECT_EQ(e.python_type(), "RecursionError");
@@ -105,7 +105,7 @@ TEST(hostile, deeply_nested_values_fail_instead_of_overflowing_the_stack) {
   EXPECT_EQ(cycle.python_type(), "RecursionError");
 }
 
-TEST(hostile, deep_syntax_nesting_is_a_syntax_error) {
+TEST(ChatTemplateHostile, DeepSyntaxNestingIsASyntaxError) {
   std::string parens = "{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}";
   EXPECT_EQ(render_error(parens).kind(), chat_template_error_kind::syntax);
   std::string ifs;
@@ -115,7 +115,7 @@ TEST(hostile, deep_syntax_nesting_is_a_syntax_error) {
   EXPECT_EQ(render_error(lists).kind(), chat_template_error_kind::syntax);
 }
 
-TEST(hostile, syntax_errors_carry_line_and_column) {
+TEST(ChatTemplateHostile, SyntaxErrorsCarryLineAndColumn) {
   chat_template_error e = render_error("line one\n{% for x in y %}\n  {% endif %}");
   EXPECT_EQ(e.kind(), chat_template_error_kind::syntax);
   EXPECT_EQ(e.line(), 3u);
@@ -128,7 +128,7 @@ TEST(hostile, syntax_errors_carry_line_and_column) {
   EXPECT_EQ(unclosed.column(), 4u);
 }
 
-TEST(hostile, runtime_errors_carry_line_and_column) {
+TEST(ChatTemplateHostile, RuntimeErrorsCarryLineAndColumn) {
   chat_template_error e = render_error("a\n\n  {{ 'text' + 1 }}");
   EXPECT_EQ(e.kind(), chat_template_error_kind::render);
   EXPECT_EQ(e.python_type(), "TypeError");
@@ -138,7 +138,7 @@ TEST(hostile, runtime_errors_carry_line_and_column) {
             "chat template error at line 3, column 13: can only concatenate str (not \"int\") to str");
 }
 
-TEST(hostile, raise_exception_keeps_the_message_exactly) {
+TEST(ChatTemplateHostile, RaiseExceptionKeepsTheMessageExactly) {
   chat_template_error e =
       render_error("{% if true %}\n{{ raise_exception('Roles must alternate: ' ~ 'user/assistant') }}{% endif %}");
   EXPECT_EQ(e.kind(), chat_template_error_kind::render);
@@ -147,7 +147,7 @@ TEST(hostile, raise_exception_keeps_the_message_exactly) {
   EXPECT_EQ(e.line(), 2u);
 }
 
-TEST(hostile, invalid_utf8_is_rejected) {
+TEST(ChatTemplateHostile, InvalidUtf8IsRejected) {
   chat_template_error e = render_error(std::string("ok\n{{ 'a\xff' }}"));
   EXPECT_EQ(e.kind(), chat_template_error_kind::syntax);
   EXPECT_EQ(e.line(), 2u);
@@ -161,7 +161,7 @@ TEST(hostile, invalid_utf8_is_rejected) {
   }
 }
 
-TEST(hostile, deeply_nested_context_is_rejected) {
+TEST(ChatTemplateHostile, DeeplyNestedContextIsRejected) {
   boost::json::value deep = boost::json::array();
   for (int i = 0; i < 2000; ++i) {
     boost::json::array wrapper;
@@ -178,7 +178,7 @@ TEST(hostile, deeply_nested_context_is_rejected) {
   }
 }
 
-TEST(hostile, sandbox_forbids_mutation_and_private_attributes) {
+TEST(ChatTemplateHostile, SandboxForbidsMutationAndPrivateAttributes) {
   EXPECT_EQ(render_error("{% set l = [] %}{{ l.append(1) }}").python_type(), "SecurityError");
   EXPECT_EQ(render_error("{{ ''.__class__.__mro__ }}").python_type(), "SecurityError");
   EXPECT_EQ(render_error("{% set ns = namespace() %}{% set ns.__dict__ = 1 %}").python_type(), "SecurityError");

@@ -31,9 +31,9 @@ std::pair<bool, std::string> apply(const chat_template_source& source, const boo
   }
 }
 
-class model_dir : public ::testing::TestWithParam<std::string> {};
+class ModelDir : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(model_dir, matches_apply_chat_template) {
+TEST_P(ModelDir, MatchesApplyChatTemplate) {
   std::filesystem::path dir = fixture_dir() / "models" / GetParam();
   chat_template_source source = load_chat_template(dir);
   boost::json::object conversations = conversations_by_name();
@@ -53,9 +53,9 @@ TEST_P(model_dir, matches_apply_chat_template) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(fixtures, model_dir, ::testing::ValuesIn(model_names()));
+INSTANTIATE_TEST_SUITE_P(Fixtures, ModelDir, ::testing::ValuesIn(model_names()));
 
-TEST(load_chat_template, reads_special_tokens_from_strings_and_objects) {
+TEST(LoadChatTemplate, ReadsSpecialTokensFromStringsAndObjects) {
   chat_template_source llama = load_chat_template(fixture_dir() / "models" / "llama3_1");
   EXPECT_EQ(llama.special_tokens.at("bos_token").as_string(), "<|begin_of_text|>");
   EXPECT_EQ(llama.special_tokens.at("eos_token").as_string(), "<|eot_id|>");
@@ -66,7 +66,7 @@ TEST(load_chat_template, reads_special_tokens_from_strings_and_objects) {
   EXPECT_FALSE(qwen.special_tokens.contains("bos_token"));  // null in the file
 }
 
-TEST(load_chat_template, jinja_file_takes_precedence_and_lists_pick_tool_use) {
+TEST(LoadChatTemplate, JinjaFileTakesPrecedenceAndListsPickToolUse) {
   chat_template_source overridden = load_chat_template(fixture_dir() / "models" / "jinja_file_overrides_config");
   EXPECT_NE(overridden.select(false).find("[jinja file]"), std::string::npos);
   chat_template_source listed = load_chat_template(fixture_dir() / "models" / "template_list");
@@ -74,7 +74,7 @@ TEST(load_chat_template, jinja_file_takes_precedence_and_lists_pick_tool_use) {
   EXPECT_NE(listed.select(false).find("[default]"), std::string::npos);
 }
 
-TEST(load_chat_template, bad_inputs_name_the_file) {
+TEST(LoadChatTemplate, BadInputsNameTheFile) {
   std::filesystem::path dir = std::filesystem::temp_directory_path() / "troupe_chat_bad_config";
   std::filesystem::create_directories(dir);
   { std::ofstream(dir / "tokenizer_config.json") << "{\"chat_template\": 5}"; }

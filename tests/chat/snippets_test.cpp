@@ -28,7 +28,7 @@ snippet_outcome run_snippet(const boost::json::object& snippet) {
   return out;
 }
 
-class snippet : public ::testing::TestWithParam<std::size_t> {
+class ChatTemplateSnippet : public ::testing::TestWithParam<std::size_t> {
  public:
   static const boost::json::array& all() {
     static const boost::json::array snippets = read_json(fixture_dir() / "snippets.json").as_array();
@@ -36,7 +36,7 @@ class snippet : public ::testing::TestWithParam<std::size_t> {
   }
 };
 
-TEST_P(snippet, matches_python_reference) {
+TEST_P(ChatTemplateSnippet, MatchesPythonReference) {
   const boost::json::object& s = all().at(GetParam()).as_object();
   SCOPED_TRACE(std::string(s.at("name").as_string()) + ": " + std::string(s.at("template").as_string()));
   snippet_outcome got = run_snippet(s);
@@ -52,14 +52,14 @@ TEST_P(snippet, matches_python_reference) {
 }
 
 std::vector<std::size_t> snippet_indices() {
-  std::vector<std::size_t> indices(snippet::all().size());
+  std::vector<std::size_t> indices(ChatTemplateSnippet::all().size());
   for (std::size_t i = 0; i < indices.size(); ++i) indices[i] = i;
   return indices;
 }
 
-INSTANTIATE_TEST_SUITE_P(python, snippet, ::testing::ValuesIn(snippet_indices()),
+INSTANTIATE_TEST_SUITE_P(Python, ChatTemplateSnippet, ::testing::ValuesIn(snippet_indices()),
                          [](const ::testing::TestParamInfo<std::size_t>& info) {
-                           return std::string(snippet::all().at(info.param).at("name").as_string());
+                           return std::string(ChatTemplateSnippet::all().at(info.param).at("name").as_string());
                          });
 
 }  // namespace

@@ -35,7 +35,7 @@ std::vector<std::vector<std::int32_t>> target_prompts(const fixture_model& f) {
 class BatchInvariance : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(BatchInvariance, ModeStillMatchesTransformers) {
-  auto f = fixture_model::load(GetParam(), 2, true);
+  auto f = fixture_model::load(GetParam(), {.batch_invariant = true});
   batch_runner runner(*f.model, runner_options{});
   const double tolerance = f.dtype_name == "f32" ? 1e-4 : 2e-2;
   const auto logits = runner.prompt_logits(f.prompts, 64);
@@ -44,8 +44,8 @@ TEST_P(BatchInvariance, ModeStillMatchesTransformers) {
 }
 
 TEST_P(BatchInvariance, PromptLogitsAreTheSameBitsHoweverChunked) {
-  auto f = fixture_model::load(GetParam(), 2, true);
-  auto one_thread = fixture_model::load(GetParam(), 1, true);
+  auto f = fixture_model::load(GetParam(), {.batch_invariant = true});
+  auto one_thread = fixture_model::load(GetParam(), {.threads = 1, .batch_invariant = true});
   batch_runner runner(*f.model, runner_options{});
   batch_runner one_thread_runner(*one_thread.model, runner_options{});
   for (const auto& prompt : target_prompts(f)) {
@@ -57,7 +57,7 @@ TEST_P(BatchInvariance, PromptLogitsAreTheSameBitsHoweverChunked) {
 }
 
 TEST_P(BatchInvariance, PromptLogitsAreTheSameBitsInAShuffledBatch) {
-  auto f = fixture_model::load(GetParam(), 2, true);
+  auto f = fixture_model::load(GetParam(), {.batch_invariant = true});
   std::mt19937 rng(5);
   for (const auto& target : target_prompts(f)) {
     SCOPED_TRACE("prompt of " + std::to_string(target.size()) + " tokens");
@@ -76,7 +76,7 @@ TEST_P(BatchInvariance, PromptLogitsAreTheSameBitsInAShuffledBatch) {
 }
 
 TEST_P(BatchInvariance, SeededSamplingIsTheSameAloneAndInABatch) {
-  auto f = fixture_model::load(GetParam(), 2, true);
+  auto f = fixture_model::load(GetParam(), {.batch_invariant = true});
   runner_request target;
   target.prompt = f.prompts[1];
   target.params.temperature = 1.0f;

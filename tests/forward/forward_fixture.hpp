@@ -22,6 +22,13 @@
 
 namespace troupe::testing {
 
+/// The backend a fixture model runs on.
+struct backend_choice {
+  int threads = 2;
+  bool batch_invariant = false;  ///< the backend's batch-invariant mode (backend_options)
+  std::string device = "cpu";    ///< "cpu" or "cuda"
+};
+
 struct fixture_model {
   std::filesystem::path dir;
   checkpoint ckpt;
@@ -40,10 +47,9 @@ struct fixture_model {
                                               : std::filesystem::path(TROUPE_FIXTURES_DIR);
   }
 
-  /// `batch_invariant`: the backend's batch-invariant mode (backend_options);
-  /// `device`: "cpu" or "cuda".
-  static fixture_model load(const std::string& name, int threads = 2, bool batch_invariant = false,
-                            const std::string& device = "cpu") {
+  /// Loads fixture model `name` (a folder of tests/fixtures/models) onto `choice`.
+  static fixture_model load(const std::string& name, const backend_choice& choice = {}) {
+    const auto& [threads, batch_invariant, device] = choice;
     const auto dir = fixtures_dir() / "models" / name;
     checkpoint_options options;
     options.show_progress = false;

@@ -137,7 +137,7 @@ std::vector<std::int32_t> checked_tokens(const step_batch& b, std::mt19937_64& r
   return tokens;
 }
 
-class paged_attention : public cuda_test, public ::testing::WithParamInterface<int> {
+class PagedAttention : public cuda_fixture, public ::testing::WithParamInterface<int> {
  protected:
   cuda::cuda_backend_options backend_options() const override {
     cuda::cuda_backend_options options;
@@ -164,9 +164,11 @@ class paged_attention : public cuda_test, public ::testing::WithParamInterface<i
     const std::int64_t q_cols = std::int64_t{c.q_heads} * c.head_dim;
     const auto q_bits = random_half_bits(rng, static_cast<std::size_t>(tokens * q_cols), 1.5f, dtype::bf16);
     // q and out are strided like slices of the fused qkv and a wider buffer.
-    const device_matrix q =
-        upload_matrix(gpu(), dtype::bf16, tokens, q_cols, q_bits.data(), q_cols + 2 * c.kv_heads * c.head_dim);
-    const device_matrix out = poisoned_matrix(gpu(), dtype::bf16, tokens, q_cols, q_cols + 8);
+    const device_matrix q = upload_matrix(
+        gpu(), {.type = dtype::bf16, .rows = tokens, .cols = q_cols, .stride = q_cols + 2 * c.kv_heads * c.head_dim},
+        q_bits.data());
+    const device_matrix out =
+        poisoned_matrix(gpu(), {.type = dtype::bf16, .rows = tokens, .cols = q_cols, .stride = q_cols + 8});
     const auto plan = gpu().plan_step(s.batch, s.spec, s.geometry);
     gpu().attention(*plan, q.view, *cache, attention_layer, out.view);
     const std::vector<float> got = download_floats(gpu(), out.view);
@@ -203,7 +205,7 @@ std::vector<std::pair<int, int>> decodes(std::mt19937_64& rng, int count, int ma
   return shapes;
 }
 
-TEST_P(paged_attention, MatchesReferenceOverGeometriesAndRaggedBatches) {
+TEST_P(PagedAttention, MatchesReferenceOverGeometriesAndRaggedBatches) {
   auto rng = fresh_rng();
   const int long_context = quick_mode() ? 1024 : 8192;
   std::uniform_int_distribution<int> prefix(1, long_context / 2);
@@ -229,7 +231,7 @@ TEST_P(paged_attention, MatchesReferenceOverGeometriesAndRaggedBatches) {
 
 // 0 plans splits from the lengths; the others force them, so the merge runs
 // with 1 (none), a few, and many partial states.
-INSTANTIATE_TEST_SUITE_P(DecodeSplits, paged_attention, ::testing::Values(0, 1, 3, 8));
+INSTANTIATE_TEST_SUITE_P(DecodeSplits, PagedAttention, ::testing::Values(0, 1, 3, 8));
 
 }  // namespace
 }  // namespace troupe::gpu_test

@@ -13,7 +13,7 @@
 namespace troupe::gpu_test {
 namespace {
 
-using elementwise = cuda_test;
+using Elementwise = cuda_fixture;
 
 std::vector<float> as_floats(const std::vector<std::uint16_t>& bits) {
   std::vector<float> v(bits.size());
@@ -34,7 +34,7 @@ std::vector<double> rms_reference(const std::vector<float>& v, std::int64_t rows
   return out;
 }
 
-TEST_F(elementwise, RmsNormMatchesReferenceOverShapesStridesAndWeightTypes) {
+TEST_F(Elementwise, RmsNormMatchesReferenceOverShapesStridesAndWeightTypes) {
   auto rng = fresh_rng();
   for (const auto& [rows, cols] :
        std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 64}, {3, 1000}, {17, 4096}, {64, 8192}, {129, 2047}}) {
@@ -54,8 +54,10 @@ TEST_F(elementwise, RmsNormMatchesReferenceOverShapesStridesAndWeightTypes) {
         w_host = host_tensor{"norm.weight", weight_type, {cols}, w_half.data()};
       }
       const device_tensor weight = gpu().upload(w_host);
-      const device_matrix x = upload_matrix(gpu(), dtype::bf16, rows, cols, x_bits.data(), cols + 24);
-      const device_matrix out = poisoned_matrix(gpu(), dtype::bf16, rows, cols, cols + 8);
+      const device_matrix x =
+          upload_matrix(gpu(), {.type = dtype::bf16, .rows = rows, .cols = cols, .stride = cols + 24}, x_bits.data());
+      const device_matrix out =
+          poisoned_matrix(gpu(), {.type = dtype::bf16, .rows = rows, .cols = cols, .stride = cols + 8});
       gpu().rms_norm(x.view, weight.view, 1e-5f, out.view);
       EXPECT_TRUE(all_close(download_floats(gpu(), out.view),
                             rms_reference(as_floats(x_bits), rows, cols, w_used, 1e-5f), bf16_rtol));
@@ -63,19 +65,19 @@ TEST_F(elementwise, RmsNormMatchesReferenceOverShapesStridesAndWeightTypes) {
   }
 }
 
-TEST_F(elementwise, RmsNormInPlaceAndRawBf16Weights) {
+TEST_F(Elementwise, RmsNormInPlaceAndRawBf16Weights) {
   auto rng = fresh_rng();
   const std::int64_t rows = 5, cols = 3072;
   const auto x_bits = random_half_bits(rng, rows * cols, 1.0f, dtype::bf16);
   const auto w_bits = random_half_bits(rng, cols, 1.0f, dtype::bf16);
-  const device_matrix x = upload_matrix(gpu(), dtype::bf16, rows, cols, x_bits.data());
-  const device_matrix w = upload_matrix(gpu(), dtype::bf16, 1, cols, w_bits.data());
+  const device_matrix x = upload_matrix(gpu(), {.type = dtype::bf16, .rows = rows, .cols = cols}, x_bits.data());
+  const device_matrix w = upload_matrix(gpu(), {.type = dtype::bf16, .rows = 1, .cols = cols}, w_bits.data());
   gpu().rms_norm(x.view, w.view, 1e-6f, x.view);
   EXPECT_TRUE(all_close(download_floats(gpu(), x.view),
                         rms_reference(as_floats(x_bits), rows, cols, as_floats(w_bits), 1e-6f), bf16_rtol));
 }
 
-TEST_F(elementwise, AddRmsNormUpdatesResidualExactlyAndNormalisesIt) {
+TEST_F(Elementwise, AddRmsNormUpdatesResidualExactlyAndNormalisesIt) {
   auto rng = fresh_rng();
   for (const auto& [rows, cols] :
        std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 896}, {33, 4096}, {300, 1536}}) {
@@ -83,9 +85,10 @@ TEST_F(elementwise, AddRmsNormUpdatesResidualExactlyAndNormalisesIt) {
     const auto x_bits = random_half_bits(rng, rows * cols, 1.0f, dtype::bf16);
     const auto w = random_floats(rng, cols, 1.0f);
     const device_tensor weight = gpu().upload(host_tensor{"w", dtype::f32, {cols}, w.data()});
-    const device_matrix residual = upload_matrix(gpu(), dtype::bf16, rows, cols, r_bits.data(), cols + 8);
-    const device_matrix x = upload_matrix(gpu(), dtype::bf16, rows, cols, x_bits.data());
-    const device_matrix out = poisoned_matrix(gpu(), dtype::bf16, rows, cols);
+    const device_matrix residual =
+        upload_matrix(gpu(), {.type = dtype::bf16, .rows = rows, .cols = cols, .stride = cols + 8}, r_bits.data());
+    const device_matrix x = upload_matrix(gpu(), {.type = dtype::bf16, .rows = rows, .cols = cols}, x_bits.data());
+    const device_matrix out = poisoned_matrix(gpu(), {.type = dtype::bf16, .rows = rows, .cols = cols});
     gpu().add_rms_norm(residual.view, x.view, weight.view, 1e-5f, out.view);
     std::vector<float> summed(r_bits.size());
     for (std::size_t i = 0; i < summed.size(); ++i)
@@ -95,7 +98,7 @@ TEST_F(elementwise, AddRmsNormUpdatesResidualExactlyAndNormalisesIt) {
   }
 }
 
-TEST_F(elementwise, HeadRmsNormNormalisesEachHeadInPlace) {
+TEST_F(Elementwise, HeadRmsNormNormalisesEachHeadInPlace) {
   auto rng = fresh_rng();
   for (int head_dim : {64, 128}) {
     const std::int64_t rows = 19, heads = 12, cols = heads * head_dim;
@@ -103,20 +106,23 @@ TEST_F(elementwise, HeadRmsNormNormalisesEachHeadInPlace) {
     const auto w = random_floats(rng, head_dim, 1.0f);
     const device_tensor weight = gpu().upload(host_tensor{"q_norm", dtype::f32, {head_dim}, w.data()});
     // x is the q part of a wider qkv row, as the model passes it.
-    const device_matrix x = upload_matrix(gpu(), dtype::bf16, rows, cols, x_bits.data(), cols + 2 * 128);
+    const device_matrix x = upload_matrix(
+        gpu(), {.type = dtype::bf16, .rows = rows, .cols = cols, .stride = cols + 2 * 128}, x_bits.data());
     gpu().head_rms_norm(x.view, head_dim, weight.view, 1e-6f);
     EXPECT_TRUE(all_close(download_floats(gpu(), x.view),
                           rms_reference(as_floats(x_bits), rows * heads, head_dim, w, 1e-6f), bf16_rtol));
   }
 }
 
-TEST_F(elementwise, SiluMulMatchesReference) {
+TEST_F(Elementwise, SiluMulMatchesReference) {
   auto rng = fresh_rng();
   for (const auto& [rows, features] :
        std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 11008}, {70, 2816}, {9, 100}}) {
     const auto gate_up = random_half_bits(rng, rows * 2 * features, 3.0f, dtype::bf16);
-    const device_matrix in = upload_matrix(gpu(), dtype::bf16, rows, 2 * features, gate_up.data());
-    const device_matrix out = poisoned_matrix(gpu(), dtype::bf16, rows, features, features + 16);
+    const device_matrix in =
+        upload_matrix(gpu(), {.type = dtype::bf16, .rows = rows, .cols = 2 * features}, gate_up.data());
+    const device_matrix out =
+        poisoned_matrix(gpu(), {.type = dtype::bf16, .rows = rows, .cols = features, .stride = features + 16});
     gpu().silu_mul(in.view, out.view);
     std::vector<double> want(static_cast<std::size_t>(rows * features));
     for (std::int64_t r = 0; r < rows; ++r) {
@@ -130,7 +136,7 @@ TEST_F(elementwise, SiluMulMatchesReference) {
   }
 }
 
-TEST_F(elementwise, EmbedAndLogitsRowsGatherExactRows) {
+TEST_F(Elementwise, EmbedAndLogitsRowsGatherExactRows) {
   auto rng = fresh_rng();
   const std::int64_t vocab = 5000, hidden = 1000;
   const auto table_bits = random_half_bits(rng, vocab * hidden, 1.0f, dtype::bf16);
@@ -151,14 +157,15 @@ TEST_F(elementwise, EmbedAndLogitsRowsGatherExactRows) {
   const kv_cache_spec spec{1, 1, 64, 16, 3, dtype::bf16};
   attention_geometry geometry{1, 1, 64, 0.125f, {}};
   const auto plan = gpu().plan_step(batch, spec, geometry);
-  const device_matrix hidden_states = poisoned_matrix(gpu(), dtype::bf16, 37, hidden, hidden + 8);
+  const device_matrix hidden_states =
+      poisoned_matrix(gpu(), {.type = dtype::bf16, .rows = 37, .cols = hidden, .stride = hidden + 8});
   gpu().embed(*plan, table.view, hidden_states.view);
   const auto got = download_bytes(gpu(), hidden_states.view);
   for (std::size_t t = 0; t < batch.token_ids.size(); ++t)
     ASSERT_EQ(0, std::memcmp(got.data() + t * hidden * 2, table_bits.data() + batch.token_ids[t] * hidden, hidden * 2))
         << "row " << t;
 
-  const device_matrix rows = poisoned_matrix(gpu(), dtype::bf16, 3, hidden);
+  const device_matrix rows = poisoned_matrix(gpu(), {.type = dtype::bf16, .rows = 3, .cols = hidden});
   gpu().gather_logits_rows(*plan, hidden_states.view, rows.view);
   const auto gathered = download_bytes(gpu(), rows.view);
   for (std::size_t l = 0; l < batch.logits_indices.size(); ++l)
@@ -170,7 +177,7 @@ TEST_F(elementwise, EmbedAndLogitsRowsGatherExactRows) {
   EXPECT_THROW(gpu().embed(*bad_plan, table.view, hidden_states.view), std::invalid_argument);
 }
 
-TEST_F(elementwise, UploadKeepsVectorsAsF32AndTablesAsBf16) {
+TEST_F(Elementwise, UploadKeepsVectorsAsF32AndTablesAsBf16) {
   auto rng = fresh_rng();
   const auto values = random_floats(rng, 300, 1.0f);
   const device_tensor vector = gpu().upload(host_tensor{"v", dtype::f32, {300}, values.data()});

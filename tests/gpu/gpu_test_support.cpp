@@ -13,7 +13,7 @@
 
 namespace troupe::gpu_test {
 
-void cuda_test::SetUp() {
+void cuda_fixture::SetUp() {
   if (!cuda::device_present()) GTEST_SKIP() << "no CUDA device";
   backend_ = cuda::make_cuda_backend(backend_options());
 }
@@ -55,7 +55,8 @@ std::vector<float> random_floats(std::mt19937_64& rng, std::size_t count, float 
   return values;
 }
 
-device_matrix poisoned_matrix(backend& b, dtype type, std::int64_t rows, std::int64_t cols, std::int64_t stride) {
+device_matrix poisoned_matrix(backend& b, const matrix_layout& layout) {
+  auto [type, rows, cols, stride] = layout;
   if (stride == 0) stride = cols;
   const std::size_t bytes = static_cast<std::size_t>(rows * stride) * dtype_size(type);
   device_matrix m{b.allocate(bytes), {}};
@@ -65,9 +66,9 @@ device_matrix poisoned_matrix(backend& b, dtype type, std::int64_t rows, std::in
   return m;
 }
 
-device_matrix upload_matrix(backend& b, dtype type, std::int64_t rows, std::int64_t cols, const void* host,
-                            std::int64_t stride) {
-  device_matrix m = poisoned_matrix(b, type, rows, cols, stride);
+device_matrix upload_matrix(backend& b, const matrix_layout& layout, const void* host) {
+  const auto [type, rows, cols, stride] = layout;
+  device_matrix m = poisoned_matrix(b, layout);
   const std::size_t row_bytes = static_cast<std::size_t>(cols) * dtype_size(type);
   const std::size_t stride_bytes = static_cast<std::size_t>(m.view.row_stride) * dtype_size(type);
   std::vector<std::uint8_t> image(static_cast<std::size_t>(rows) * stride_bytes, 0xFF);

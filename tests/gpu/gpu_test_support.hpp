@@ -19,7 +19,7 @@ namespace troupe::gpu_test {
 
 /// A test on a CUDA backend; skips with "no CUDA device" only when
 /// cuda::device_present() is false.
-class cuda_test : public ::testing::Test {
+class cuda_fixture : public ::testing::Test {
  protected:
   void SetUp() override;
   /// Options of the backend the fixture creates; tests may override.
@@ -51,13 +51,19 @@ struct device_matrix {
   tensor_view view;
 };
 
-/// rows × cols of `type` with row stride `stride` (>= cols; 0 means cols),
-/// every byte 0xFF (NaN in f32, f16 and bf16).
-device_matrix poisoned_matrix(backend& b, dtype type, std::int64_t rows, std::int64_t cols, std::int64_t stride = 0);
-/// Uploads packed host rows (rows × cols elements of `type`) into a poisoned
-/// matrix of row stride `stride`.
-device_matrix upload_matrix(backend& b, dtype type, std::int64_t rows, std::int64_t cols, const void* host,
-                            std::int64_t stride = 0);
+/// The shape of a device matrix: rows × cols of `type`, row stride `stride`
+/// elements (>= cols; 0 means cols).
+struct matrix_layout {
+  dtype type = dtype::f32;
+  std::int64_t rows = 1;
+  std::int64_t cols = 1;
+  std::int64_t stride = 0;
+};
+
+/// A matrix of `layout` whose every byte is 0xFF (NaN in f32, f16 and bf16).
+device_matrix poisoned_matrix(backend& b, const matrix_layout& layout);
+/// Uploads packed host rows (rows × cols elements) into a poisoned matrix of `layout`.
+device_matrix upload_matrix(backend& b, const matrix_layout& layout, const void* host);
 /// The matrix's elements (stride removed) as floats.
 std::vector<float> download_floats(backend& b, const tensor_view& view);
 /// The matrix's elements (stride removed) as raw bytes.

@@ -15,7 +15,7 @@
 namespace troupe::gpu_test {
 namespace {
 
-using linear_layer = cuda_test;
+using LinearLayer = cuda_fixture;
 
 struct linear_case {
   std::int64_t m, k;
@@ -25,7 +25,7 @@ struct linear_case {
   bool bias;
 };
 
-TEST_F(linear_layer, MatchesReferenceOverShapesTypesAndBiases) {
+TEST_F(LinearLayer, MatchesReferenceOverShapesTypesAndBiases) {
   auto rng = fresh_rng();
   const std::vector<linear_case> cases = {
       {1, 64, {64}, dtype::bf16, dtype::bf16, false},
@@ -64,8 +64,9 @@ TEST_F(linear_layer, MatchesReferenceOverShapesTypesAndBiases) {
     ASSERT_EQ(weight->out_features(), n);
     ASSERT_EQ(weight->in_features(), c.k);
     const auto x_bits = random_half_bits(rng, static_cast<std::size_t>(c.m * c.k), 1.0f, dtype::bf16);
-    const device_matrix x = upload_matrix(gpu(), dtype::bf16, c.m, c.k, x_bits.data(), c.k + 64);
-    const device_matrix out = poisoned_matrix(gpu(), c.out_type, c.m, n, n + 8);
+    const device_matrix x =
+        upload_matrix(gpu(), {.type = dtype::bf16, .rows = c.m, .cols = c.k, .stride = c.k + 64}, x_bits.data());
+    const device_matrix out = poisoned_matrix(gpu(), {.type = c.out_type, .rows = c.m, .cols = n, .stride = n + 8});
     gpu().linear(x.view, *weight, out.view);
     std::vector<double> want(static_cast<std::size_t>(c.m * n));
     for (std::int64_t r = 0; r < c.m; ++r) {
@@ -79,12 +80,12 @@ TEST_F(linear_layer, MatchesReferenceOverShapesTypesAndBiases) {
   }
 }
 
-TEST_F(linear_layer, RejectsMismatchedShapes) {
+TEST_F(LinearLayer, RejectsMismatchedShapes) {
   std::vector<float> w(64 * 32, 0.5f);
   const host_tensor part{"w", dtype::f32, {64, 32}, w.data()};
   const auto weight = gpu().prepare_linear(std::span(&part, 1), {});
-  const device_matrix x = poisoned_matrix(gpu(), dtype::bf16, 4, 31);
-  const device_matrix out = poisoned_matrix(gpu(), dtype::bf16, 4, 64);
+  const device_matrix x = poisoned_matrix(gpu(), {.type = dtype::bf16, .rows = 4, .cols = 31});
+  const device_matrix out = poisoned_matrix(gpu(), {.type = dtype::bf16, .rows = 4, .cols = 64});
   EXPECT_THROW(gpu().linear(x.view, *weight, out.view), std::invalid_argument);
   const host_tensor bad_bias{"b", dtype::f32, {63}, w.data()};
   EXPECT_THROW(gpu().prepare_linear(std::span(&part, 1), std::span(&bad_bias, 1)), std::invalid_argument);

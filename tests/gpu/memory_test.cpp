@@ -14,9 +14,9 @@
 namespace troupe::gpu_test {
 namespace {
 
-using device_memory = cuda_test;
+using DeviceMemory = cuda_fixture;
 
-TEST_F(device_memory, ReleasedBuffersAreReusedAndCopiesRoundTrip) {
+TEST_F(DeviceMemory, ReleasedBuffersAreReusedAndCopiesRoundTrip) {
   void* first = nullptr;
   {
     const device_buffer a = gpu().allocate(1000);
@@ -37,7 +37,7 @@ TEST_F(device_memory, ReleasedBuffersAreReusedAndCopiesRoundTrip) {
   }
 }
 
-TEST_F(device_memory, SwapOutSwapInAndCopyOnWriteMoveWholeBlocks) {
+TEST_F(DeviceMemory, SwapOutSwapInAndCopyOnWriteMoveWholeBlocks) {
   auto rng = fresh_rng();
   const kv_cache_spec spec{4, 2, 64, 16, 12, dtype::bf16};
   auto cache = gpu().create_kv_cache(spec);
@@ -75,7 +75,7 @@ TEST_F(device_memory, SwapOutSwapInAndCopyOnWriteMoveWholeBlocks) {
                std::invalid_argument);
 }
 
-TEST_F(device_memory, KvWritesAfterASwapInLandOnTopOfIt) {
+TEST_F(DeviceMemory, KvWritesAfterASwapInLandOnTopOfIt) {
   auto rng = fresh_rng();
   const kv_cache_spec spec{1, 1, 64, 16, 4, dtype::bf16};
   auto cache = gpu().create_kv_cache(spec);
@@ -93,7 +93,7 @@ TEST_F(device_memory, KvWritesAfterASwapInLandOnTopOfIt) {
   attention_geometry g{1, 1, 64, 0.125f, {}};
   const auto plan = gpu().plan_step(b, spec, g);
   const auto qkv_bits = random_half_bits(rng, 3 * 64, 1.0f, dtype::bf16);
-  const device_matrix qkv = upload_matrix(gpu(), dtype::bf16, 1, 3 * 64, qkv_bits.data());
+  const device_matrix qkv = upload_matrix(gpu(), {.type = dtype::bf16, .rows = 1, .cols = 3 * 64}, qkv_bits.data());
   gpu().copy_blocks(*cache, host.get(), std::vector<block_copy>{{block_location::host, 0, block_location::device, 2}});
   gpu().rope_and_write_kv(*plan, qkv.view.col_slice(0, 64), qkv.view.col_slice(64, 64), qkv.view.col_slice(128, 64),
                           *cache, 0);

@@ -47,7 +47,7 @@ class CudaModel : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     if (!cuda::device_present()) GTEST_SKIP() << "no CUDA device";
   }
-  static fixture_model on_gpu(const std::string& name) { return fixture_model::load(name, 2, false, "cuda"); }
+  static fixture_model on_gpu(const std::string& name) { return fixture_model::load(name, {.device = "cuda"}); }
 };
 
 TEST_P(CudaModel, LogitsMatchTheCpuBackendAndTransformers) {

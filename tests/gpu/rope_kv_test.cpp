@@ -19,7 +19,7 @@
 namespace troupe::gpu_test {
 namespace {
 
-using rope_kv = cuda_test;
+using RopeKv = cuda_fixture;
 
 struct rope_case {
   int head_dim;
@@ -43,7 +43,7 @@ void rotate(std::vector<double>& x, const std::vector<float>& inv_freq, std::int
   }
 }
 
-TEST_F(rope_kv, RotatesAndWritesEverySlotForEveryScaling) {
+TEST_F(RopeKv, RotatesAndWritesEverySlotForEveryScaling) {
   auto rng = fresh_rng();
   const std::vector<rope_case> cases = {
       {128, 128, 32, 8, 16, dtype::bf16, rope_scaling_kind::none},
@@ -97,7 +97,8 @@ TEST_F(rope_kv, RotatesAndWritesEverySlotForEveryScaling) {
     const std::int64_t q_cols = std::int64_t{c.q_heads} * c.head_dim, kv_cols = std::int64_t{c.kv_heads} * c.head_dim;
     const auto qkv_bits =
         random_half_bits(rng, static_cast<std::size_t>(tokens * (q_cols + 2 * kv_cols)), 1.0f, dtype::bf16);
-    const device_matrix qkv = upload_matrix(gpu(), dtype::bf16, tokens, q_cols + 2 * kv_cols, qkv_bits.data());
+    const device_matrix qkv =
+        upload_matrix(gpu(), {.type = dtype::bf16, .rows = tokens, .cols = q_cols + 2 * kv_cols}, qkv_bits.data());
     const tensor_view q = qkv.view.col_slice(0, q_cols), k = qkv.view.col_slice(q_cols, kv_cols),
                       v = qkv.view.col_slice(q_cols + kv_cols, kv_cols);
     auto cache = gpu().create_kv_cache(spec);

@@ -19,7 +19,7 @@
 namespace troupe::gpu_test {
 namespace {
 
-using sampling = cuda_test;
+using Sampling = cuda_fixture;
 constexpr float neg_inf = -std::numeric_limits<float>::infinity();
 
 // Steps 1-2 in float, in the order sampling.hpp gives.
@@ -147,12 +147,13 @@ std::vector<sample_output> sample_on_device(backend& b, const std::vector<sampli
                                             const std::vector<float>& logits, std::int64_t vocab) {
   const sampling_step step = make_step(rows);
   const auto plan = b.plan_step(step.batch, step.spec, step.geometry);
-  const device_matrix device_logits =
-      upload_matrix(b, dtype::f32, static_cast<std::int64_t>(rows.size()), vocab, logits.data(), vocab + 32);
+  const device_matrix device_logits = upload_matrix(
+      b, {.type = dtype::f32, .rows = static_cast<std::int64_t>(rows.size()), .cols = vocab, .stride = vocab + 32},
+      logits.data());
   return b.sample(*plan, device_logits.view);
 }
 
-TEST_F(sampling, MatchesReferenceForEverySetting) {
+TEST_F(Sampling, MatchesReferenceForEverySetting) {
   auto rng = fresh_rng();
   const std::int64_t vocab = quick_mode() ? 4096 : 32000;
   std::uniform_int_distribution<std::int32_t> any_id(0, static_cast<std::int32_t>(vocab - 1));
@@ -230,7 +231,7 @@ TEST_F(sampling, MatchesReferenceForEverySetting) {
   EXPECT_NE(got[1].token, suppressed[0][0]);
 }
 
-TEST_F(sampling, SeededRowsDrawTheSameTokenAloneOrInAnyBatch) {
+TEST_F(Sampling, SeededRowsDrawTheSameTokenAloneOrInAnyBatch) {
   auto rng = fresh_rng();
   const std::int64_t vocab = 5000;
   sampling_params p;
@@ -252,7 +253,7 @@ TEST_F(sampling, SeededRowsDrawTheSameTokenAloneOrInAnyBatch) {
   }
 }
 
-TEST_F(sampling, DrawFrequenciesFollowTheKeptDistribution) {
+TEST_F(Sampling, DrawFrequenciesFollowTheKeptDistribution) {
   const std::int64_t vocab = 6;
   const std::vector<float> row = {1.0f, 2.0f, 0.5f, 2.0f, -1.0f, 0.0f};
   sampling_params full;
@@ -283,7 +284,7 @@ TEST_F(sampling, DrawFrequenciesFollowTheKeptDistribution) {
   }
 }
 
-TEST_F(sampling, RejectsOutOfRangeIdsAndSettings) {
+TEST_F(Sampling, RejectsOutOfRangeIdsAndSettings) {
   const std::vector<float> logits(100, 0.0f);
   sampling_params p;
   p.logit_bias = {{100, 1.0f}};

@@ -36,12 +36,13 @@ bool same_bits(const float* a, const float* b, std::size_t count) {
 
 constexpr int target_length = 600;
 
-/// The target sequence's outputs for tokens [first, first + count) when it
-/// runs them as one chunk after `first` cached tokens, with the pages given.
+/// The target sequence's outputs for the `chunk.fresh` tokens after
+/// `chunk.cached` ones when it runs them as one chunk, with the pages given.
 std::vector<float> run_target_chunk(backend& b, const filled_cache& cache, const attention_case& c,
-                                    const std::vector<std::int32_t>& pages, const std::vector<float>& q_all, int first,
-                                    int count) {
-  const auto step = test::build_step({{first, count}}, c.block_size, pages);
+                                    const std::vector<std::int32_t>& pages, const std::vector<float>& q_all,
+                                    const sequence_shape& chunk) {
+  const auto [first, count] = chunk;
+  const auto step = test::build_step({chunk}, c.block_size, pages);
   const std::size_t width = static_cast<std::size_t>(c.q_heads * c.head_dim);
   const std::vector<float> q(q_all.begin() + static_cast<std::ptrdiff_t>(first * width),
                              q_all.begin() + static_cast<std::ptrdiff_t>((first + count) * width));
@@ -68,12 +69,14 @@ TEST_P(AttentionInvarianceAtLevel, QueryOutputIsTheSameBitsHoweverChunkedOrBatch
       for (std::size_t i = 0; i < pages.size(); ++i) pages[i] = static_cast<std::int32_t>(i);
       const std::size_t width = static_cast<std::size_t>(c.q_heads * c.head_dim);
       const std::vector<float> q_all = rng.floats(target_length * width, -2.0f, 2.0f);
-      const std::vector<float> whole = run_target_chunk(*b, cache, c, pages, q_all, 0, target_length);
+      const std::vector<float> whole =
+          run_target_chunk(*b, cache, c, pages, q_all, {.cached = 0, .fresh = target_length});
 
       for (int chunk : {1, 3, 7, 16}) {
         for (int first = 0; first < target_length; first += chunk) {
           const int count = std::min(chunk, target_length - first);
-          const std::vector<float> out = run_target_chunk(*b, cache, c, pages, q_all, first, count);
+          const std::vector<float> out =
+              run_target_chunk(*b, cache, c, pages, q_all, {.cached = first, .fresh = count});
           ASSERT_TRUE(same_bits(out.data(), whole.data() + first * width, out.size()))
               << "chunk " << chunk << " at position " << first;
         }

@@ -34,19 +34,25 @@ std::vector<double> reference_attention(const filled_cache& cache, const step_ba
         double best = -1e300;
         for (int p = 0; p <= position; ++p) {
           double dot = 0.0;
-          for (int d = 0; d < c.head_dim; ++d)
-            dot += static_cast<double>(q[static_cast<std::size_t>(t * width + h * c.head_dim + d)]) *
-                   cache.kv(false, pages[p / c.block_size], layer, kv_head, p % c.block_size, d);
+          test::kv_coordinate key{
+              .block = pages[p / c.block_size], .layer = layer, .head = kv_head, .offset = p % c.block_size};
+          for (key.dim = 0; key.dim < c.head_dim; ++key.dim)
+            dot +=
+                static_cast<double>(q[static_cast<std::size_t>(t * width + h * c.head_dim + key.dim)]) * cache.kv(key);
           scores[static_cast<std::size_t>(p)] = dot * scale;
           best = std::max(best, dot * scale);
         }
         double total = 0.0;
         for (double& score : scores) total += (score = std::exp(score - best));
         for (int p = 0; p <= position; ++p) {
-          for (int d = 0; d < c.head_dim; ++d)
-            out[static_cast<std::size_t>(t * width + h * c.head_dim + d)] +=
-                scores[static_cast<std::size_t>(p)] / total *
-                cache.kv(true, pages[p / c.block_size], layer, kv_head, p % c.block_size, d);
+          test::kv_coordinate value{.is_value = true,
+                                    .block = pages[p / c.block_size],
+                                    .layer = layer,
+                                    .head = kv_head,
+                                    .offset = p % c.block_size};
+          for (value.dim = 0; value.dim < c.head_dim; ++value.dim)
+            out[static_cast<std::size_t>(t * width + h * c.head_dim + value.dim)] +=
+                scores[static_cast<std::size_t>(p)] / total * cache.kv(value);
         }
       }
     }
@@ -91,8 +97,8 @@ INSTANTIATE_TEST_SUITE_P(Cpu, AttentionAtLevel, ::testing::ValuesIn(test::suppor
 TEST(Attention, OutputIsInvariantToBatchAndBlockPlacement) {
   random_source rng;
   SCOPED_TRACE(rng.trace());
-  auto b = test::make_backend_at(cpu::detected_isa(), -1, 2);
-  auto other_threads = test::make_backend_at(cpu::detected_isa(), -1, 3);
+  auto b = test::make_backend_at(cpu::detected_isa(), {.threads = 2});
+  auto other_threads = test::make_backend_at(cpu::detected_isa(), {.threads = 3});
   for (dtype type : {dtype::f32, dtype::bf16}) {
     const attention_case c{8, 2, 64, 16, type};
     for (const sequence_shape target : {sequence_shape{600, 1}, sequence_shape{40, 25}, sequence_shape{0, 9}}) {

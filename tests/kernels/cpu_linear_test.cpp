@@ -72,8 +72,18 @@ bool rounds_activations(cpu::isa_level level, dtype type) {
   return type == dtype::bf16 && level == cpu::isa_level::avx512_bf16;
 }
 
-void check_linear(backend& b, cpu::isa_level level, random_source& rng, dtype type, std::int64_t m, std::int64_t k,
-                  const std::vector<std::int64_t>& outs, bool with_bias) {
+/// One linear() check: `m` rows of `k` inputs times the parts stacked from
+/// `outs` (output features per part), in weights of `type`.
+struct linear_case {
+  dtype type = dtype::f32;
+  std::int64_t m = 1;
+  std::int64_t k = 1;
+  std::vector<std::int64_t> outs = {};
+  bool with_bias = false;
+};
+
+void check_linear(backend& b, cpu::isa_level level, random_source& rng, const linear_case& c) {
+  const auto& [type, m, k, outs, with_bias] = c;
   const weight_parts parts = make_parts(rng, type, k, outs, with_bias);
   auto weight = b.prepare_linear(parts.tensors, parts.bias_tensors);
   const std::int64_t n = std::accumulate(outs.begin(), outs.end(), std::int64_t{0});
@@ -104,24 +114,25 @@ class LinearAtLevel : public ::testing::TestWithParam<cpu::isa_level> {};
 TEST_P(LinearAtLevel, SkinnyGemmMatchesReferenceForEveryRowCount) {
   random_source rng;
   SCOPED_TRACE(rng.trace());
-  auto b = test::make_backend_at(GetParam(), /*gemv_max_rows=*/1000);
+  auto b = test::make_backend_at(GetParam(), {.gemv_max_rows = 1000});
   for (dtype type : {dtype::f32, dtype::bf16, dtype::f16}) {
     for (std::int64_t m = 1; m <= 300; m += (m < 40 ? 1 : 37))
-      check_linear(*b, GetParam(), rng, type, m, 45, {37}, true);
+      check_linear(*b, GetParam(), rng, {.type = type, .m = m, .k = 45, .outs = {37}, .with_bias = true});
     for (std::int64_t k : {1, 7, 16, 31, 32, 33, 64, 100, 257})
-      check_linear(*b, GetParam(), rng, type, 3, k, {9}, false);
-    check_linear(*b, GetParam(), rng, type, 1, 2048, {300}, false);
-    check_linear(*b, GetParam(), rng, type, 5, 1024, {130}, true);
+      check_linear(*b, GetParam(), rng, {.type = type, .m = 3, .k = k, .outs = {9}, .with_bias = false});
+    check_linear(*b, GetParam(), rng, {.type = type, .m = 1, .k = 2048, .outs = {300}, .with_bias = false});
+    check_linear(*b, GetParam(), rng, {.type = type, .m = 5, .k = 1024, .outs = {130}, .with_bias = true});
   }
 }
 
 TEST_P(LinearAtLevel, OneDnnPathMatchesReference) {
   random_source rng;
   SCOPED_TRACE(rng.trace());
-  auto b = test::make_backend_at(GetParam(), /*gemv_max_rows=*/0);
+  auto b = test::make_backend_at(GetParam(), {.gemv_max_rows = 0});
   for (dtype type : {dtype::f32, dtype::bf16, dtype::f16}) {
-    for (std::int64_t m : {1, 2, 9, 64, 300}) check_linear(*b, GetParam(), rng, type, m, 45, {37}, true);
-    check_linear(*b, GetParam(), rng, type, 70, 256, {200}, false);
+    for (std::int64_t m : {1, 2, 9, 64, 300})
+      check_linear(*b, GetParam(), rng, {.type = type, .m = m, .k = 45, .outs = {37}, .with_bias = true});
+    check_linear(*b, GetParam(), rng, {.type = type, .m = 70, .k = 256, .outs = {200}, .with_bias = false});
   }
 }
 
@@ -129,10 +140,12 @@ TEST_P(LinearAtLevel, StackedPartsWithBiasesMatchTheConcatenatedMatrix) {
   random_source rng;
   SCOPED_TRACE(rng.trace());
   for (int gemv_rows : {1000, 0}) {
-    auto b = test::make_backend_at(GetParam(), gemv_rows);
+    auto b = test::make_backend_at(GetParam(), {.gemv_max_rows = gemv_rows});
     for (dtype type : {dtype::f32, dtype::bf16, dtype::f16}) {
-      check_linear(*b, GetParam(), rng, type, 4, 64, {64, 16, 16}, true);  // fused q, k, v
-      check_linear(*b, GetParam(), rng, type, 33, 40, {50, 50}, false);    // fused gate, up
+      check_linear(*b, GetParam(), rng,
+                   {.type = type, .m = 4, .k = 64, .outs = {64, 16, 16}, .with_bias = true});  // fused q, k, v
+      check_linear(*b, GetParam(), rng,
+                   {.type = type, .m = 33, .k = 40, .outs = {50, 50}, .with_bias = false});  // fused gate, up
     }
   }
 }
@@ -144,12 +157,12 @@ TEST(Linear, EveryRowCountFromOneTo300OnBothPaths) {
   random_source rng;
   SCOPED_TRACE(rng.trace());
   const cpu::isa_level best = cpu::detected_isa();
-  auto skinny = test::make_backend_at(best, 1000);
-  auto onednn = test::make_backend_at(best, 0);
+  auto skinny = test::make_backend_at(best, {.gemv_max_rows = 1000});
+  auto onednn = test::make_backend_at(best, {.gemv_max_rows = 0});
   for (std::int64_t m = 1; m <= 300; ++m) {
     const dtype type = m % 3 == 0 ? dtype::f32 : m % 3 == 1 ? dtype::bf16 : dtype::f16;
-    check_linear(*skinny, best, rng, type, m, 24, {19}, m % 2 == 0);
-    check_linear(*onednn, best, rng, type, m, 24, {19}, m % 2 == 1);
+    check_linear(*skinny, best, rng, {.type = type, .m = m, .k = 24, .outs = {19}, .with_bias = m % 2 == 0});
+    check_linear(*onednn, best, rng, {.type = type, .m = m, .k = 24, .outs = {19}, .with_bias = m % 2 == 1});
   }
 }
 

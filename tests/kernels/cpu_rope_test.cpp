@@ -17,10 +17,20 @@ struct rope_case {
   rope_scaling_kind scaling;
 };
 
+/// The heads of one token's q or k: `heads` of `head_dim` from element `base`,
+/// the first `rotary_dim` dimensions of each rotated.
+struct head_span {
+  std::size_t base = 0;
+  int heads = 1;
+  int head_dim = 1;
+  int rotary_dim = 0;
+};
+
 // transformers: angle = float(position) * inv_freq (f32), cos/sin of it;
 // x_out = x * cos + rotate_half(x) * sin over the first rotary_dim dims.
-void reference_rope(std::vector<double>& row, const std::vector<float>& x, std::size_t base, int heads, int head_dim,
-                    int rotary_dim, const std::vector<float>& inv_freq, int position) {
+void reference_rope(std::vector<double>& row, const std::vector<float>& x, const head_span& span,
+                    const std::vector<float>& inv_freq, int position) {
+  const auto& [base, heads, head_dim, rotary_dim] = span;
   const int half = rotary_dim / 2;
   for (int h = 0; h < heads; ++h) {
     const std::size_t head = base + static_cast<std::size_t>(h * head_dim);
@@ -71,10 +81,18 @@ void expected_rotation(const rope_case& c, const rope_spec& frequencies, const s
     const auto inv_freq = rope_inverse_frequencies(frequencies, batch.seq_lens[s]);
     for (std::int32_t t = batch.query_start[s]; t < batch.query_start[s + 1]; ++t) {
       const int position = batch.positions[static_cast<std::size_t>(t)];
-      reference_rope(q_want, in.q, static_cast<std::size_t>(t * in.qw), c.q_heads, c.head_dim, c.rotary_dim, inv_freq,
-                     position);
-      reference_rope(k_want, in.k, static_cast<std::size_t>(t * in.kw), c.kv_heads, c.head_dim, c.rotary_dim, inv_freq,
-                     position);
+      reference_rope(q_want, in.q,
+                     {.base = static_cast<std::size_t>(t * in.qw),
+                      .heads = c.q_heads,
+                      .head_dim = c.head_dim,
+                      .rotary_dim = c.rotary_dim},
+                     inv_freq, position);
+      reference_rope(k_want, in.k,
+                     {.base = static_cast<std::size_t>(t * in.kw),
+                      .heads = c.kv_heads,
+                      .head_dim = c.head_dim,
+                      .rotary_dim = c.rotary_dim},
+                     inv_freq, position);
     }
   }
 }
@@ -122,10 +140,14 @@ void check_rope_case(backend& b, const rope_case& c, random_source& rng) {
     for (int h = 0; h < c.kv_heads; ++h) {
       for (int d = 0; d < c.head_dim; ++d) {
         const auto at = static_cast<std::size_t>(t * in.kw + h * c.head_dim + d);
-        ASSERT_NEAR(after.kv(false, block, 1, h, offset, d), k_want[at], cached_tolerance) << "cached k " << t;
-        ASSERT_EQ(after.kv(true, block, 1, h, offset, d), test::store_as({in.v[at]}, c.type).exact[0]);
+        ASSERT_NEAR(after.kv({.is_value = false, .block = block, .layer = 1, .head = h, .offset = offset, .dim = d}),
+                    k_want[at], cached_tolerance)
+            << "cached k " << t;
+        ASSERT_EQ(after.kv({.is_value = true, .block = block, .layer = 1, .head = h, .offset = offset, .dim = d}),
+                  test::store_as({in.v[at]}, c.type).exact[0]);
         // Other layers' tiles at the slot are untouched.
-        ASSERT_EQ(after.kv(false, block, 0, h, offset, d), cache.kv(false, block, 0, h, offset, d));
+        ASSERT_EQ(after.kv({.is_value = false, .block = block, .layer = 0, .head = h, .offset = offset, .dim = d}),
+                  cache.kv({.is_value = false, .block = block, .layer = 0, .head = h, .offset = offset, .dim = d}));
       }
     }
   }

@@ -7,6 +7,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <span>
 
 #include "kernels/philox.hpp"
 #include "tests/kernels/cpu_test_support.hpp"
@@ -25,8 +26,16 @@ struct reference_draw {
   bool ambiguous = false;  // a filter boundary lies within float rounding
 };
 
-reference_draw reference(const std::vector<float>& logits, const sampling_params& p, const std::vector<int>& prompt,
-                         const std::vector<int>& output, const std::vector<int>& suppressed) {
+/// The tokens besides the logits that shape a draw.
+struct token_history {
+  std::span<const int> prompt;      ///< for the repetition penalty
+  std::span<const int> output;      ///< for all penalties
+  std::span<const int> suppressed;  ///< forced to -inf
+};
+
+reference_draw reference(const std::vector<float>& logits, const sampling_params& p,
+                         const token_history& history = {}) {
+  const auto& [prompt, output, suppressed] = history;
   reference_draw r;
   const int vocab = static_cast<int>(logits.size());
   r.adjusted.assign(logits.begin(), logits.end());
@@ -120,12 +129,6 @@ struct sampling_step {
   }
 };
 
-sampling_row row_for(const sampling_params& p, std::uint64_t seed, std::uint64_t index,
-                     const std::vector<int>& prompt = {}, const std::vector<int>& output = {},
-                     const std::vector<int>& suppressed = {}) {
-  return {&p, seed, index, prompt, output, suppressed};
-}
-
 class SamplingAtLevel : public ::testing::TestWithParam<cpu::isa_level> {};
 
 TEST_P(SamplingAtLevel, DrawsTheReferenceTokenUnderEveryFilter) {
@@ -147,7 +150,7 @@ TEST_P(SamplingAtLevel, DrawsTheReferenceTokenUnderEveryFilter) {
       for (std::uint64_t seed = 0; seed < 12; ++seed) {
         rows.push_back(rng.floats(static_cast<std::size_t>(vocab), -3.0f, 3.0f));
         if (vocab == 5000) std::fill(rows.back().begin(), rows.back().end() - 10, 0.1f);  // flat tail: wide nucleus
-        sampling.push_back(row_for(p, seed * 7919 + 13, seed));
+        sampling.push_back({.params = &p, .seed = seed * 7919 + 13, .token_index = seed});
       }
     }
     sampling_step step(*b, rows, sampling);
@@ -155,7 +158,7 @@ TEST_P(SamplingAtLevel, DrawsTheReferenceTokenUnderEveryFilter) {
     ASSERT_EQ(results.size(), rows.size());
     std::size_t checked = 0;
     for (std::size_t r = 0; r < rows.size(); ++r) {
-      const reference_draw want = reference(rows[r], *sampling[r].params, {}, {}, {});
+      const reference_draw want = reference(rows[r], *sampling[r].params);
       const int token = reference_token(want, philox_uniform(sampling[r].seed, sampling[r].token_index));
       if (token >= 0) {
         EXPECT_EQ(results[r].token, token) << "row " << r << " vocab " << vocab;
@@ -180,7 +183,9 @@ TEST(Sampling, GreedyBreaksTiesTowardsTheLowestId) {
   sampling_params top1;
   top1.temperature = 0.7f;
   top1.top_k = 1;
-  sampling_step step(*b, {row, row}, {row_for(greedy, 1, 0), row_for(top1, 2, 0)});
+  sampling_step step(*b, {row, row},
+                     {sampling_row{.params = &greedy, .seed = 1, .token_index = 0},
+                      sampling_row{.params = &top1, .seed = 2, .token_index = 0}});
   const auto results = b->sample(*step.plan, step.view);
   EXPECT_EQ(results[0].token, 5);
   EXPECT_EQ(results[1].token, 5);
@@ -201,9 +206,15 @@ TEST(Sampling, PenaltiesBiasAndSuppressionShapeTheLogprobs) {
   p.logprobs = true;
   p.top_logprobs = 5;
   const std::vector<int> prompt = {1, 2, 3, 3, 40}, output = {2, 2, 9, 40, 40, 40}, suppressed = {11, 12};
-  sampling_step step(*b, {row}, {row_for(p, 5, 0, prompt, output, suppressed)});
+  sampling_step step(*b, {row},
+                     {sampling_row{.params = &p,
+                                   .seed = 5,
+                                   .token_index = 0,
+                                   .prompt_tokens = prompt,
+                                   .output_tokens = output,
+                                   .suppressed_tokens = suppressed}});
   const auto result = b->sample(*step.plan, step.view).front();
-  const reference_draw want = reference(row, p, prompt, output, suppressed);
+  const reference_draw want = reference(row, p, {.prompt = prompt, .output = output, .suppressed = suppressed});
   EXPECT_EQ(result.token, want.greedy);
   EXPECT_NEAR(result.logprob, want.logprobs[static_cast<std::size_t>(want.greedy)], 1e-5);
   std::vector<int> order(vocab);
@@ -228,9 +239,9 @@ TEST(Sampling, LogprobsAreTheLogSoftmaxBeforeTemperature) {
   p.top_p = 0.8f;
   p.logprobs = true;
   p.top_logprobs = 20;
-  sampling_step step(*b, {row}, {row_for(p, 77, 3)});
+  sampling_step step(*b, {row}, {sampling_row{.params = &p, .seed = 77, .token_index = 3}});
   const auto result = b->sample(*step.plan, step.view).front();
-  const reference_draw want = reference(row, p, {}, {}, {});
+  const reference_draw want = reference(row, p);
   EXPECT_NEAR(result.logprob, want.logprobs[static_cast<std::size_t>(result.token)], 1e-5);
   ASSERT_EQ(result.top.size(), 20u);
   for (std::size_t i = 0; i + 1 < result.top.size(); ++i) EXPECT_GE(result.top[i].logprob, result.top[i + 1].logprob);
@@ -247,7 +258,7 @@ TEST(Sampling, LogprobsAreTheLogSoftmaxBeforeTemperature) {
 TEST(Sampling, SeededRowGivesTheSameTokenAloneAndInABatch) {
   random_source rng;
   SCOPED_TRACE(rng.trace());
-  auto b = test::make_backend_at(cpu::detected_isa(), -1, 3);
+  auto b = test::make_backend_at(cpu::detected_isa(), {.threads = 3});
   sampling_params p;
   p.temperature = 0.9f;
   p.top_k = 50;
@@ -255,16 +266,16 @@ TEST(Sampling, SeededRowGivesTheSameTokenAloneAndInABatch) {
   p.logprobs = true;
   const std::vector<float> target = rng.floats(1000, -2.0f, 2.0f);
   for (std::uint64_t index = 0; index < 20; ++index) {
-    sampling_step alone(*b, {target}, {row_for(p, 1234, index)});
+    sampling_step alone(*b, {target}, {sampling_row{.params = &p, .seed = 1234, .token_index = index}});
     const auto single = b->sample(*alone.plan, alone.view).front();
     std::vector<std::vector<float>> rows;
     std::vector<sampling_row> sampling;
     for (int other = 0; other < 8; ++other) {
       rows.push_back(rng.floats(1000, -2.0f, 2.0f));
-      sampling.push_back(row_for(p, static_cast<std::uint64_t>(other), index));
+      sampling.push_back({.params = &p, .seed = static_cast<std::uint64_t>(other), .token_index = index});
       if (other == 4) {
         rows.push_back(target);
-        sampling.push_back(row_for(p, 1234, index));
+        sampling.push_back({.params = &p, .seed = 1234, .token_index = index});
       }
     }
     sampling_step batched(*b, rows, sampling);
@@ -289,10 +300,12 @@ TEST(Sampling, EmpiricalDistributionMatchesTheFilteredProbabilities) {
   const int draws = 20000;
   std::vector<sampling_row> sampling;
   for (int i = 0; i < draws; ++i)
-    sampling.push_back(row_for(p, static_cast<std::uint64_t>(i) * 2654435761u, static_cast<std::uint64_t>(i % 97)));
+    sampling.push_back({.params = &p,
+                        .seed = static_cast<std::uint64_t>(i) * 2654435761u,
+                        .token_index = static_cast<std::uint64_t>(i % 97)});
   sampling_step step(*b, std::vector<std::vector<float>>(draws, row), sampling);
   const auto results = b->sample(*step.plan, step.view);
-  const reference_draw want = reference(row, p, {}, {}, {});
+  const reference_draw want = reference(row, p);
   ASSERT_GE(want.kept.size(), 3u);
   std::map<int, int> counts;
   for (const auto& r : results) ++counts[r.token];
@@ -316,19 +329,21 @@ TEST(Sampling, SuppressedIdsAreNeverDrawnAndBadIdsAreRejected) {
   sampling_params p;
   std::vector<sampling_row> sampling;
   const std::vector<int> suppressed = {4, 7};
-  for (std::uint64_t seed = 0; seed < 200; ++seed) sampling.push_back(row_for(p, seed, 0, {}, {}, suppressed));
+  for (std::uint64_t seed = 0; seed < 200; ++seed)
+    sampling.push_back({.params = &p, .seed = seed, .token_index = 0, .suppressed_tokens = suppressed});
   sampling_step step(*b, std::vector<std::vector<float>>(200, row), sampling);
   for (const auto& r : b->sample(*step.plan, step.view)) EXPECT_TRUE(r.token != 4 && r.token != 7);
 
   sampling_params everything_off;
   std::vector<int> all(10);
   std::iota(all.begin(), all.end(), 0);
-  sampling_step none_left(*b, {row}, {row_for(everything_off, 1, 0, {}, {}, all)});
+  sampling_step none_left(
+      *b, {row}, {sampling_row{.params = &everything_off, .seed = 1, .token_index = 0, .suppressed_tokens = all}});
   EXPECT_NO_THROW(b->sample(*none_left.plan, none_left.view));
 
   sampling_params bad;
   bad.logit_bias = {{10, 1.0f}};
-  sampling_step out_of_range(*b, {row}, {row_for(bad, 1, 0)});
+  sampling_step out_of_range(*b, {row}, {sampling_row{.params = &bad, .seed = 1, .token_index = 0}});
   EXPECT_THROW(b->sample(*out_of_range.plan, out_of_range.view), std::invalid_argument);
 }
 

@@ -54,11 +54,18 @@ inline std::vector<cpu::isa_level> supported_levels() {
   return levels;
 }
 
-inline std::unique_ptr<backend> make_backend_at(cpu::isa_level level, int gemv_max_rows = -1, int threads = 2) {
+/// The CPU backend settings the tests vary besides the dispatch level.
+struct backend_knobs {
+  int gemv_max_rows = -1;  ///< rows up to which linear() takes the skinny GEMM (-1: the backend's default)
+  int threads = 2;
+};
+
+/// A CPU backend dispatching at most at `level`.
+inline std::unique_ptr<backend> make_backend_at(cpu::isa_level level, const backend_knobs& knobs = {}) {
   cpu::cpu_backend_options options;
-  options.threads = threads;
+  options.threads = knobs.threads;
   options.max_isa = level;
-  options.gemv_max_rows = gemv_max_rows;
+  options.gemv_max_rows = knobs.gemv_max_rows;
   return cpu::make_cpu_backend(options);
 }
 

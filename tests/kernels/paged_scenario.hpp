@@ -65,6 +65,16 @@ inline std::vector<std::int32_t> shuffled_blocks(std::int64_t count, random_sour
   return ids;
 }
 
+/// Where one K or V element sits in the pool.
+struct kv_coordinate {
+  bool is_value = false;  ///< V (true) or K (false)
+  std::int64_t block = 0;
+  int layer = 0;
+  int head = 0;    ///< kv head
+  int offset = 0;  ///< token within the block
+  int dim = 0;     ///< dimension within the head
+};
+
 /// A host copy of the pool's contents plus the backend cache they were loaded into.
 struct filled_cache {
   std::unique_ptr<kv_cache> cache;
@@ -78,11 +88,11 @@ struct filled_cache {
     convert_elements(base + e * static_cast<std::int64_t>(dtype_size(spec.type)), spec.type, &value, dtype::f32, 1);
     return value;
   }
-  /// K (v == false) or V of `layer`, kv head `head`, at token `offset` of block `block`, dimension d.
-  float kv(bool v, std::int64_t block, int layer, int head, int offset, int d) const {
-    const std::int64_t e = spec.layer_offset(layer) + (v ? spec.tile_elements() : 0) +
-                           (std::int64_t{head} * spec.block_size + offset) * spec.head_dim + d;
-    return element(block, e);
+  /// The K or V element at `at`.
+  float kv(const kv_coordinate& at) const {
+    const std::int64_t e = spec.layer_offset(at.layer) + (at.is_value ? spec.tile_elements() : 0) +
+                           (std::int64_t{at.head} * spec.block_size + at.offset) * spec.head_dim + at.dim;
+    return element(at.block, e);
   }
 };
 

@@ -20,16 +20,23 @@ inline std::vector<std::int32_t> iota_tokens(std::int32_t first, std::int32_t co
   return tokens;
 }
 
-class block_manager_test : public ::testing::Test {
+/// The pool a test's block manager manages.
+struct pool_sizes {
+  std::int32_t device_blocks = 16;
+  std::int32_t host_blocks = 8;
+  std::int32_t block_size = 4;  ///< tokens per block
+  bool prefix_caching = true;
+};
+
+class block_manager_fixture : public ::testing::Test {
  protected:
-  /// Builds the manager; call at the start of each test (default: 16 blocks of 4, 8 host).
-  void make(std::int32_t device_blocks = 16, std::int32_t host_blocks = 8, std::int32_t block_size = 4,
-            bool prefix_caching = true) {
+  /// Builds the manager; call at the start of each test.
+  void make(const pool_sizes& sizes = {}) {
     block_manager_config config;
-    config.block_size = block_size;
-    config.num_device_blocks = device_blocks;
-    config.num_host_blocks = host_blocks;
-    config.enable_prefix_caching = prefix_caching;
+    config.block_size = sizes.block_size;
+    config.num_device_blocks = sizes.device_blocks;
+    config.num_host_blocks = sizes.host_blocks;
+    config.enable_prefix_caching = sizes.prefix_caching;
     manager_ = std::make_unique<block_manager>(config);
   }
 

@@ -201,9 +201,9 @@ class shadow_run {
   sequence_id next_id_ = 1;
 };
 
-class block_manager_property : public ::testing::TestWithParam<std::uint32_t> {};
+class BlockManagerProperty : public ::testing::TestWithParam<std::uint32_t> {};
 
-TEST_P(block_manager_property, random_operations_keep_tables_and_contents_consistent) {
+TEST_P(BlockManagerProperty, RandomOperationsKeepTablesAndContentsConsistent) {
   shadow_run run(GetParam());
   for (int i = 0; i < 5000; ++i) {
     ASSERT_NO_FATAL_FAILURE(run.step()) << "operation batch " << i;
@@ -214,7 +214,7 @@ TEST_P(block_manager_property, random_operations_keep_tables_and_contents_consis
   run.drain();
 }
 
-INSTANTIATE_TEST_SUITE_P(seeds, block_manager_property, ::testing::Values(1u, 2u, 3u, 20261122u));
+INSTANTIATE_TEST_SUITE_P(Seeds, BlockManagerProperty, ::testing::Values(1u, 2u, 3u, 20261122u));
 
 }  // namespace
 }  // namespace troupe

@@ -9,9 +9,11 @@
 namespace troupe::testing {
 namespace {
 
+using BlockManager = block_manager_fixture;
+
 using ids = std::vector<std::int32_t>;
 
-TEST_F(block_manager_test, allocation_gives_a_table_sized_for_the_chunk) {
+TEST_F(BlockManager, AllocationGivesATableSizedForTheChunk) {
   make();
   const kv_reply reply = allocate(1, iota_tokens(100, 10), 6);
   ASSERT_EQ(reply.allocated.size(), 1u);
@@ -32,7 +34,7 @@ TEST_F(block_manager_test, allocation_gives_a_table_sized_for_the_chunk) {
   EXPECT_TRUE(append(1, {}).deltas.empty());
 }
 
-TEST_F(block_manager_test, a_later_request_reuses_every_cached_leading_block) {
+TEST_F(BlockManager, ALaterRequestReusesEveryCachedLeadingBlock) {
   make();
   allocate(1, iota_tokens(100, 10), 10);  // blocks 0 [100..103], 1 [104..107], 2 partial
   std::vector<std::int32_t> other = iota_tokens(100, 9);
@@ -49,7 +51,7 @@ TEST_F(block_manager_test, a_later_request_reuses_every_cached_leading_block) {
   EXPECT_EQ(reply.usage.prefix_hit_tokens, 8u);
 }
 
-TEST_F(block_manager_test, hits_stop_at_the_first_differing_token_and_never_cross_adapters) {
+TEST_F(BlockManager, HitsStopAtTheFirstDifferingTokenAndNeverCrossAdapters) {
   make();
   allocate(1, iota_tokens(100, 12), 12);
   std::vector<std::int32_t> changed = iota_tokens(100, 12);
@@ -63,7 +65,7 @@ TEST_F(block_manager_test, hits_stop_at_the_first_differing_token_and_never_cros
   EXPECT_EQ(allocate(5, iota_tokens(100, 12), 12, 7).allocated.at(0).cached_tokens, 8);
 }
 
-TEST_F(block_manager_test, at_least_one_token_is_left_to_compute) {
+TEST_F(BlockManager, AtLeastOneTokenIsLeftToCompute) {
   make();
   allocate(1, iota_tokens(0, 8), 8);
   const kv_reply reply = allocate(2, iota_tokens(0, 8), 8);
@@ -71,7 +73,7 @@ TEST_F(block_manager_test, at_least_one_token_is_left_to_compute) {
   EXPECT_EQ(reply.allocated.at(0).num_tokens, 8);
 }
 
-TEST_F(block_manager_test, blocks_planned_in_the_same_request_are_not_hits) {
+TEST_F(BlockManager, BlocksPlannedInTheSameRequestAreNotHits) {
   make();
   kv_request request;
   request.allocations.push_back({1, iota_tokens(0, 9), 9, 0, true});
@@ -81,7 +83,7 @@ TEST_F(block_manager_test, blocks_planned_in_the_same_request_are_not_hits) {
   EXPECT_EQ(reply.allocated[1].cached_tokens, 0);
 }
 
-TEST_F(block_manager_test, cached_free_blocks_are_hit_and_forgotten_on_request) {
+TEST_F(BlockManager, CachedFreeBlocksAreHitAndForgottenOnRequest) {
   make();
   allocate(1, iota_tokens(0, 9), 9);
   free(1);
@@ -95,7 +97,7 @@ TEST_F(block_manager_test, cached_free_blocks_are_hit_and_forgotten_on_request) 
   EXPECT_EQ(allocate(3, iota_tokens(0, 9), 9).allocated.at(0).cached_tokens, 0);
 }
 
-TEST_F(block_manager_test, copy_on_write_copies_a_shared_partial_block_once_per_writer) {
+TEST_F(BlockManager, CopyOnWriteCopiesASharedPartialBlockOncePerWriter) {
   make();
   allocate(1, iota_tokens(0, 6), 6);  // block 0 full, block 1 holds 2 tokens
   kv_request forks;
@@ -130,7 +132,7 @@ TEST_F(block_manager_test, copy_on_write_copies_a_shared_partial_block_once_per_
   EXPECT_EQ(kv().device_pool().ref_count(1), 1);
 }
 
-TEST_F(block_manager_test, full_shared_blocks_are_never_copied) {
+TEST_F(BlockManager, FullSharedBlocksAreNeverCopied) {
   make();
   allocate(1, iota_tokens(0, 8), 8);
   kv_request fork;
@@ -141,8 +143,8 @@ TEST_F(block_manager_test, full_shared_blocks_are_never_copied) {
   EXPECT_EQ(table(2), (ids{0, 1, 2}));
 }
 
-TEST_F(block_manager_test, cached_free_blocks_are_evicted_least_recently_released_first) {
-  make(6, 0);
+TEST_F(BlockManager, CachedFreeBlocksAreEvictedLeastRecentlyReleasedFirst) {
+  make({.device_blocks = 6, .host_blocks = 0});
   allocate(1, iota_tokens(0, 8), 8);  // blocks 0, 1
   free(1);
   EXPECT_EQ(kv().device_pool().free_list_in_eviction_order(), (ids{2, 3, 4, 5, 1, 0}));
@@ -160,8 +162,8 @@ TEST_F(block_manager_test, cached_free_blocks_are_evicted_least_recently_release
   EXPECT_EQ(allocate(5, iota_tokens(100, 9), 1).allocated.at(0).cached_tokens, 4);  // block 2 survived, 3 did not
 }
 
-TEST_F(block_manager_test, swap_out_and_in_plan_the_right_copies) {
-  make(16, 8, 4, /*prefix_caching=*/false);
+TEST_F(BlockManager, SwapOutAndInPlanTheRightCopies) {
+  make({.prefix_caching = false});
   allocate(1, iota_tokens(0, 10), 10);  // blocks 0, 1, 2
   kv_request out;
   out.swap_outs.push_back({1});
@@ -196,7 +198,7 @@ TEST_F(block_manager_test, swap_out_and_in_plan_the_right_copies) {
   EXPECT_EQ(back.usage.host_free_blocks, 8);
 }
 
-TEST_F(block_manager_test, swap_in_reuses_blocks_still_in_the_prefix_cache) {
+TEST_F(BlockManager, SwapInReusesBlocksStillInThePrefixCache) {
   make();
   allocate(1, iota_tokens(0, 10), 10);  // 0, 1 full and cached; 2 partial
   kv_request out;
@@ -211,8 +213,8 @@ TEST_F(block_manager_test, swap_in_reuses_blocks_still_in_the_prefix_cache) {
   EXPECT_EQ(table(1), (ids{0, 1, 3}));
 }
 
-TEST_F(block_manager_test, swap_out_beyond_host_capacity_is_refused_and_changes_nothing) {
-  make(16, 2);
+TEST_F(BlockManager, SwapOutBeyondHostCapacityIsRefusedAndChangesNothing) {
+  make({.host_blocks = 2});
   allocate(1, iota_tokens(0, 10), 10);
   kv_request out;
   out.swap_outs.push_back({1});
@@ -226,8 +228,8 @@ TEST_F(block_manager_test, swap_out_beyond_host_capacity_is_refused_and_changes_
   EXPECT_EQ(reply.usage.device_free_blocks, 13);
 }
 
-TEST_F(block_manager_test, items_that_do_not_fit_change_nothing_while_others_proceed) {
-  make(4, 0);
+TEST_F(BlockManager, ItemsThatDoNotFitChangeNothingWhileOthersProceed) {
+  make({.device_blocks = 4, .host_blocks = 0});
   allocate(1, iota_tokens(0, 11), 11);  // 3 blocks, 1 free
   kv_request request;
   request.appends.push_back({1, {11, 12, 13, 14, 15, 16}});            // needs 2
@@ -246,8 +248,8 @@ TEST_F(block_manager_test, items_that_do_not_fit_change_nothing_while_others_pro
   EXPECT_EQ(table(3), (ids{3}));
 }
 
-TEST_F(block_manager_test, a_refused_allocation_leaves_its_prefix_hits_untouched) {
-  make(4, 0);
+TEST_F(BlockManager, ARefusedAllocationLeavesItsPrefixHitsUntouched) {
+  make({.device_blocks = 4, .host_blocks = 0});
   allocate(1, iota_tokens(0, 8), 8);
   free(1);                                                     // blocks 0, 1 cached and free
   allocate(2, iota_tokens(100, 5), 5);                         // takes 2, 3
@@ -259,7 +261,7 @@ TEST_F(block_manager_test, a_refused_allocation_leaves_its_prefix_hits_untouched
   EXPECT_EQ(kv().usage().prefix_query_tokens, 13u) << "a refused lookup is not counted";
 }
 
-TEST_F(block_manager_test, bad_items_are_refused_with_a_reason) {
+TEST_F(BlockManager, BadItemsAreRefusedWithAReason) {
   make();
   allocate(1, iota_tokens(0, 5), 5);
   kv_request out;
@@ -283,7 +285,7 @@ TEST_F(block_manager_test, bad_items_are_refused_with_a_reason) {
   EXPECT_EQ(kv().num_sequences(), 1u);
 }
 
-TEST(device_block_pool, a_digest_match_with_other_contents_is_not_a_hit) {
+TEST(DeviceBlockPool, ADigestMatchWithOtherContentsIsNotAHit) {
   device_block_pool pool(2, 4);
   const std::int32_t block = pool.allocate();
   const std::vector<std::int32_t> tokens{1, 2, 3, 4};

@@ -27,7 +27,7 @@ const reference_vector kVectors[] = {
     {63, {0x51, 0x50, 0xd1, 0x77, 0x2f, 0x50, 0x83, 0x4a, 0x50, 0x3e, 0x06, 0x9a, 0x97, 0x3f, 0xbd, 0x7c}},
 };
 
-TEST(siphash, matches_the_reference_vectors) {
+TEST(SipHash, MatchesTheReferenceVectors) {
   const siphash_key key;  // the default key is the reference key 00 01 .. 0f
   for (const reference_vector& v : kVectors) {
     std::vector<std::uint8_t> message(v.length);
@@ -42,7 +42,7 @@ TEST(siphash, matches_the_reference_vectors) {
   }
 }
 
-TEST(siphash, depends_on_the_key) {
+TEST(SipHash, DependsOnTheKey) {
   const std::vector<std::uint8_t> message{1, 2, 3};
   siphash_key other;
   other.k1 ^= 1;

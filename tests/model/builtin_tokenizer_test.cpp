@@ -12,14 +12,14 @@
 namespace troupe {
 namespace {
 
-TEST(BuiltinTokenizerTest, IsDeterministic) {
+TEST(BuiltinTokenizer, IsDeterministic) {
   const builtin_tokenizer a = make_builtin_tokenizer(4096);
   const builtin_tokenizer b = make_builtin_tokenizer(4096);
   EXPECT_EQ(a.tokenizer_json, b.tokenizer_json);
   EXPECT_EQ(a.tokenizer_config_json, b.tokenizer_config_json);
 }
 
-TEST(BuiltinTokenizerTest, ByteLevelVocabularyMergesAndSpecialTokens) {
+TEST(BuiltinTokenizer, ByteLevelVocabularyMergesAndSpecialTokens) {
   const builtin_tokenizer tokenizer = make_builtin_tokenizer(4096);
   const boost::json::value json = boost::json::parse(tokenizer.tokenizer_json);
   const boost::json::object& model = json.at("model").as_object();
@@ -59,7 +59,7 @@ TEST(BuiltinTokenizerTest, ByteLevelVocabularyMergesAndSpecialTokens) {
   EXPECT_EQ(json.at("pre_tokenizer").at("pretokenizers").as_array()[1].at("type").as_string(), "ByteLevel");
 }
 
-TEST(BuiltinTokenizerTest, LearnsCommonEnglishPieces) {
+TEST(BuiltinTokenizer, LearnsCommonEnglishPieces) {
   const boost::json::value json = boost::json::parse(make_builtin_tokenizer(4096).tokenizer_json);
   const boost::json::object& vocab = json.at("model").at("vocab").as_object();
   for (const char* piece : {"\xC4\xA0"
@@ -70,7 +70,7 @@ TEST(BuiltinTokenizerTest, LearnsCommonEnglishPieces) {
     EXPECT_TRUE(vocab.contains(piece)) << piece;
 }
 
-TEST(BuiltinTokenizerTest, ConfigNamesBosEosAndChatTemplate) {
+TEST(BuiltinTokenizer, ConfigNamesBosEosAndChatTemplate) {
   const boost::json::value config = boost::json::parse(make_builtin_tokenizer(4096).tokenizer_config_json);
   EXPECT_EQ(config.at("bos_token").as_string(), "<|begin_of_text|>");
   EXPECT_EQ(config.at("eos_token").as_string(), "<|eot_id|>");

@@ -49,9 +49,9 @@ std::set<const host_tensor*> bound_tensors(const model_weights& weights) {
   return out;
 }
 
-class HfCheckpointTest : public ::testing::TestWithParam<std::string> {};
+class HfCheckpoint : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(HfCheckpointTest, EveryTensorMatchesWhatTorchSaved) {
+TEST_P(HfCheckpoint, EveryTensorMatchesWhatTorchSaved) {
   const checkpoint opened = checkpoint::open(hf_fixture(GetParam()), {.show_progress = false});
   const boost::json::value expected = boost::json::parse(testing::read_file(hf_fixture(GetParam()) / "expected.json"));
   std::set<const host_tensor*> listed;
@@ -80,10 +80,10 @@ TEST_P(HfCheckpointTest, EveryTensorMatchesWhatTorchSaved) {
   EXPECT_EQ(bound_tensors(opened.weights()), listed);
 }
 
-INSTANTIATE_TEST_SUITE_P(Transformers, HfCheckpointTest,
+INSTANTIATE_TEST_SUITE_P(Transformers, HfCheckpoint,
                          ::testing::Values("llama", "mistral", "qwen2", "qwen3", "llama_sharded"));
 
-TEST(CheckpointTest, StructuredWeightsFollowTheArchitecture) {
+TEST(Checkpoint, StructuredWeightsFollowTheArchitecture) {
   const checkpoint llama = checkpoint::open(hf_fixture("llama"), {.show_progress = false});
   EXPECT_EQ(llama.weights().lm_head, llama.weights().embed_tokens);  // tied
   EXPECT_EQ(llama.weights().layers.size(), 2u);
@@ -109,7 +109,7 @@ struct make_case {
   dtype type;
 };
 
-class MadeCheckpointTest : public ::testing::TestWithParam<make_case> {};
+class MadeCheckpoint : public ::testing::TestWithParam<make_case> {};
 
 // Names under model.layers.0. in a checkpoint directory's tensors.
 std::set<std::string> layer_zero_names(const checkpoint& opened, const std::vector<std::string>& names) {
@@ -128,7 +128,7 @@ std::vector<std::string> all_names(const checkpoint& opened) {
   return names;
 }
 
-TEST_P(MadeCheckpointTest, TinyPresetLoadsWithTheShapesOfThePreset) {
+TEST_P(MadeCheckpoint, TinyPresetLoadsWithTheShapesOfThePreset) {
   const make_case c = GetParam();
   temp_dir dir;
   make_model_options options;
@@ -169,7 +169,7 @@ TEST_P(MadeCheckpointTest, TinyPresetLoadsWithTheShapesOfThePreset) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    EveryArchAndDtype, MadeCheckpointTest,
+    EveryArchAndDtype, MadeCheckpoint,
     ::testing::Values(
         make_case{model_architecture::llama, dtype::f32}, make_case{model_architecture::llama, dtype::bf16},
         make_case{model_architecture::llama, dtype::f16}, make_case{model_architecture::mistral, dtype::f32},
@@ -181,7 +181,7 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(architecture_model_type(info.param.arch)) + "_" + std::string(dtype_name(info.param.type));
     });
 
-TEST(CheckpointTest, ShardedCheckpointHoldsTheSameTensorsAsASingleFile) {
+TEST(Checkpoint, ShardedCheckpointHoldsTheSameTensorsAsASingleFile) {
   temp_dir dir;
   make_model_options options;
   options.architecture = model_architecture::qwen2;
@@ -232,19 +232,19 @@ void remove_tensor(std::vector<random_tensor>& tensors, const std::string& name)
   std::erase_if(tensors, [&](const random_tensor& t) { return t.entry.name == name; });
 }
 
-TEST(CheckpointHostileTest, MissingTensor) {
+TEST(CheckpointHostile, MissingTensor) {
   temp_dir dir;
   write_checkpoint(dir.path(), [](auto& tensors) { remove_tensor(tensors, "model.norm.weight"); });
   EXPECT_EQ(open_error(dir.path()), dir.path().string() + ": missing tensor 'model.norm.weight'");
 }
 
-TEST(CheckpointHostileTest, MissingLmHeadWhenUntied) {
+TEST(CheckpointHostile, MissingLmHeadWhenUntied) {
   temp_dir dir;
   write_checkpoint(dir.path(), [](auto& tensors) { remove_tensor(tensors, "lm_head.weight"); });
   EXPECT_EQ(open_error(dir.path()), dir.path().string() + ": missing tensor 'lm_head.weight'");
 }
 
-TEST(CheckpointHostileTest, WrongShapeForTheConfig) {
+TEST(CheckpointHostile, WrongShapeForTheConfig) {
   temp_dir dir;
   write_checkpoint(dir.path(), [](auto& tensors) {
     for (random_tensor& t : tensors) {
@@ -256,14 +256,14 @@ TEST(CheckpointHostileTest, WrongShapeForTheConfig) {
                                         "expected [8, 16] from config.json");
 }
 
-TEST(CheckpointHostileTest, NoWeightsFile) {
+TEST(CheckpointHostile, NoWeightsFile) {
   temp_dir dir;
   write_checkpoint(dir.path(), [](auto&) {});
   std::filesystem::remove(dir / "model.safetensors");
   EXPECT_EQ(open_error(dir.path()), dir.path().string() + ": no model.safetensors or model.safetensors.index.json");
 }
 
-TEST(CheckpointHostileTest, NotADirectory) {
+TEST(CheckpointHostile, NotADirectory) {
   temp_dir dir;
   EXPECT_EQ(open_error(dir / "absent"),
             (dir / "absent").string() + ": model directory does not exist or is not a directory");
@@ -277,7 +277,7 @@ void write_index(const std::filesystem::path& dir, const std::string& shard_name
              R"({"metadata": {}, "weight_map": {"model.norm.weight": ")" + shard_name + R"("}})");
 }
 
-TEST(CheckpointHostileTest, ShardNameWithParentDirectory) {
+TEST(CheckpointHostile, ShardNameWithParentDirectory) {
   temp_dir dir;
   write_index(dir / "m", "../weights.safetensors");
   EXPECT_EQ(open_error(dir / "m"),
@@ -286,14 +286,14 @@ TEST(CheckpointHostileTest, ShardNameWithParentDirectory) {
   EXPECT_THAT(open_error(dir / "n"), HasSubstr("shard name 'sub/../../x.safetensors' escapes the model directory"));
 }
 
-TEST(CheckpointHostileTest, AbsoluteShardName) {
+TEST(CheckpointHostile, AbsoluteShardName) {
   temp_dir dir;
   write_index(dir.path(), (dir / "weights.safetensors").string());
   EXPECT_EQ(open_error(dir.path()), "model.safetensors.index.json: shard name '" +
                                         (dir / "weights.safetensors").string() + "' escapes the model directory");
 }
 
-TEST(CheckpointHostileTest, IndexNamesAShardWithoutTheTensor) {
+TEST(CheckpointHostile, IndexNamesAShardWithoutTheTensor) {
   temp_dir dir;
   write_checkpoint(dir.path(), [](auto&) {});
   std::filesystem::rename(dir / "model.safetensors", dir / "a.safetensors");
@@ -304,7 +304,7 @@ TEST(CheckpointHostileTest, IndexNamesAShardWithoutTheTensor) {
             "contain it");
 }
 
-TEST(CheckpointHostileTest, MalformedIndex) {
+TEST(CheckpointHostile, MalformedIndex) {
   temp_dir dir;
   write_checkpoint(dir.path(), [](auto&) {});
   std::filesystem::remove(dir / "model.safetensors");
@@ -316,13 +316,13 @@ TEST(CheckpointHostileTest, MalformedIndex) {
   EXPECT_EQ(open_error(dir.path()), "model.safetensors.index.json: field 'weight_map' is missing");
 }
 
-TEST(CheckpointHostileTest, MissingShardFile) {
+TEST(CheckpointHostile, MissingShardFile) {
   temp_dir dir;
   write_index(dir.path(), "absent.safetensors");
   EXPECT_THAT(open_error(dir.path()), HasSubstr("absent.safetensors: cannot open"));
 }
 
-TEST(CheckpointHostileTest, BadSafetensorsErrorNamesFileAndTensor) {
+TEST(CheckpointHostile, BadSafetensorsErrorNamesFileAndTensor) {
   temp_dir dir;
   write_checkpoint(dir.path(), [](auto&) {});
   write_file(dir / "model.safetensors",
@@ -332,7 +332,7 @@ TEST(CheckpointHostileTest, BadSafetensorsErrorNamesFileAndTensor) {
             "model.safetensors: tensor 'model.norm.weight': unsupported dtype F64 (supported: BF16, F16, F32)");
 }
 
-TEST(CheckpointHostileTest, UnsupportedArchitectureNamesConfig) {
+TEST(CheckpointHostile, UnsupportedArchitectureNamesConfig) {
   temp_dir dir;
   write_checkpoint(dir.path(), [](auto&) {});
   write_file(dir / "config.json", R"({"architectures": ["MixtralForCausalLM"]})");

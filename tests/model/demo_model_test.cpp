@@ -28,7 +28,7 @@ std::vector<std::string> entries_of(const std::filesystem::path& dir) {
   return names;
 }
 
-TEST(DemoModelTest, CreatedOnceThenReused) {
+TEST(DemoModel, CreatedOnceThenReused) {
   temp_dir root;
   const std::filesystem::path first = ensure_demo_model(root.path());
   const ino_t weights_inode = inode_of(first / "model.safetensors");
@@ -42,7 +42,7 @@ TEST(DemoModelTest, CreatedOnceThenReused) {
   EXPECT_EQ(opened.config().hidden_size, 128);
 }
 
-TEST(DemoModelTest, DamagedCopyIsRebuiltIdentically) {
+TEST(DemoModel, DamagedCopyIsRebuiltIdentically) {
   temp_dir root;
   const std::filesystem::path path = ensure_demo_model(root.path());
   const std::string weights = testing::read_file(path / "model.safetensors");
@@ -52,7 +52,7 @@ TEST(DemoModelTest, DamagedCopyIsRebuiltIdentically) {
   EXPECT_EQ(entries_of(root.path()).size(), 1u);
 }
 
-TEST(DemoModelTest, ConcurrentProcessesAgreeOnOneCompleteCopy) {
+TEST(DemoModel, ConcurrentProcessesAgreeOnOneCompleteCopy) {
   temp_dir root;
   std::vector<pid_t> children;
   for (int i = 0; i < 3; ++i) {
@@ -79,7 +79,7 @@ TEST(DemoModelTest, ConcurrentProcessesAgreeOnOneCompleteCopy) {
   EXPECT_EQ(opened.weights().layers.size(), 4u);
 }
 
-TEST(DemoModelTest, DefaultLocationFollowsXdgCacheHome) {
+TEST(DemoModel, DefaultLocationFollowsXdgCacheHome) {
   temp_dir root;
   const char* old = std::getenv("XDG_CACHE_HOME");
   const std::string saved = old ? old : "";

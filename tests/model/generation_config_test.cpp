@@ -9,7 +9,7 @@ namespace {
 
 using testing::error_of;
 
-TEST(GenerationConfigTest, EosAsSingleInteger) {
+TEST(GenerationConfig, EosAsSingleInteger) {
   const generation_config config = parse_generation_config(R"({"bos_token_id": 1, "eos_token_id": 2})");
   EXPECT_EQ(config.eos_token_ids, std::vector<std::int64_t>{2});
   EXPECT_EQ(config.bos_token_id, 1);
@@ -17,12 +17,12 @@ TEST(GenerationConfigTest, EosAsSingleInteger) {
   EXPECT_FALSE(config.do_sample.has_value());
 }
 
-TEST(GenerationConfigTest, EosAsList) {
+TEST(GenerationConfig, EosAsList) {
   const generation_config config = parse_generation_config(R"({"eos_token_id": [128001, 128008, 128009]})");
   EXPECT_EQ(config.eos_token_ids, (std::vector<std::int64_t>{128001, 128008, 128009}));
 }
 
-TEST(GenerationConfigTest, SamplingDefaults) {
+TEST(GenerationConfig, SamplingDefaults) {
   // Qwen3's published generation_config.json.
   const generation_config config = parse_generation_config(
       R"({"bos_token_id": 151643, "do_sample": true, "eos_token_id": [151645, 151643], "pad_token_id": 151643,
@@ -40,27 +40,27 @@ TEST(GenerationConfigTest, SamplingDefaults) {
   EXPECT_EQ(more.do_sample, false);
 }
 
-TEST(GenerationConfigTest, NullFieldsCountAsUnset) {
+TEST(GenerationConfig, NullFieldsCountAsUnset) {
   const generation_config config = parse_generation_config(R"({"eos_token_id": null, "temperature": null})");
   EXPECT_TRUE(config.eos_token_ids.empty());
   EXPECT_FALSE(config.temperature.has_value());
 }
 
-TEST(GenerationConfigTest, AbsentFileGivesEmptyConfig) {
+TEST(GenerationConfig, AbsentFileGivesEmptyConfig) {
   testing::temp_dir dir;
   const generation_config config = load_generation_config(dir.path());
   EXPECT_TRUE(config.eos_token_ids.empty());
   EXPECT_FALSE(config.bos_token_id.has_value());
 }
 
-TEST(GenerationConfigTest, ReadsTheFileTransformersSaved) {
+TEST(GenerationConfig, ReadsTheFileTransformersSaved) {
   const generation_config config =
       load_generation_config(std::filesystem::path(TROUPE_FIXTURES_DIR) / "model/hf_tiny/llama");
   EXPECT_EQ(config.bos_token_id, 1);
   EXPECT_EQ(config.eos_token_ids, std::vector<std::int64_t>{2});
 }
 
-TEST(GenerationConfigHostileTest, WrongTypesAndRanges) {
+TEST(GenerationConfigHostile, WrongTypesAndRanges) {
   const auto error = [](const std::string& text) { return error_of([&] { parse_generation_config(text); }); };
   EXPECT_EQ(error(R"({"eos_token_id": "2"})"),
             "generation_config.json: field 'eos_token_id' must be an integer or a list of integers, got string");

@@ -30,7 +30,7 @@ make_model_options tiny_options(const std::filesystem::path& out, model_architec
   return options;
 }
 
-TEST(MakeModelTest, ConfigIsWhatTransformersWritesForEveryPreset) {
+TEST(MakeModel, ConfigIsWhatTransformersWritesForEveryPreset) {
   for (model_architecture arch :
        {model_architecture::llama, model_architecture::mistral, model_architecture::qwen2, model_architecture::qwen3}) {
     for (const char* preset : {"tiny", "small", "1b", "8b"}) {
@@ -55,7 +55,7 @@ std::vector<float> values_of(const host_tensor& tensor) {
   return out;
 }
 
-TEST(MakeModelTest, WeightsAreDeterministicAndShapedLikeHfInit) {
+TEST(MakeModel, WeightsAreDeterministicAndShapedLikeHfInit) {
   temp_dir dir;
   make_model_options options = tiny_options(dir / "a", model_architecture::qwen2);
   options.seed = 5;
@@ -91,7 +91,7 @@ TEST(MakeModelTest, WeightsAreDeterministicAndShapedLikeHfInit) {
             values_of(*opened.find_tensor("model.layers.0.mlp.gate_proj.weight")));
 }
 
-TEST(MakeModelTest, HalfPrecisionWeightsAreTheF32WeightsRounded) {
+TEST(MakeModel, HalfPrecisionWeightsAreTheF32WeightsRounded) {
   temp_dir dir;
   make_model_options options = tiny_options(dir / "f32");
   make_model(options);
@@ -116,7 +116,7 @@ TEST(MakeModelTest, HalfPrecisionWeightsAreTheF32WeightsRounded) {
   }
 }
 
-TEST(MakeModelTest, RandomValuesDoNotDependOnHowTheTensorIsChunked) {
+TEST(MakeModel, RandomValuesDoNotDependOnHowTheTensorIsChunked) {
   const random_tensor tensor{{"t", dtype::f32, {1000}}, init_kind::matrix};
   std::vector<float> whole(1000), pieces(1000);
   fill_random_values(9, tensor, 0, std::as_writable_bytes(std::span(whole)));
@@ -126,7 +126,7 @@ TEST(MakeModelTest, RandomValuesDoNotDependOnHowTheTensorIsChunked) {
   EXPECT_EQ(whole, pieces);
 }
 
-TEST(MakeModelTest, RefusesANonEmptyOutputAndLeavesNoStagingBehind) {
+TEST(MakeModel, RefusesANonEmptyOutputAndLeavesNoStagingBehind) {
   temp_dir dir;
   std::filesystem::create_directories(dir / "out");
   write_file(dir / "out/keep.txt", "mine");
@@ -142,7 +142,7 @@ TEST(MakeModelTest, RefusesANonEmptyOutputAndLeavesNoStagingBehind) {
   EXPECT_EQ(entries, (std::vector<std::string>{"empty", "out"}));
 }
 
-TEST(MakeModelTest, FailedWriteLeavesNoOutput) {
+TEST(MakeModel, FailedWriteLeavesNoOutput) {
   temp_dir dir;
   make_model_options options = tiny_options(dir / "out");
   options.tokenizer_dir = dir / "no-such-tokenizer";
@@ -150,7 +150,7 @@ TEST(MakeModelTest, FailedWriteLeavesNoOutput) {
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }
 
-TEST(MakeModelTest, CopiesATokenizerDirectoryAndTakesItsSpecialIds) {
+TEST(MakeModel, CopiesATokenizerDirectoryAndTakesItsSpecialIds) {
   temp_dir dir;
   const builtin_tokenizer builtin = make_builtin_tokenizer(1024);
   std::filesystem::create_directories(dir / "tok");
@@ -173,7 +173,7 @@ TEST(MakeModelTest, CopiesATokenizerDirectoryAndTakesItsSpecialIds) {
   EXPECT_EQ(opened.config().vocab_size, (builtin.size + 63) / 64 * 64);
 }
 
-TEST(MakeModelTest, TokenizerLargerThanThePresetVocabularyIsRefused) {
+TEST(MakeModel, TokenizerLargerThanThePresetVocabularyIsRefused) {
   temp_dir dir;
   std::filesystem::create_directories(dir / "tok");
   write_file(dir / "tok/tokenizer.json", R"({"added_tokens": [], "model": {"type": "BPE", "vocab": {"a": 200000}}})");
@@ -184,7 +184,7 @@ TEST(MakeModelTest, TokenizerLargerThanThePresetVocabularyIsRefused) {
             "the tokenizer has 200001 tokens, more than the preset's vocabulary of 128256");
 }
 
-TEST(MakeModelTest, MalformedTokenizerJsonIsAClearError) {
+TEST(MakeModel, MalformedTokenizerJsonIsAClearError) {
   temp_dir dir;
   std::filesystem::create_directories(dir / "tok");
   make_model_options options = tiny_options(dir / "out");
@@ -199,7 +199,7 @@ TEST(MakeModelTest, MalformedTokenizerJsonIsAClearError) {
   EXPECT_FALSE(std::filesystem::exists(dir / "out"));
 }
 
-TEST(MakeModelTest, WritesGenerationConfigAndTokenizerFiles) {
+TEST(MakeModel, WritesGenerationConfigAndTokenizerFiles) {
   temp_dir dir;
   make_model(tiny_options(dir / "out"));
   const checkpoint opened = checkpoint::open(dir / "out", {.show_progress = false});
@@ -213,7 +213,7 @@ TEST(MakeModelTest, WritesGenerationConfigAndTokenizerFiles) {
   EXPECT_FALSE(opened.generation().do_sample.has_value());  // greedy unless a request asks otherwise
 }
 
-TEST(PythonJsonTest, FloatsPrintLikePythonRepr) {
+TEST(PythonJson, FloatsPrintLikePythonRepr) {
   EXPECT_EQ(python_float_repr(1e-06), "1e-06");
   EXPECT_EQ(python_float_repr(1e-05), "1e-05");
   EXPECT_EQ(python_float_repr(0.0001), "0.0001");
@@ -228,7 +228,7 @@ TEST(PythonJsonTest, FloatsPrintLikePythonRepr) {
   EXPECT_EQ(python_float_repr(0.0), "0.0");
 }
 
-TEST(PythonJsonTest, LayoutMatchesJsonDumpsIndent2) {
+TEST(PythonJson, LayoutMatchesJsonDumpsIndent2) {
   const boost::json::value value =
       boost::json::parse(R"({"b": [1, {"d": null, "c": true}], "a": "é\n", "e": [], "f": {}})");
   EXPECT_EQ(to_python_json(value),

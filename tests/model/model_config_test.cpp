@@ -26,7 +26,7 @@ std::string llama_config(const std::string& extra = "") {
          (extra.empty() ? "" : ", " + extra) + "}";
 }
 
-TEST(ModelConfigTest, ReadsConfigsSavedByTransformers) {
+TEST(ModelConfig, ReadsConfigsSavedByTransformers) {
   const model_config llama = load_model_config(fixture("hf_tiny/llama"));
   EXPECT_EQ(llama.architecture, model_architecture::llama);
   EXPECT_EQ(llama.hidden_size, 32);
@@ -70,7 +70,7 @@ TEST(ModelConfigTest, ReadsConfigsSavedByTransformers) {
   EXPECT_EQ(qwen3.kv_size(), 32);
 }
 
-TEST(ModelConfigTest, ReadsTheTransformers4Layout) {
+TEST(ModelConfig, ReadsTheTransformers4Layout) {
   // Llama 3.2 as published: top-level rope_theta, rope_scaling with rope_type, torch_dtype, eos list.
   const model_config config = parse_model_config(llama_config(
       R"("num_key_value_heads": 2, "head_dim": 16, "rope_theta": 500000.0, "torch_dtype": "bfloat16",
@@ -97,9 +97,9 @@ struct rope_case {
   double factor;
 };
 
-class RopeVariantTest : public ::testing::TestWithParam<rope_case> {};
+class RopeVariant : public ::testing::TestWithParam<rope_case> {};
 
-TEST_P(RopeVariantTest, ParsesIntoRopeSpec) {
+TEST_P(RopeVariant, ParsesIntoRopeSpec) {
   const rope_case& c = GetParam();
   const model_config config = parse_model_config(llama_config(c.fields));
   EXPECT_EQ(config.rope.scaling, c.kind);
@@ -108,7 +108,7 @@ TEST_P(RopeVariantTest, ParsesIntoRopeSpec) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    BothForms, RopeVariantTest,
+    BothForms, RopeVariant,
     ::testing::Values(
         rope_case{"none_defaults", "", rope_scaling_kind::none, 10000.0, 1.0},
         rope_case{"top_level_theta", R"("rope_theta": 250000)", rope_scaling_kind::none, 250000.0, 1.0},
@@ -139,7 +139,7 @@ INSTANTIATE_TEST_SUITE_P(
             rope_scaling_kind::linear, 9.0, 2.0}),
     [](const ::testing::TestParamInfo<rope_case>& info) { return std::string(info.param.name); });
 
-TEST(ModelConfigTest, RopeSpecGivesTheFrequenciesTransformersComputes) {
+TEST(ModelConfig, RopeSpecGivesTheFrequenciesTransformersComputes) {
   const boost::json::value cases = boost::json::parse(testing::read_file(fixture("rope_cases.json")));
   for (const auto& item : cases.as_array()) {
     const std::string name(item.at("name").as_string());
@@ -154,27 +154,27 @@ TEST(ModelConfigTest, RopeSpecGivesTheFrequenciesTransformersComputes) {
   }
 }
 
-TEST(ModelConfigTest, Llama3OriginalContextDefaultsToMaxPositions) {
+TEST(ModelConfig, Llama3OriginalContextDefaultsToMaxPositions) {
   const model_config config = parse_model_config(llama_config(
       R"("max_position_embeddings": 4096, "rope_parameters": {"rope_type": "llama3", "factor": 8.0,
          "low_freq_factor": 1.0, "high_freq_factor": 4.0})"));
   EXPECT_EQ(config.rope.original_max_position, 4096);
 }
 
-TEST(ModelConfigTest, HeadDimDefaultsToHiddenOverHeads) {
+TEST(ModelConfig, HeadDimDefaultsToHiddenOverHeads) {
   const model_config config = parse_model_config(llama_config());
   EXPECT_EQ(config.head_dim, 16);
   EXPECT_EQ(config.num_key_value_heads, 4);  // defaults to the query heads
   EXPECT_EQ(config.max_position_embeddings, 2048);
 }
 
-TEST(ModelConfigTest, LlamaAttentionBiasCoversAllFourProjections) {
+TEST(ModelConfig, LlamaAttentionBiasCoversAllFourProjections) {
   const model_config config = parse_model_config(llama_config(R"("attention_bias": true)"));
   EXPECT_TRUE(config.qkv_bias);
   EXPECT_TRUE(config.o_bias);
 }
 
-TEST(ModelConfigTest, ModelTypeIdentifiesTheArchitectureWhenArchitecturesIsAbsent) {
+TEST(ModelConfig, ModelTypeIdentifiesTheArchitectureWhenArchitecturesIsAbsent) {
   const model_config config = parse_model_config(
       R"({"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
           "num_attention_heads": 4, "vocab_size": 100})");
@@ -189,7 +189,7 @@ std::string mistral_config(const std::string& window) {
          window + "}";
 }
 
-TEST(ModelConfigTest, MistralSlidingWindowCapsTheContext) {
+TEST(ModelConfig, MistralSlidingWindowCapsTheContext) {
   const model_config windowed = parse_model_config(mistral_config("4096"));
   EXPECT_EQ(windowed.sliding_window, 4096);
   EXPECT_EQ(windowed.max_context_length, 4096);
@@ -209,7 +209,7 @@ std::string qwen2_config(const std::string& extra) {
          extra + "}";
 }
 
-TEST(ModelConfigTest, QwenSlidingWindowOnlyWhenALayerUsesIt) {
+TEST(ModelConfig, QwenSlidingWindowOnlyWhenALayerUsesIt) {
   // Qwen2.5 as published: a window is written but switched off.
   const model_config off = parse_model_config(qwen2_config(R"("sliding_window": 32768, "use_sliding_window": false)"));
   EXPECT_FALSE(off.sliding_window.has_value());
@@ -230,7 +230,7 @@ std::string parse_error(const std::string& text) {
   return error_of([&] { parse_model_config(text); });
 }
 
-TEST(ModelConfigHostileTest, UnsupportedArchitecture) {
+TEST(ModelConfigHostile, UnsupportedArchitecture) {
   EXPECT_EQ(parse_error(R"({"architectures": ["GPT2LMHeadModel"], "hidden_size": 64})"),
             "config.json: unsupported architecture 'GPT2LMHeadModel' (supported: LlamaForCausalLM, "
             "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)");
@@ -239,7 +239,7 @@ TEST(ModelConfigHostileTest, UnsupportedArchitecture) {
             "config.json: field 'architectures' is missing (and there is no model_type)");
 }
 
-TEST(ModelConfigHostileTest, MalformedFieldTypes) {
+TEST(ModelConfigHostile, MalformedFieldTypes) {
   const std::string base = R"("architectures": ["LlamaForCausalLM"], "intermediate_size": 128,
                               "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100)";
   EXPECT_EQ(parse_error("{" + base + R"(, "hidden_size": "64"})"),
@@ -260,7 +260,7 @@ TEST(ModelConfigHostileTest, MalformedFieldTypes) {
   EXPECT_THAT(parse_error("{\"hidden_size\": 6"), HasSubstr("config.json: not valid JSON"));
 }
 
-TEST(ModelConfigHostileTest, InvalidSizes) {
+TEST(ModelConfigHostile, InvalidSizes) {
   EXPECT_EQ(parse_error(llama_config(R"("num_key_value_heads": 3)")),
             "config.json: field 'num_key_value_heads' (3) must divide num_attention_heads (4)");
   EXPECT_EQ(parse_error(llama_config(R"("head_dim": 15)")), "config.json: field 'head_dim' (15) must be even for RoPE");
@@ -278,7 +278,7 @@ TEST(ModelConfigHostileTest, InvalidSizes) {
             "config.json: field 'eos_token_id' (-1) must not be negative");
 }
 
-TEST(ModelConfigHostileTest, UnsupportedFeatures) {
+TEST(ModelConfigHostile, UnsupportedFeatures) {
   EXPECT_EQ(parse_error(llama_config(R"("rope_scaling": {"rope_type": "yarn", "factor": 4.0})")),
             "config.json: field 'rope_scaling.rope_type' 'yarn' is not supported (supported: default, linear, dynamic, "
             "llama3)");
@@ -294,7 +294,7 @@ TEST(ModelConfigHostileTest, UnsupportedFeatures) {
             "config.json: field 'partial_rotary_factor' other than 1 is not supported");
 }
 
-TEST(ModelConfigHostileTest, MissingFileNamesIt) {
+TEST(ModelConfigHostile, MissingFileNamesIt) {
   testing::temp_dir dir;
   EXPECT_THAT(error_of([&] { load_model_config(dir.path()); }), HasSubstr("config.json: cannot read"));
 }
@@ -307,7 +307,7 @@ namespace {
 
 // Linear and dynamic scaling stretch usable positions by their factor;
 // llama3 states the stretched length in max_position_embeddings itself.
-TEST(ModelConfigTest, ScaledRopeExtendsTheUsableContext) {
+TEST(ModelConfig, ScaledRopeExtendsTheUsableContext) {
   const model_config linear = parse_model_config(
       llama_config(R"("max_position_embeddings": 100, "rope_scaling": {"rope_type": "linear", "factor": 4.0})"));
   EXPECT_EQ(linear.max_context_length, 400);

@@ -29,7 +29,7 @@ float element_as_float(const host_tensor& tensor, std::size_t i) {
   return tensor.type == dtype::bf16 ? bf16_to_float(bits) : f16_to_float(bits);
 }
 
-TEST(SafetensorsTest, ReadsEveryTensorTheReferenceLibraryWrote) {
+TEST(Safetensors, ReadsEveryTensorTheReferenceLibraryWrote) {
   const safetensors_file file(std::filesystem::path(TROUPE_FIXTURES_DIR) / "model/reference.safetensors");
   const boost::json::value expected = boost::json::parse(
       testing::read_file(std::filesystem::path(TROUPE_FIXTURES_DIR) / "model/reference_values.json"));
@@ -53,7 +53,7 @@ TEST(SafetensorsTest, ReadsEveryTensorTheReferenceLibraryWrote) {
   EXPECT_EQ(file.find("missing"), nullptr);
 }
 
-TEST(SafetensorsTest, WriterOutputReadsBackWithPaddedHeaderAndAlignedData) {
+TEST(Safetensors, WriterOutputReadsBackWithPaddedHeaderAndAlignedData) {
   temp_dir dir;
   const std::vector<safetensors_entry> entries = {
       {"a", dtype::f32, {2, 3}}, {"b", dtype::bf16, {5}}, {"c", dtype::f16, {1, 1, 2}}};
@@ -83,7 +83,7 @@ TEST(SafetensorsTest, WriterOutputReadsBackWithPaddedHeaderAndAlignedData) {
   }
 }
 
-TEST(SafetensorsTest, MisalignedDataIsCopiedToAlignedMemory) {
+TEST(Safetensors, MisalignedDataIsCopiedToAlignedMemory) {
   temp_dir dir;
   // A 2-byte header pad leaves the f32 data at an offset that is not a multiple of 4.
   const std::string header = R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
@@ -108,108 +108,108 @@ std::string open_error(std::string_view bytes) {
 
 const std::string sixteen_bytes(16, '\0');
 
-TEST(SafetensorsHostileTest, TruncatedFile) {
+TEST(SafetensorsHostile, TruncatedFile) {
   EXPECT_EQ(open_error(std::string(5, '\x10')),
             "model.safetensors: file is 5 bytes, too short to hold the 8-byte header length");
 }
 
-TEST(SafetensorsHostileTest, EmptyFile) { EXPECT_THAT(open_error(""), HasSubstr("file is empty")); }
+TEST(SafetensorsHostile, EmptyFile) { EXPECT_THAT(open_error(""), HasSubstr("file is empty")); }
 
-TEST(SafetensorsHostileTest, HeaderLengthPastEndOfFile) {
+TEST(SafetensorsHostile, HeaderLengthPastEndOfFile) {
   const std::string header = R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})";
   EXPECT_EQ(open_error(raw_safetensors(header, "", 1000)),
             "model.safetensors: header length 1000 runs past the end of the file (" +
                 std::to_string(8 + header.size()) + " bytes)");
 }
 
-TEST(SafetensorsHostileTest, AbsurdHeaderLength) {
+TEST(SafetensorsHostile, AbsurdHeaderLength) {
   EXPECT_EQ(open_error(raw_safetensors("{}", "", 0xffffffffffffull)),
             "model.safetensors: header length 281474976710655 exceeds the limit of 100000000 bytes");
 }
 
-TEST(SafetensorsHostileTest, HeaderNotJson) {
+TEST(SafetensorsHostile, HeaderNotJson) {
   EXPECT_THAT(open_error(raw_safetensors("{\"a\": [1, 2", "")),
               HasSubstr("model.safetensors: header is not valid JSON"));
 }
 
-TEST(SafetensorsHostileTest, HeaderNotAnObject) {
+TEST(SafetensorsHostile, HeaderNotAnObject) {
   EXPECT_EQ(open_error(raw_safetensors("[1,2]", "")), "model.safetensors: header must be a JSON object, got array");
 }
 
-TEST(SafetensorsHostileTest, OverlappingDataOffsets) {
+TEST(SafetensorsHostile, OverlappingDataOffsets) {
   const std::string header = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
                              R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})";
   EXPECT_EQ(open_error(raw_safetensors(header, sixteen_bytes)),
             "model.safetensors: tensors 'a' [0, 8) and 'b' [4, 12) overlap");
 }
 
-TEST(SafetensorsHostileTest, DataOffsetsPastTheData) {
+TEST(SafetensorsHostile, DataOffsetsPastTheData) {
   const std::string header = R"({"a":{"dtype":"F32","shape":[8],"data_offsets":[0,32]}})";
   EXPECT_EQ(
       open_error(raw_safetensors(header, sixteen_bytes)),
       "model.safetensors: tensor 'a': data_offsets [0, 32) run past the end of the data (16 bytes after the header)");
 }
 
-TEST(SafetensorsHostileTest, DataOffsetsBeginAfterEnd) {
+TEST(SafetensorsHostile, DataOffsetsBeginAfterEnd) {
   const std::string header = R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[12,4]}})";
   EXPECT_EQ(open_error(raw_safetensors(header, sixteen_bytes)),
             "model.safetensors: tensor 'a': data_offsets [12, 4) begin after they end");
 }
 
-TEST(SafetensorsHostileTest, DataOffsetsMalformed) {
+TEST(SafetensorsHostile, DataOffsetsMalformed) {
   const std::string header = R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})";
   EXPECT_EQ(open_error(raw_safetensors(header, sixteen_bytes)),
             "model.safetensors: tensor 'a': 'data_offsets' must be two non-negative integers [begin, end)");
 }
 
-TEST(SafetensorsHostileTest, ByteSizeDoesNotMatchShapeTimesDtype) {
+TEST(SafetensorsHostile, ByteSizeDoesNotMatchShapeTimesDtype) {
   const std::string header = R"({"model.norm.weight":{"dtype":"F32","shape":[4],"data_offsets":[0,12]}})";
   EXPECT_EQ(
       open_error(raw_safetensors(header, sixteen_bytes)),
       "model.safetensors: tensor 'model.norm.weight': data_offsets [0, 12) do not match shape [4] × F32 (16 bytes)");
 }
 
-TEST(SafetensorsHostileTest, UnsupportedDtype) {
+TEST(SafetensorsHostile, UnsupportedDtype) {
   const std::string header = R"({"q":{"dtype":"I8","shape":[16],"data_offsets":[0,16]}})";
   EXPECT_EQ(open_error(raw_safetensors(header, sixteen_bytes)),
             "model.safetensors: tensor 'q': unsupported dtype I8 (supported: BF16, F16, F32)");
 }
 
-TEST(SafetensorsHostileTest, UnknownDtype) {
+TEST(SafetensorsHostile, UnknownDtype) {
   const std::string header = R"({"q":{"dtype":"Q9_K","shape":[16],"data_offsets":[0,16]}})";
   EXPECT_EQ(open_error(raw_safetensors(header, sixteen_bytes)), "model.safetensors: tensor 'q': unknown dtype 'Q9_K'");
 }
 
-TEST(SafetensorsHostileTest, NegativeDimension) {
+TEST(SafetensorsHostile, NegativeDimension) {
   const std::string header = R"({"a":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]}})";
   EXPECT_EQ(open_error(raw_safetensors(header, sixteen_bytes)),
             "model.safetensors: tensor 'a': shape has a negative dimension -4");
 }
 
-TEST(SafetensorsHostileTest, OverflowingShape) {
+TEST(SafetensorsHostile, OverflowingShape) {
   // 2^32 × 2^32 elements wraps to 0 in 64 bits; it must not pass as an empty tensor.
   const std::string header = R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})";
   EXPECT_EQ(open_error(raw_safetensors(header, sixteen_bytes)),
             "model.safetensors: tensor 'a': shape has too many elements (overflow)");
 }
 
-TEST(SafetensorsHostileTest, ShapeOfWrongType) {
+TEST(SafetensorsHostile, ShapeOfWrongType) {
   const std::string header = R"({"a":{"dtype":"F32","shape":[2.5],"data_offsets":[0,16]}})";
   EXPECT_EQ(open_error(raw_safetensors(header, sixteen_bytes)),
             "model.safetensors: tensor 'a': 'shape' must be a list of integers, found number");
 }
 
-TEST(SafetensorsHostileTest, MissingField) {
+TEST(SafetensorsHostile, MissingField) {
   const std::string header = R"({"a":{"shape":[4],"data_offsets":[0,16]}})";
   EXPECT_EQ(open_error(raw_safetensors(header, sixteen_bytes)), "model.safetensors: tensor 'a': missing 'dtype'");
 }
 
-TEST(SafetensorsHostileTest, EntryNotAnObject) {
+TEST(SafetensorsHostile, EntryNotAnObject) {
   EXPECT_EQ(open_error(raw_safetensors(R"({"a":7})", sixteen_bytes)),
             "model.safetensors: tensor 'a': entry must be an object, got integer");
 }
 
-TEST(SafetensorsHostileTest, MetadataValueNotAString) {
+TEST(SafetensorsHostile, MetadataValueNotAString) {
   EXPECT_EQ(open_error(raw_safetensors(R"({"__metadata__":{"format":1}})", "")),
             "model.safetensors: '__metadata__' value of 'format' must be a string");
 }

@@ -29,23 +29,26 @@ std::vector<segment> segments_of(const harness& h, request_handle request) {
   return out;
 }
 
-TEST(scheduler_budget, a_long_prompt_is_split_into_chunks_across_steps) {
-  harness h(small_config(/*budget=*/32, 8, /*chunk=*/24));
-  const request_handle r = h.submit(make_spec(100, 3));
+TEST(SchedulerBudget, ALongPromptIsSplitIntoChunksAcrossSteps) {
+  harness h(small_config({.budget = 32, .chunk = 24}));
+  const request_handle r = h.submit(make_spec({.prompt_len = 100, .max_tokens = 3}));
   h.run();
   const std::vector<segment> expected{{0, 24, 0}, {24, 24, 0}, {48, 24, 0}, {72, 24, 0},
                                       {96, 4, 1}, {100, 1, 1}, {101, 1, 1}};
   EXPECT_EQ(segments_of(h, r), expected);
   const auto& fed = h.steps[1].sequences.at(0).tokens;
   EXPECT_EQ(fed.front(), 25) << "chunk two feeds prompt positions 24.. (ids start at 1)";
-  EXPECT_EQ(h.output(r), reference_outputs(make_spec(100, 3).prompt, 7, 0, 3, {}, 0, harness::kVocab));
+  EXPECT_EQ(h.output(r), reference_outputs({.prompt = make_spec({.prompt_len = 100, .max_tokens = 3}).prompt,
+                                            .request_seed = 7,
+                                            .max_tokens = 3,
+                                            .vocab = harness::kVocab}));
   EXPECT_EQ(h.reason(r), finish_reason::length);
 }
 
-TEST(scheduler_budget, the_chunk_cap_applies_even_when_the_budget_is_larger) {
-  harness h(small_config(/*budget=*/64, 8, /*chunk=*/10));
-  const request_handle a = h.submit(make_spec(25, 1, 1));
-  const request_handle b = h.submit(make_spec(25, 1, 100));
+TEST(SchedulerBudget, TheChunkCapAppliesEvenWhenTheBudgetIsLarger) {
+  harness h(small_config({.budget = 64, .chunk = 10}));
+  const request_handle a = h.submit(make_spec({.prompt_len = 25, .max_tokens = 1, .first_token = 1}));
+  const request_handle b = h.submit(make_spec({.prompt_len = 25, .max_tokens = 1, .first_token = 100}));
   h.run();
   const std::vector<segment> expected{{0, 10, 0}, {10, 10, 0}, {20, 5, 1}};
   EXPECT_EQ(segments_of(h, a), expected);
@@ -53,12 +56,13 @@ TEST(scheduler_budget, the_chunk_cap_applies_even_when_the_budget_is_larger) {
   EXPECT_EQ(h.steps[0].num_tokens(), 20);
 }
 
-TEST(scheduler_budget, decodes_go_first_and_prefill_chunks_fill_the_rest) {
-  harness h(small_config(/*budget=*/16, 8, /*chunk=*/64));
+TEST(SchedulerBudget, DecodesGoFirstAndPrefillChunksFillTheRest) {
+  harness h(small_config({.budget = 16, .chunk = 64}));
   std::vector<request_handle> decoders;
-  for (int i = 0; i < 3; ++i) decoders.push_back(h.submit(make_spec(4, 20, 10 * i + 1)));
+  for (int i = 0; i < 3; ++i)
+    decoders.push_back(h.submit(make_spec({.prompt_len = 4, .max_tokens = 20, .first_token = 10 * i + 1})));
   h.step();  // the three prompts (12 tokens)
-  const request_handle longer = h.submit(make_spec(40, 2, 500));
+  const request_handle longer = h.submit(make_spec({.prompt_len = 40, .max_tokens = 2, .first_token = 500}));
   const scheduled_step& mixed = h.step();
   ASSERT_EQ(mixed.sequences.size(), 4u);
   for (int i = 0; i < 3; ++i) {
@@ -70,12 +74,13 @@ TEST(scheduler_budget, decodes_go_first_and_prefill_chunks_fill_the_rest) {
   EXPECT_EQ(mixed.num_tokens(), 16);
 }
 
-TEST(scheduler_budget, decodes_are_never_starved_by_long_prefills) {
-  harness h(small_config(/*budget=*/16, 8, /*chunk=*/16, /*blocks=*/256));
+TEST(SchedulerBudget, DecodesAreNeverStarvedByLongPrefills) {
+  harness h(small_config({.budget = 16, .chunk = 16, .blocks = 256}));
   std::vector<request_handle> decoders;
-  for (int i = 0; i < 4; ++i) decoders.push_back(h.submit(make_spec(4, 30, 10 * i + 1)));
+  for (int i = 0; i < 4; ++i)
+    decoders.push_back(h.submit(make_spec({.prompt_len = 4, .max_tokens = 30, .first_token = 10 * i + 1})));
   h.step();
-  for (int i = 0; i < 3; ++i) h.submit(make_spec(200, 2, 1000 + 300 * i));
+  for (int i = 0; i < 3; ++i) h.submit(make_spec({.prompt_len = 200, .max_tokens = 2, .first_token = 1000 + 300 * i}));
   for (int i = 0; i < 25; ++i) {
     const scheduled_step& s = h.step();
     for (request_handle d : decoders) {
@@ -88,22 +93,31 @@ TEST(scheduler_budget, decodes_are_never_starved_by_long_prefills) {
   h.run();
 }
 
-TEST(scheduler_budget, random_loads_respect_the_budget_and_match_the_reference) {
+TEST(SchedulerBudget, RandomLoadsRespectTheBudgetAndMatchTheReference) {
   std::mt19937 rng(12345);
-  scheduler_config config = small_config(/*budget=*/48, /*max_seqs=*/6, /*chunk=*/20, /*blocks=*/96);
-  harness h(config, "fcfs", /*real_kv=*/true);
+  scheduler_config config = small_config({.budget = 48, .max_seqs = 6, .chunk = 20, .blocks = 96});
+  harness h(config, {.real_kv = true});
   std::map<request_handle, request_spec> specs;
   for (int i = 0; i < 60; ++i) {
-    request_spec spec =
-        make_spec(std::uniform_int_distribution<int>(1, 70)(rng), std::uniform_int_distribution<int>(1, 24)(rng),
-                  std::uniform_int_distribution<int>(1, 900)(rng), 1000 + static_cast<std::uint64_t>(i));
+    // Drawn last field first, the order GCC evaluated these as positional
+    // arguments in, so the load stays the one this test has always run.
+    const int first_token = std::uniform_int_distribution<int>(1, 900)(rng);
+    const int max_tokens = std::uniform_int_distribution<int>(1, 24)(rng);
+    const int prompt_len = std::uniform_int_distribution<int>(1, 70)(rng);
+    request_spec spec = make_spec({.prompt_len = prompt_len,
+                                   .max_tokens = max_tokens,
+                                   .first_token = first_token,
+                                   .seed = 1000 + static_cast<std::uint64_t>(i)});
     const request_handle handle = h.submit(spec);
     specs[handle] = spec;
     if (i % 3 == 0) h.step();
   }
   h.run();
   for (const auto& [handle, spec] : specs) {
-    EXPECT_EQ(h.output(handle), reference_outputs(spec.prompt, *spec.seed, 0, spec.max_tokens, {}, 0, harness::kVocab))
+    EXPECT_EQ(h.output(handle), reference_outputs({.prompt = spec.prompt,
+                                                   .request_seed = *spec.seed,
+                                                   .max_tokens = spec.max_tokens,
+                                                   .vocab = harness::kVocab}))
         << "request " << handle;
   }
   EXPECT_EQ(h.real()->usage().device_free_blocks, config.num_device_blocks);

@@ -30,20 +30,28 @@ inline std::int32_t fake_next_token(std::uint64_t seed, std::uint64_t token_inde
   return static_cast<std::int32_t>(h % static_cast<std::uint64_t>(vocab));
 }
 
-/// What choice `choice` of a request produces when run alone: stop on any
-/// id in `stop_ids` (once min_tokens are out) or after max_tokens.
-inline std::vector<std::int32_t> reference_outputs(const std::vector<std::int32_t>& prompt, std::uint64_t request_seed,
-                                                   int choice, int max_tokens,
-                                                   const std::vector<std::int32_t>& stop_ids, int min_tokens,
-                                                   std::int32_t vocab) {
-  std::vector<std::int32_t> context = prompt, outputs;
-  const std::uint64_t seed = choice_seed(request_seed, choice);
-  while (static_cast<int>(outputs.size()) < max_tokens) {
-    const std::int32_t token = fake_next_token(seed, outputs.size(), context, vocab);
+/// One choice of a request run alone by the fake model.
+struct solo_run {
+  std::vector<std::int32_t> prompt;
+  std::uint64_t request_seed = 0;
+  int choice = 0;
+  int max_tokens = 0;
+  std::vector<std::int32_t> stop_ids = {};  ///< any of them stops the choice once min_tokens are out
+  int min_tokens = 0;
+  std::int32_t vocab = 1;
+};
+
+/// What `run` produces: stop on any id in `stop_ids` (once min_tokens are
+/// out) or after max_tokens.
+inline std::vector<std::int32_t> reference_outputs(const solo_run& run) {
+  std::vector<std::int32_t> context = run.prompt, outputs;
+  const std::uint64_t seed = choice_seed(run.request_seed, run.choice);
+  while (static_cast<int>(outputs.size()) < run.max_tokens) {
+    const std::int32_t token = fake_next_token(seed, outputs.size(), context, run.vocab);
     outputs.push_back(token);
     context.push_back(token);
-    const bool stops = std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();
-    if (stops && static_cast<int>(outputs.size()) >= min_tokens) break;
+    const bool stops = std::find(run.stop_ids.begin(), run.stop_ids.end(), token) != run.stop_ids.end();
+    if (stops && static_cast<int>(outputs.size()) >= run.min_tokens) break;
   }
   return outputs;
 }

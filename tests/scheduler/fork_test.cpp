@@ -9,9 +9,9 @@
 namespace troupe::testing {
 namespace {
 
-TEST(fork, one_prefill_then_n_choices_with_their_own_seeds) {
-  harness h(small_config(), "fcfs", /*real_kv=*/true);
-  request_spec spec = make_spec(6, 4, 1, 1234);
+TEST(Fork, OnePrefillThenNChoicesWithTheirOwnSeeds) {
+  harness h(small_config(), {.real_kv = true});
+  request_spec spec = make_spec({.prompt_len = 6, .max_tokens = 4, .seed = 1234});
   spec.n = 3;
   const request_handle r = h.submit(spec);
 
@@ -40,7 +40,11 @@ TEST(fork, one_prefill_then_n_choices_with_their_own_seeds) {
 
   h.run();
   for (int c = 0; c < 3; ++c) {
-    EXPECT_EQ(h.output(r, c), reference_outputs(spec.prompt, 1234, c, 4, {}, 0, harness::kVocab)) << "choice " << c;
+    EXPECT_EQ(
+        h.output(r, c),
+        reference_outputs(
+            {.prompt = spec.prompt, .request_seed = 1234, .choice = c, .max_tokens = 4, .vocab = harness::kVocab}))
+        << "choice " << c;
     EXPECT_EQ(h.reason(r, c), finish_reason::length);
   }
   EXPECT_NE(h.output(r, 0), h.output(r, 1));
@@ -53,26 +57,36 @@ TEST(fork, one_prefill_then_n_choices_with_their_own_seeds) {
   EXPECT_EQ(h.real()->usage().device_free_blocks, 64);
 }
 
-TEST(fork, choices_survive_preemption_and_the_parent_stopping_first) {
-  const request_spec probe = make_spec(10, 30, 1, 77);
-  const auto first_of_choice0 = reference_outputs(probe.prompt, 77, 0, 1, {}, 0, harness::kVocab);
-  scheduler_config config = small_config(/*budget=*/64, 8, 32, /*blocks=*/20);
+TEST(Fork, ChoicesSurvivePreemptionAndTheParentStoppingFirst) {
+  const request_spec probe = make_spec({.prompt_len = 10, .max_tokens = 30, .seed = 77});
+  const auto first_of_choice0 =
+      reference_outputs({.prompt = probe.prompt, .request_seed = 77, .max_tokens = 1, .vocab = harness::kVocab});
+  scheduler_config config = small_config({.budget = 64, .blocks = 20});
   config.eos_token_ids = first_of_choice0;
-  harness h(config, "fcfs", /*real_kv=*/true);
+  harness h(config, {.real_kv = true});
   request_spec spec = probe;
   spec.n = 4;
   spec.ignore_eos = false;
   const request_handle r = h.submit(spec);
-  const request_handle other = h.submit(make_spec(12, 30, 500, 5));
+  const request_handle other = h.submit(make_spec({.prompt_len = 12, .max_tokens = 30, .first_token = 500, .seed = 5}));
   h.run();
   EXPECT_EQ(h.output(r, 0), first_of_choice0);
   EXPECT_EQ(h.reason(r, 0), finish_reason::stop);
   for (int c = 1; c < 4; ++c) {
-    EXPECT_EQ(h.output(r, c), reference_outputs(spec.prompt, 77, c, 30, first_of_choice0, 0, harness::kVocab))
+    EXPECT_EQ(h.output(r, c), reference_outputs({.prompt = spec.prompt,
+                                                 .request_seed = 77,
+                                                 .choice = c,
+                                                 .max_tokens = 30,
+                                                 .stop_ids = first_of_choice0,
+                                                 .vocab = harness::kVocab}))
         << "choice " << c;
   }
   EXPECT_EQ(h.output(other),
-            reference_outputs(make_spec(12, 30, 500).prompt, 5, 0, 30, first_of_choice0, 0, harness::kVocab));
+            reference_outputs({.prompt = make_spec({.prompt_len = 12, .max_tokens = 30, .first_token = 500}).prompt,
+                               .request_seed = 5,
+                               .max_tokens = 30,
+                               .stop_ids = first_of_choice0,
+                               .vocab = harness::kVocab}));
   EXPECT_FALSE(h.preempted.empty()) << "20 blocks cannot hold every choice: some are preempted";
   EXPECT_EQ(h.real()->usage().device_free_blocks, 20);
 }

@@ -22,33 +22,57 @@
 
 namespace troupe::testing {
 
-/// A request of `prompt_len` tokens starting at `first_token`, generating `max_tokens`.
-inline request_spec make_spec(int prompt_len, int max_tokens, std::int32_t first_token = 1, std::uint64_t seed = 7) {
+/// The shape of a test request: `prompt_len` tokens counting up from
+/// `first_token`, generating `max_tokens`.
+struct spec_shape {
+  int prompt_len = 1;
+  int max_tokens = 1;
+  std::int32_t first_token = 1;
+  std::uint64_t seed = 7;
+};
+
+/// A request of `shape` that ignores EOS.
+inline request_spec make_spec(const spec_shape& shape) {
   request_spec spec;
-  spec.prompt.resize(static_cast<std::size_t>(prompt_len));
-  std::iota(spec.prompt.begin(), spec.prompt.end(), first_token);
-  spec.max_tokens = max_tokens;
-  spec.seed = seed;
+  spec.prompt.resize(static_cast<std::size_t>(shape.prompt_len));
+  std::iota(spec.prompt.begin(), spec.prompt.end(), shape.first_token);
+  spec.max_tokens = shape.max_tokens;
+  spec.seed = shape.seed;
   spec.ignore_eos = true;
   return spec;
 }
 
+/// The scheduler sizes a small test varies.
+struct small_sizes {
+  int budget = 64;  ///< max_num_batched_tokens
+  int max_seqs = 8;
+  int chunk = 32;            ///< max_prefill_chunk
+  std::int32_t blocks = 64;  ///< device KV blocks
+  std::int32_t host_blocks = 32;
+};
+
 /// Scheduler knobs for small tests.
-inline scheduler_config small_config(int budget = 64, int max_seqs = 8, int chunk = 32, std::int32_t blocks = 64,
-                                     std::int32_t host_blocks = 32) {
+inline scheduler_config small_config(const small_sizes& sizes = {}) {
   scheduler_config config;
-  config.max_num_batched_tokens = budget;
-  config.max_num_seqs = max_seqs;
-  config.max_prefill_chunk = chunk;
+  config.max_num_batched_tokens = sizes.budget;
+  config.max_num_seqs = sizes.max_seqs;
+  config.max_prefill_chunk = sizes.chunk;
   config.block_size = 4;
   config.max_model_len = 4096;
-  config.num_device_blocks = blocks;
-  config.num_host_blocks = host_blocks;
+  config.num_device_blocks = sizes.blocks;
+  config.num_host_blocks = sizes.host_blocks;
   config.admission_watermark = 0;
   config.preemption = preemption_mode::recompute;
   config.preemption_grace_steps = 0;
   return config;
 }
+
+/// How a harness runs its scheduler.
+struct harness_options {
+  std::string policy = "fcfs";
+  bool real_kv = false;  ///< the real block manager instead of the fake
+  std::optional<policy_config> policies;  ///< when given, replaces config.policies
+};
 
 using choice_key = std::pair<request_handle, int>;
 
@@ -56,14 +80,12 @@ class harness {
  public:
   static constexpr std::int32_t kVocab = 1000;
 
-  /// `policies`, when given, replaces config.policies.
-  harness(scheduler_config config, const std::string& policy = "fcfs", bool real_kv = false,
-          std::optional<policy_config> policies = std::nullopt)
+  explicit harness(scheduler_config config, const harness_options& options = {})
       : config_(config),
         model_(config.num_device_blocks, std::max(config.num_host_blocks, 1), config.block_size, kVocab) {
-    if (policies) config_.policies = *policies;
-    sched_ = std::make_unique<scheduler>(config_, make_policy(policy));
-    if (real_kv) {
+    if (options.policies) config_.policies = *options.policies;
+    sched_ = std::make_unique<scheduler>(config_, make_policy(options.policy));
+    if (options.real_kv) {
       auto manager = std::make_unique<block_manager>(kv_manager_config(config_));
       real_ = manager.get();
       kv_ = std::move(manager);

@@ -31,7 +31,7 @@ std::string another_value(const knob_spec& knob) {
   return bound.str();
 }
 
-TEST(knob_config, every_engine_knob_reaches_an_engine_config_field) {
+TEST(KnobConfig, EveryEngineKnobReachesAnEngineConfigField) {
   const engine_config defaults;
   EXPECT_EQ(defaults.problem(), "");
   for (const knob_spec& knob : engine_knobs()) {
@@ -43,7 +43,7 @@ TEST(knob_config, every_engine_knob_reaches_an_engine_config_field) {
   }
 }
 
-TEST(knob_config, a_default_engine_config_holds_the_registry_defaults) {
+TEST(KnobConfig, ADefaultEngineConfigHoldsTheRegistryDefaults) {
   const engine_config config;
   const config_store& knobs = knob_defaults();
   EXPECT_EQ(config.max_n, knobs.get_int("max_n"));
@@ -53,7 +53,7 @@ TEST(knob_config, a_default_engine_config_holds_the_registry_defaults) {
   EXPECT_DOUBLE_EQ(config.request_timeout_s, knobs.get_real("request_timeout"));
 }
 
-TEST(knob_config, an_engine_config_outside_the_registry_names_the_knob) {
+TEST(KnobConfig, AnEngineConfigOutsideTheRegistryNamesTheKnob) {
   engine_config config;
   config.max_top_logprobs = 5000;
   EXPECT_EQ(config.problem(), "knob 'max_top_logprobs': 5000 is outside [0, 1024]");
@@ -65,7 +65,7 @@ TEST(knob_config, an_engine_config_outside_the_registry_names_the_knob) {
   EXPECT_EQ(config.problem(), "");
 }
 
-TEST(knob_config, each_core_config_is_built_from_the_engine_config) {
+TEST(KnobConfig, EachCoreConfigIsBuiltFromTheEngineConfig) {
   config_store knobs(engine_knobs());
   for (const auto& [name, value] : {std::pair{"max_num_batched_tokens", "100"},
                                     {"max_waiting_requests", "9"},
@@ -87,7 +87,7 @@ TEST(knob_config, each_core_config_is_built_from_the_engine_config) {
   EXPECT_EQ(admission_limits(engine).max_n, 4);
 }
 
-TEST(knob_config, default_core_configs_match_a_default_engine_config) {
+TEST(KnobConfig, DefaultCoreConfigsMatchADefaultEngineConfig) {
   const engine_config engine;
   const scheduler_config scheduler;
   EXPECT_EQ(scheduler.max_num_seqs, engine.max_num_seqs);
@@ -97,7 +97,7 @@ TEST(knob_config, default_core_configs_match_a_default_engine_config) {
   EXPECT_EQ(admission_limits().max_top_logprobs, engine.max_top_logprobs);
 }
 
-TEST(knob_config, the_scheduler_refuses_values_outside_the_registry_range_naming_the_knob) {
+TEST(KnobConfig, TheSchedulerRefusesValuesOutsideTheRegistryRangeNamingTheKnob) {
   scheduler_config config;
   config.num_device_blocks = 16;
   EXPECT_EQ(scheduler::validate_config(config), "");

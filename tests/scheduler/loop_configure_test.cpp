@@ -8,7 +8,7 @@
 namespace troupe::testing {
 namespace {
 
-TEST(loop_configure, every_field_of_a_change_reaches_the_scheduler) {
+TEST(LoopConfigure, EveryFieldOfAChangeReachesTheScheduler) {
   loop_driver d;
   settings_change change;
   change.policy = "priority";
@@ -35,7 +35,7 @@ TEST(loop_configure, every_field_of_a_change_reaches_the_scheduler) {
   EXPECT_EQ(settings.max_waiting_requests, 10);
 }
 
-TEST(loop_configure, unset_fields_stay_as_they_are) {
+TEST(LoopConfigure, UnsetFieldsStayAsTheyAre) {
   loop_driver d;
   const scheduler_config before = d.loop.core().config();
   settings_change change;
@@ -47,7 +47,7 @@ TEST(loop_configure, unset_fields_stay_as_they_are) {
   EXPECT_EQ(d.loop.core().policy().name(), std::string("fcfs"));
 }
 
-TEST(loop_configure, a_wrong_change_says_why_and_changes_nothing) {
+TEST(LoopConfigure, AWrongChangeSaysWhyAndChangesNothing) {
   loop_driver d;
   const scheduler_config before = d.loop.core().config();
   settings_change change;
@@ -65,7 +65,7 @@ TEST(loop_configure, a_wrong_change_says_why_and_changes_nothing) {
   EXPECT_EQ(d.loop.core().policy().name(), std::string("fcfs"));
 }
 
-TEST(loop_configure, the_snapshot_counts_requests_and_reports_health_and_settings) {
+TEST(LoopConfigure, TheSnapshotCountsRequestsAndReportsHealthAndSettings) {
   loop_driver d;
   d.submit("a", 100);
   d.submit("b", 100);

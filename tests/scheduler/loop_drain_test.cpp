@@ -8,7 +8,7 @@
 namespace troupe::testing {
 namespace {
 
-TEST(loop_drain, an_idle_engine_drains_at_once_and_then_admits_nothing) {
+TEST(LoopDrain, AnIdleEngineDrainsAtOnceAndThenAdmitsNothing) {
   loop_driver d;
   const drain_start start = d.loop.drain(5, 0);
   EXPECT_EQ(start.answer, std::optional<bool>(true));
@@ -18,7 +18,7 @@ TEST(loop_drain, an_idle_engine_drains_at_once_and_then_admits_nothing) {
   EXPECT_EQ(late.error->message, "the engine is shutting down");
 }
 
-TEST(loop_drain, a_drain_is_answered_when_the_last_request_is_released) {
+TEST(LoopDrain, ADrainIsAnsweredWhenTheLastRequestIsReleased) {
   loop_driver d;
   d.submit("a", 3);
   d.submit("b", 5);
@@ -31,7 +31,7 @@ TEST(loop_drain, a_drain_is_answered_when_the_last_request_is_released) {
   for (const finish_event& finish : d.finished) EXPECT_EQ(finish.reason, finish_reason::length);
 }
 
-TEST(loop_drain, at_the_deadline_live_requests_are_aborted_and_the_drain_answered) {
+TEST(LoopDrain, AtTheDeadlineLiveRequestsAreAbortedAndTheDrainAnswered) {
   loop_driver d;
   const request_handle a = d.submit("a", 100).handle;
   const drain_start start = d.loop.drain(1.0, 0);
@@ -45,7 +45,7 @@ TEST(loop_drain, at_the_deadline_live_requests_are_aborted_and_the_drain_answere
   EXPECT_FALSE(d.loop.handle_of("a"));
 }
 
-TEST(loop_drain, at_the_deadline_a_request_held_by_a_step_in_flight_fails_the_drain) {
+TEST(LoopDrain, AtTheDeadlineARequestHeldByAStepInFlightFailsTheDrain) {
   loop_driver d;
   d.submit("a", 100);
   ASSERT_TRUE(d.plan());  // its prefill is in flight
@@ -59,7 +59,7 @@ TEST(loop_drain, at_the_deadline_a_request_held_by_a_step_in_flight_fails_the_dr
   EXPECT_TRUE(d.loop.core().has_unfinished_requests());
 }
 
-TEST(loop_drain, a_failed_engine_answers_drains_false) {
+TEST(LoopDrain, AFailedEngineAnswersDrainsFalse) {
   loop_driver d;
   d.submit("a", 100);
   const std::optional<planned_step> planned = d.plan();
@@ -73,7 +73,7 @@ TEST(loop_drain, a_failed_engine_answers_drains_false) {
   EXPECT_FALSE(failure->drains[0].drained);
 }
 
-TEST(loop_drain, a_drain_on_a_failed_engine_with_requests_left_answers_false_at_once) {
+TEST(LoopDrain, ADrainOnAFailedEngineWithRequestsLeftAnswersFalseAtOnce) {
   loop_driver d;
   d.submit("a", 100);
   const std::optional<planned_step> first = d.plan();  // a's prefill

@@ -36,7 +36,7 @@ class loop_driver {
 
   /// Submits request `id`: a 4-token prompt generating `max_tokens`.
   loop_submission submit(const std::string& id, int max_tokens = 4) {
-    loop_submission out = loop.submit(id, make_spec(4, max_tokens), now);
+    loop_submission out = loop.submit(id, make_spec({.prompt_len = 4, .max_tokens = max_tokens}), now);
     record(out.events);
     return out;
   }

@@ -9,7 +9,7 @@
 namespace troupe::testing {
 namespace {
 
-TEST(loop_failure, every_live_request_gets_the_reason_and_the_done_ones_nothing) {
+TEST(LoopFailure, EveryLiveRequestGetsTheReasonAndTheDoneOnesNothing) {
   loop_driver d;
   const request_handle done = d.submit("done", 1).handle;
   d.run_serially();
@@ -36,7 +36,7 @@ TEST(loop_failure, every_live_request_gets_the_reason_and_the_done_ones_nothing)
   EXPECT_TRUE(failure->drains.empty());
 }
 
-TEST(loop_failure, failed_requests_are_aborted_in_the_core_and_forgotten) {
+TEST(LoopFailure, FailedRequestsAreAbortedInTheCoreAndForgotten) {
   loop_driver d;
   d.submit("a", 100);
   d.submit("b", 100);

@@ -8,7 +8,7 @@
 namespace troupe::testing {
 namespace {
 
-TEST(loop_health, a_step_running_past_the_limit_is_reported_stuck_until_it_returns) {
+TEST(LoopHealth, AStepRunningPastTheLimitIsReportedStuckUntilItReturns) {
   loop_driver d;
   d.submit("a", 100);
   const std::optional<planned_step> planned = d.plan();
@@ -25,7 +25,7 @@ TEST(loop_health, a_step_running_past_the_limit_is_reported_stuck_until_it_retur
   EXPECT_EQ(after.health_detail, "");
 }
 
-TEST(loop_health, a_failed_step_fails_the_engine_for_good) {
+TEST(LoopHealth, AFailedStepFailsTheEngineForGood) {
   loop_driver d;
   d.submit("a", 100);
   const std::optional<planned_step> planned = d.plan();
@@ -47,7 +47,7 @@ TEST(loop_health, a_failed_step_fails_the_engine_for_good) {
   EXPECT_FALSE(d.loop.begin_step(3)) << "no step is planned on a failed engine";
 }
 
-TEST(loop_health, a_kv_manager_that_does_not_answer_fails_the_engine) {
+TEST(LoopHealth, AKvManagerThatDoesNotAnswerFailsTheEngine) {
   loop_driver d;
   d.submit("a", 100);
   const std::optional<engine_failure> failure = d.loop.on_kv_failed("request timed out", 1);
@@ -56,7 +56,7 @@ TEST(loop_health, a_kv_manager_that_does_not_answer_fails_the_engine) {
   EXPECT_EQ(d.loop.stats(1).health_detail, "kv manager: request timed out");
 }
 
-TEST(loop_health, the_result_of_a_step_dropped_after_a_failure_changes_nothing) {
+TEST(LoopHealth, TheResultOfAStepDroppedAfterAFailureChangesNothing) {
   loop_driver d;
   d.submit("a", 100);
   const std::optional<planned_step> first = d.plan();

@@ -8,7 +8,7 @@
 namespace troupe::testing {
 namespace {
 
-TEST(loop_overlap, an_unknown_step_cost_keeps_two_steps_in_flight) {
+TEST(LoopOverlap, AnUnknownStepCostKeepsTwoStepsInFlight) {
   loop_driver d(small_loop_config(/*max_steps_in_flight=*/2, /*one_token_step_s=*/0));
   EXPECT_EQ(d.loop.overlap(), overlap_mode::alternate);
   d.submit("a", 100);
@@ -20,7 +20,7 @@ TEST(loop_overlap, an_unknown_step_cost_keeps_two_steps_in_flight) {
   EXPECT_EQ(d.loop.num_steps_in_flight(), 2u);
 }
 
-TEST(loop_overlap, a_costly_step_runs_alone) {
+TEST(LoopOverlap, ACostlyStepRunsAlone) {
   loop_driver d(small_loop_config(2, /*one_token_step_s=*/0.05));
   EXPECT_EQ(d.loop.overlap(), overlap_mode::serial);
   d.submit("a", 100);
@@ -29,7 +29,7 @@ TEST(loop_overlap, a_costly_step_runs_alone) {
   EXPECT_FALSE(d.loop.begin_step(0));
 }
 
-TEST(loop_overlap, an_idle_loop_plans_nothing) {
+TEST(LoopOverlap, AnIdleLoopPlansNothing) {
   loop_driver d;
   EXPECT_FALSE(d.loop.begin_step(0));
   d.submit("a", 100);
@@ -37,7 +37,7 @@ TEST(loop_overlap, an_idle_loop_plans_nothing) {
   EXPECT_FALSE(d.loop.begin_step(0)) << "one step is planned at a time";
 }
 
-TEST(loop_overlap, the_step_time_is_a_moving_average_of_round_trips) {
+TEST(LoopOverlap, TheStepTimeIsAMovingAverageOfRoundTrips) {
   loop_driver d;
   d.submit("a", 100);
   std::optional<planned_step> planned = d.plan();
@@ -52,7 +52,7 @@ TEST(loop_overlap, the_step_time_is_a_moving_average_of_round_trips) {
 
 // A one-token step of 50 us against a millisecond between serial steps:
 // splitting pays, and the loop switches once it has seen enough gaps.
-TEST(loop_overlap, a_cheap_step_switches_to_split_overlap_after_enough_serial_gaps) {
+TEST(LoopOverlap, ACheapStepSwitchesToSplitOverlapAfterEnoughSerialGaps) {
   loop_driver d(small_loop_config(2, /*one_token_step_s=*/0.00005));
   d.submit("a", 1000);
   std::optional<overlap_switch> switched;
@@ -75,7 +75,7 @@ TEST(loop_overlap, a_cheap_step_switches_to_split_overlap_after_enough_serial_ga
   EXPECT_TRUE(d.loop.core().split_decodes());
 }
 
-TEST(loop_overlap, a_costly_step_never_switches) {
+TEST(LoopOverlap, ACostlyStepNeverSwitches) {
   loop_driver d(small_loop_config(2, /*one_token_step_s=*/0.05));
   d.submit("a", 1000);
   for (int i = 0; i < 100; ++i) {

@@ -8,7 +8,7 @@
 namespace troupe::testing {
 namespace {
 
-TEST(loop_requests, an_id_maps_to_its_handle_until_the_request_is_done) {
+TEST(LoopRequests, AnIdMapsToItsHandleUntilTheRequestIsDone) {
   loop_driver d;
   const loop_submission a = d.submit("a", /*max_tokens=*/2);
   ASSERT_FALSE(a.error);
@@ -20,7 +20,7 @@ TEST(loop_requests, an_id_maps_to_its_handle_until_the_request_is_done) {
   EXPECT_FALSE(d.loop.handle_of("a")) << "forgotten once its last finish was routed";
 }
 
-TEST(loop_requests, a_running_id_is_refused_and_free_again_once_done) {
+TEST(LoopRequests, ARunningIdIsRefusedAndFreeAgainOnceDone) {
   loop_driver d;
   ASSERT_FALSE(d.submit("a", 2).error);
   const loop_submission again = d.submit("a");
@@ -33,9 +33,9 @@ TEST(loop_requests, a_running_id_is_refused_and_free_again_once_done) {
   EXPECT_FALSE(d.submit("a").error);
 }
 
-TEST(loop_requests, the_cores_refusals_come_back_as_errors) {
+TEST(LoopRequests, TheCoresRefusalsComeBackAsErrors) {
   loop_driver d;
-  request_spec spec = make_spec(5000, 4);  // longer than max_model_len
+  request_spec spec = make_spec({.prompt_len = 5000, .max_tokens = 4});  // longer than max_model_len
   const loop_submission refused = d.loop.submit("long", spec, 0);
   ASSERT_TRUE(refused.error);
   EXPECT_EQ(refused.error->kind, error_kind::too_long);
@@ -44,7 +44,7 @@ TEST(loop_requests, the_cores_refusals_come_back_as_errors) {
   EXPECT_FALSE(d.loop.handle_of("long"));
 }
 
-TEST(loop_requests, a_cancel_aborts_a_live_request_and_forgets_its_id) {
+TEST(LoopRequests, ACancelAbortsALiveRequestAndForgetsItsId) {
   loop_driver d;
   const loop_submission a = d.submit("a", 100);
   ASSERT_TRUE(d.plan());
@@ -57,7 +57,7 @@ TEST(loop_requests, a_cancel_aborts_a_live_request_and_forgets_its_id) {
   EXPECT_FALSE(d.loop.handle_of("a"));
 }
 
-TEST(loop_requests, a_cancel_before_the_request_aborts_it_on_arrival) {
+TEST(LoopRequests, ACancelBeforeTheRequestAbortsItOnArrival) {
   loop_driver d;
   EXPECT_FALSE(d.loop.cancel("early", 0)) << "unknown yet: remembered";
   const loop_submission early = d.submit("early");
@@ -69,7 +69,7 @@ TEST(loop_requests, a_cancel_before_the_request_aborts_it_on_arrival) {
   EXPECT_TRUE(d.submit("early").events.events.empty()) << "the early cancel is used up";
 }
 
-TEST(loop_requests, early_cancels_are_remembered_up_to_a_bound_oldest_forgotten_first) {
+TEST(LoopRequests, EarlyCancelsAreRememberedUpToABoundOldestForgottenFirst) {
   loop_driver d;
   for (std::size_t i = 0; i <= scheduler_loop::max_early_cancels; ++i) d.loop.cancel("id-" + std::to_string(i), 0);
   d.loop.cancel("id-1", 0);  // cancelled twice: remembered once, in its first place
@@ -79,7 +79,7 @@ TEST(loop_requests, early_cancels_are_remembered_up_to_a_bound_oldest_forgotten_
   EXPECT_FALSE(d.submit(last).events.events.empty());
 }
 
-TEST(loop_requests, a_stop_string_ends_its_choice) {
+TEST(LoopRequests, AStopStringEndsItsChoice) {
   loop_driver d;
   const loop_submission a = d.submit("a", 100);
   std::optional<planned_step> planned = d.plan();

@@ -10,7 +10,7 @@
 namespace troupe::testing {
 namespace {
 
-TEST(histogram, counts_cumulatively_per_upper_bound) {
+TEST(Histogram, CountsCumulativelyPerUpperBound) {
   histogram h({1.0, 2.0, 5.0});
   for (double v : {0.5, 1.0, 1.5, 7.0}) h.observe(v);
   const histogram_snapshot s = h.snapshot();
@@ -21,12 +21,12 @@ TEST(histogram, counts_cumulatively_per_upper_bound) {
   EXPECT_THROW(histogram({1.0, 1.0}), std::invalid_argument);
 }
 
-TEST(scheduler_metrics, latencies_follow_the_times_passed_in) {
-  harness h(small_config(/*budget=*/64, /*max_seqs=*/1));
+TEST(SchedulerMetrics, LatenciesFollowTheTimesPassedIn) {
+  harness h(small_config({.budget = 64, .max_seqs = 1}));
   h.step_s = 0.25;
-  h.submit(make_spec(8, 3, 1));
+  h.submit(make_spec({.prompt_len = 8, .max_tokens = 3, .first_token = 1}));
   h.now = 0.5;
-  h.submit(make_spec(8, 2, 100));
+  h.submit(make_spec({.prompt_len = 8, .max_tokens = 2, .first_token = 100}));
   h.now = 1.0;
   h.run();
   // Request 1 (arrived 0) is planned at t=1.0 (queued 1 s) and gets tokens
@@ -60,9 +60,9 @@ TEST(scheduler_metrics, latencies_follow_the_times_passed_in) {
   EXPECT_EQ(stats.model_execute_time_s.count, 5u);
 }
 
-TEST(scheduler_metrics, gauges_and_kv_usage_track_the_last_step) {
-  harness h(small_config(/*budget=*/64, /*max_seqs=*/2, 32, /*blocks=*/16));
-  for (int i = 0; i < 3; ++i) h.submit(make_spec(8, 10, 1 + 20 * i));
+TEST(SchedulerMetrics, GaugesAndKvUsageTrackTheLastStep) {
+  harness h(small_config({.budget = 64, .max_seqs = 2, .blocks = 16}));
+  for (int i = 0; i < 3; ++i) h.submit(make_spec({.prompt_len = 8, .max_tokens = 10, .first_token = 1 + 20 * i}));
   h.step();
   const scheduler_metrics& m = h.sched().metrics();
   EXPECT_EQ(m.num_running, 2);

@@ -9,12 +9,13 @@
 namespace troupe::testing {
 namespace {
 
-TEST(overlap, a_step_planned_while_the_previous_runs_skips_only_sequences_awaiting_a_token) {
-  const scheduler_config config = small_config(/*budget=*/16, 8, /*chunk=*/8);
+TEST(Overlap, AStepPlannedWhileThePreviousRunsSkipsOnlySequencesAwaitingAToken) {
+  const scheduler_config config = small_config({.budget = 16, .chunk = 8});
   scheduler sched(config);
   block_manager kv(kv_manager_config(config));
   fake_model model(config.num_device_blocks, config.num_host_blocks, config.block_size, harness::kVocab);
-  const request_spec a_spec = make_spec(4, 5, 1, 3), b_spec = make_spec(40, 2, 100, 4);
+  const request_spec a_spec = make_spec({.prompt_len = 4, .max_tokens = 5, .seed = 3}),
+                     b_spec = make_spec({.prompt_len = 40, .max_tokens = 2, .first_token = 100, .seed = 4});
   const request_handle a = sched.submit(a_spec, 0).handle;
   const request_handle b = sched.submit(b_spec, 0).handle;
 
@@ -37,21 +38,23 @@ TEST(overlap, a_step_planned_while_the_previous_runs_skips_only_sequences_awaiti
     now += 0.01;
   }
   run.drain(now);
-  EXPECT_EQ((run.outputs[{a, 0}]), reference_outputs(a_spec.prompt, 3, 0, 5, {}, 0, harness::kVocab));
-  EXPECT_EQ((run.outputs[{b, 0}]), reference_outputs(b_spec.prompt, 4, 0, 2, {}, 0, harness::kVocab));
+  EXPECT_EQ((run.outputs[{a, 0}]),
+            reference_outputs({.prompt = a_spec.prompt, .request_seed = 3, .max_tokens = 5, .vocab = harness::kVocab}));
+  EXPECT_EQ((run.outputs[{b, 0}]),
+            reference_outputs({.prompt = b_spec.prompt, .request_seed = 4, .max_tokens = 2, .vocab = harness::kVocab}));
 }
 
-TEST(overlap, decodes_split_evenly_between_the_running_step_and_the_next) {
-  const scheduler_config config = small_config(/*budget=*/64, 8, /*chunk=*/8);
+TEST(Overlap, DecodesSplitEvenlyBetweenTheRunningStepAndTheNext) {
+  const scheduler_config config = small_config({.budget = 64, .chunk = 8});
   scheduler sched(config);
   sched.set_split_decodes(true);
   block_manager kv(kv_manager_config(config));
   fake_model model(config.num_device_blocks, config.num_host_blocks, config.block_size, harness::kVocab);
-  for (int i = 0; i < 6; ++i) sched.submit(make_spec(4, 30, 1 + i), 0);
+  for (int i = 0; i < 6; ++i) sched.submit(make_spec({.prompt_len = 4, .max_tokens = 30, .first_token = 1 + i}), 0);
   const scheduled_step first = sched.schedule(0, kv);  // six prefills
   ASSERT_EQ(first.sequences.size(), 6u);
   const step_result first_result = model.run(first, build_step_batch(first, config.block_size));
-  for (int i = 0; i < 2; ++i) sched.submit(make_spec(4, 30, 10 + i), 0);
+  for (int i = 0; i < 2; ++i) sched.submit(make_spec({.prompt_len = 4, .max_tokens = 30, .first_token = 10 + i}), 0);
   const scheduled_step second = sched.schedule(0.01, kv);  // two prefills beside the running six
   ASSERT_EQ(second.sequences.size(), 2u);
   const step_result second_result = model.run(second, build_step_batch(second, config.block_size));
@@ -67,11 +70,11 @@ TEST(overlap, decodes_split_evenly_between_the_running_step_and_the_next) {
   EXPECT_EQ(sched.on_step_result(third_result, 0.06).error, "");
 }
 
-TEST(overlap, a_cancel_during_the_kv_exchange_frees_the_new_allocation_next_step) {
+TEST(Overlap, ACancelDuringTheKvExchangeFreesTheNewAllocationNextStep) {
   const scheduler_config config = small_config();
   scheduler sched(config);
   block_manager kv(kv_manager_config(config));
-  const request_handle a = sched.submit(make_spec(10, 5), 0).handle;
+  const request_handle a = sched.submit(make_spec({.prompt_len = 10, .max_tokens = 5}), 0).handle;
   kv_request request = sched.begin_step(0);
   ASSERT_EQ(request.allocations.size(), 1u);
   const scheduler_events events = sched.cancel(a, 0);
@@ -87,12 +90,12 @@ TEST(overlap, a_cancel_during_the_kv_exchange_frees_the_new_allocation_next_step
   EXPECT_FALSE(sched.has_unfinished_requests());
 }
 
-TEST(overlap, an_abandoned_step_is_recomputed_and_its_blocks_are_not_cached) {
+TEST(Overlap, AnAbandonedStepIsRecomputedAndItsBlocksAreNotCached) {
   const scheduler_config config = small_config();
   scheduler sched(config);
   block_manager kv(kv_manager_config(config));
   fake_model model(config.num_device_blocks, config.num_host_blocks, config.block_size, harness::kVocab);
-  const request_spec spec = make_spec(12, 4, 1, 8);
+  const request_spec spec = make_spec({.prompt_len = 12, .max_tokens = 4, .seed = 8});
   const request_handle r = sched.submit(spec, 0).handle;
   const scheduled_step lost = sched.schedule(0, kv);  // never run
   const scheduler_events events = sched.abandon_step(lost.id);
@@ -105,7 +108,8 @@ TEST(overlap, an_abandoned_step_is_recomputed_and_its_blocks_are_not_cached) {
     now += 0.01;
   }
   EXPECT_EQ(kv.usage().prefix_hit_tokens, 0u) << "blocks of the lost step must not be served from the cache";
-  EXPECT_EQ((run.outputs[{r, 0}]), reference_outputs(spec.prompt, 8, 0, 4, {}, 0, harness::kVocab));
+  EXPECT_EQ((run.outputs[{r, 0}]),
+            reference_outputs({.prompt = spec.prompt, .request_seed = 8, .max_tokens = 4, .vocab = harness::kVocab}));
 }
 
 }  // namespace

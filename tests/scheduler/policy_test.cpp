@@ -21,38 +21,42 @@ request_spec with_priority(request_spec spec, int priority) {
   return spec;
 }
 
-TEST(policy_fcfs, serves_in_arrival_order) {
-  harness h(small_config(64, /*max_seqs=*/1));
-  const request_handle a = h.submit(make_spec(8, 3, 1));
+TEST(PolicyFcfs, ServesInArrivalOrder) {
+  harness h(small_config({.max_seqs = 1}));
+  const request_handle a = h.submit(make_spec({.prompt_len = 8, .max_tokens = 3, .first_token = 1}));
   h.now += 0.001;
-  const request_handle b = h.submit(make_spec(8, 3, 100));
+  const request_handle b = h.submit(make_spec({.prompt_len = 8, .max_tokens = 3, .first_token = 100}));
   h.now += 0.001;
-  const request_handle c = h.submit(make_spec(8, 3, 200));
+  const request_handle c = h.submit(make_spec({.prompt_len = 8, .max_tokens = 3, .first_token = 200}));
   h.run();
   EXPECT_LT(first_step(h, a), first_step(h, b));
   EXPECT_LT(first_step(h, b), first_step(h, c));
   EXPECT_TRUE(h.preempted.empty());
 }
 
-TEST(policy_priority, lower_value_runs_first) {
-  harness h(small_config(64, /*max_seqs=*/1), "priority");
-  const request_handle p2 = h.submit(with_priority(make_spec(8, 3, 1), 2));
-  const request_handle p0 = h.submit(with_priority(make_spec(8, 3, 100), 0));
-  const request_handle p1 = h.submit(with_priority(make_spec(8, 3, 200), 1));
+TEST(PolicyPriority, LowerValueRunsFirst) {
+  harness h(small_config({.max_seqs = 1}), {.policy = "priority"});
+  const request_handle p2 = h.submit(with_priority(make_spec({.prompt_len = 8, .max_tokens = 3, .first_token = 1}), 2));
+  const request_handle p0 =
+      h.submit(with_priority(make_spec({.prompt_len = 8, .max_tokens = 3, .first_token = 100}), 0));
+  const request_handle p1 =
+      h.submit(with_priority(make_spec({.prompt_len = 8, .max_tokens = 3, .first_token = 200}), 1));
   h.run();
   EXPECT_LT(first_step(h, p0), first_step(h, p1));
   EXPECT_LT(first_step(h, p1), first_step(h, p2));
 }
 
-TEST(policy_priority, an_urgent_arrival_preempts_a_lower_priority_request) {
-  harness h(small_config(64, /*max_seqs=*/1), "priority");
-  const request_spec low_spec = with_priority(make_spec(8, 12, 1), 5);
+TEST(PolicyPriority, AnUrgentArrivalPreemptsALowerPriorityRequest) {
+  harness h(small_config({.max_seqs = 1}), {.policy = "priority"});
+  const request_spec low_spec = with_priority(make_spec({.prompt_len = 8, .max_tokens = 12, .first_token = 1}), 5);
   const request_handle low = h.submit(low_spec);
   for (int i = 0; i < 4; ++i) h.step();
-  h.submit(with_priority(make_spec(8, 12, 300), 5));  // equal priority: waits
+  h.submit(
+      with_priority(make_spec({.prompt_len = 8, .max_tokens = 12, .first_token = 300}), 5));  // equal priority: waits
   h.step();
   EXPECT_TRUE(h.preempted.empty());
-  const request_handle high = h.submit(with_priority(make_spec(8, 3, 100), 0));
+  const request_handle high =
+      h.submit(with_priority(make_spec({.prompt_len = 8, .max_tokens = 3, .first_token = 100}), 0));
   const scheduled_step& s = h.step();
   ASSERT_EQ(s.events.preempted.size(), 1u);
   EXPECT_EQ(s.events.preempted[0].request, low);
@@ -60,17 +64,20 @@ TEST(policy_priority, an_urgent_arrival_preempts_a_lower_priority_request) {
   EXPECT_EQ(harness::entries(s, high).size(), 1u);
   EXPECT_TRUE(harness::entries(s, low).empty());
   h.run();
-  EXPECT_EQ(h.output(low), reference_outputs(low_spec.prompt, 7, 0, 12, {}, 0, harness::kVocab))
+  EXPECT_EQ(
+      h.output(low),
+      reference_outputs({.prompt = low_spec.prompt, .request_seed = 7, .max_tokens = 12, .vocab = harness::kVocab}))
       << "a recomputed request keeps its outputs and its RNG counters";
 }
 
-TEST(policy_priority, a_request_is_not_preempted_for_urgency_within_its_grace_period) {
-  scheduler_config config = small_config(64, /*max_seqs=*/1);
+TEST(PolicyPriority, ARequestIsNotPreemptedForUrgencyWithinItsGracePeriod) {
+  scheduler_config config = small_config({.max_seqs = 1});
   config.preemption_grace_steps = 3;
-  harness h(config, "priority");
-  const request_handle low = h.submit(with_priority(make_spec(8, 20, 1), 5));
+  harness h(config, {.policy = "priority"});
+  const request_handle low =
+      h.submit(with_priority(make_spec({.prompt_len = 8, .max_tokens = 20, .first_token = 1}), 5));
   h.step();  // step 1 admits it
-  h.submit(with_priority(make_spec(8, 3, 100), 0));
+  h.submit(with_priority(make_spec({.prompt_len = 8, .max_tokens = 3, .first_token = 100}), 0));
   h.step();
   h.step();
   EXPECT_TRUE(h.preempted.empty()) << "steps 2 and 3 are within the grace period";
@@ -89,17 +96,17 @@ policy_config mlfq_test_config() {
   return p;
 }
 
-TEST(policy_mlfq, entry_level_follows_prompt_length) {
-  harness h(small_config(), "mlfq", false, mlfq_test_config());
-  EXPECT_EQ(h.sched().find_request(h.submit(make_spec(5, 1)))->mlfq_level, 0);
-  EXPECT_EQ(h.sched().find_request(h.submit(make_spec(8, 1)))->mlfq_level, 0);
-  EXPECT_EQ(h.sched().find_request(h.submit(make_spec(12, 1)))->mlfq_level, 1);
-  EXPECT_EQ(h.sched().find_request(h.submit(make_spec(40, 1)))->mlfq_level, 2);
+TEST(PolicyMlfq, EntryLevelFollowsPromptLength) {
+  harness h(small_config(), {.policy = "mlfq", .policies = mlfq_test_config()});
+  EXPECT_EQ(h.sched().find_request(h.submit(make_spec({.prompt_len = 5, .max_tokens = 1})))->mlfq_level, 0);
+  EXPECT_EQ(h.sched().find_request(h.submit(make_spec({.prompt_len = 8, .max_tokens = 1})))->mlfq_level, 0);
+  EXPECT_EQ(h.sched().find_request(h.submit(make_spec({.prompt_len = 12, .max_tokens = 1})))->mlfq_level, 1);
+  EXPECT_EQ(h.sched().find_request(h.submit(make_spec({.prompt_len = 40, .max_tokens = 1})))->mlfq_level, 2);
 }
 
-TEST(policy_mlfq, a_request_is_demoted_after_its_quantum_of_decode_iterations) {
-  harness h(small_config(), "mlfq", false, mlfq_test_config());
-  const request_handle r = h.submit(make_spec(4, 40));
+TEST(PolicyMlfq, ARequestIsDemotedAfterItsQuantumOfDecodeIterations) {
+  harness h(small_config(), {.policy = "mlfq", .policies = mlfq_test_config()});
+  const request_handle r = h.submit(make_spec({.prompt_len = 4, .max_tokens = 40}));
   const auto level = [&] { return h.sched().find_request(r)->mlfq_level; };
   h.step();
   EXPECT_EQ(level(), 0);
@@ -113,33 +120,34 @@ TEST(policy_mlfq, a_request_is_demoted_after_its_quantum_of_decode_iterations) {
   EXPECT_EQ(level(), 2) << "the last level keeps its requests";
 }
 
-TEST(policy_mlfq, shorter_prompts_join_higher_levels_and_run_first) {
-  harness h(small_config(64, /*max_seqs=*/1), "mlfq", false, mlfq_test_config());
-  const request_handle big = h.submit(make_spec(40, 3, 1));
-  const request_handle small = h.submit(make_spec(4, 3, 100));
+TEST(PolicyMlfq, ShorterPromptsJoinHigherLevelsAndRunFirst) {
+  harness h(small_config({.max_seqs = 1}), {.policy = "mlfq", .policies = mlfq_test_config()});
+  const request_handle big = h.submit(make_spec({.prompt_len = 40, .max_tokens = 3, .first_token = 1}));
+  const request_handle small = h.submit(make_spec({.prompt_len = 4, .max_tokens = 3, .first_token = 100}));
   h.run();
   EXPECT_LT(first_step(h, small), first_step(h, big));
 }
 
-TEST(policy_mlfq, a_demoted_request_is_preempted_by_a_new_short_one) {
-  harness h(small_config(64, /*max_seqs=*/1), "mlfq", false, mlfq_test_config());
-  const request_handle old = h.submit(make_spec(4, 30, 1));
+TEST(PolicyMlfq, ADemotedRequestIsPreemptedByANewShortOne) {
+  harness h(small_config({.max_seqs = 1}), {.policy = "mlfq", .policies = mlfq_test_config()});
+  const request_handle old = h.submit(make_spec({.prompt_len = 4, .max_tokens = 30, .first_token = 1}));
   h.step();
   h.step();
   ASSERT_EQ(h.sched().find_request(old)->mlfq_level, 1);
-  const request_handle fresh = h.submit(make_spec(4, 3, 100));
+  const request_handle fresh = h.submit(make_spec({.prompt_len = 4, .max_tokens = 3, .first_token = 100}));
   const scheduled_step& s = h.step();
   ASSERT_EQ(s.events.preempted.size(), 1u);
   EXPECT_EQ(s.events.preempted[0].request, old);
   EXPECT_EQ(harness::entries(s, fresh).size(), 1u);
 }
 
-TEST(policy_mlfq, a_request_waiting_too_long_is_promoted_to_the_top_level) {
+TEST(PolicyMlfq, ARequestWaitingTooLongIsPromotedToTheTopLevel) {
   policy_config p = mlfq_test_config();
   p.mlfq_promote_after_s = 0.05;
-  harness h(small_config(64, /*max_seqs=*/1), "mlfq", false, p);
-  const request_handle runner = h.submit(make_spec(4, 200, 1));
-  const request_handle starved = h.submit(make_spec(40, 3, 100));  // joins level 2
+  harness h(small_config({.max_seqs = 1}), {.policy = "mlfq", .policies = p});
+  const request_handle runner = h.submit(make_spec({.prompt_len = 4, .max_tokens = 200, .first_token = 1}));
+  const request_handle starved =
+      h.submit(make_spec({.prompt_len = 40, .max_tokens = 3, .first_token = 100}));  // joins level 2
   ASSERT_EQ(h.sched().find_request(starved)->mlfq_level, 2);
   int promoted_at = -1;
   for (int i = 0; i < 10 && promoted_at < 0; ++i) {
@@ -155,7 +163,7 @@ TEST(policy_mlfq, a_request_waiting_too_long_is_promoted_to_the_top_level) {
   EXPECT_EQ(h.preempted[0].request, runner);
 }
 
-TEST(policy_mlfq, set_config_changes_the_quanta_and_keeps_request_levels) {
+TEST(PolicyMlfq, SetConfigChangesTheQuantaAndKeepsRequestLevels) {
   policy_config config = mlfq_test_config();
   mlfq_policy policy(config);
   EXPECT_EQ(policy.quantum(0), 2);
@@ -165,9 +173,9 @@ TEST(policy_mlfq, set_config_changes_the_quanta_and_keeps_request_levels) {
   EXPECT_EQ(policy.quantum(1), 10);
 }
 
-TEST(policy_mlfq, a_live_quantum_change_applies_from_the_next_step) {
-  harness h(small_config(), "mlfq", false, mlfq_test_config());
-  const request_handle r = h.submit(make_spec(4, 40));
+TEST(PolicyMlfq, ALiveQuantumChangeAppliesFromTheNextStep) {
+  harness h(small_config(), {.policy = "mlfq", .policies = mlfq_test_config()});
+  const request_handle r = h.submit(make_spec({.prompt_len = 4, .max_tokens = 40}));
   const auto level = [&] { return h.sched().find_request(r)->mlfq_level; };
   h.step();
   scheduler_config changed = h.sched().config();
@@ -186,8 +194,8 @@ TEST(policy_mlfq, a_live_quantum_change_applies_from_the_next_step) {
   EXPECT_EQ(h.sched().config().policies.mlfq_base_quantum, 4) << "a refused change changes nothing";
 }
 
-TEST(policy_mlfq, a_policy_switched_to_runs_with_the_configured_tunables) {
-  harness h(small_config(), "fcfs", false, mlfq_test_config());
+TEST(PolicyMlfq, APolicySwitchedToRunsWithTheConfiguredTunables) {
+  harness h(small_config(), {.policy = "fcfs", .policies = mlfq_test_config()});
   ASSERT_TRUE(h.sched().set_policy("mlfq", h.now));
   const auto* mlfq = dynamic_cast<const mlfq_policy*>(&h.sched().policy());
   ASSERT_NE(mlfq, nullptr);
@@ -199,37 +207,48 @@ request_spec with_deadline(request_spec spec, std::optional<double> deadline_s) 
   return spec;
 }
 
-TEST(policy_deadline, earliest_deadline_runs_first_and_no_deadline_last) {
-  harness h(small_config(64, /*max_seqs=*/1), "deadline");
-  const request_handle none = h.submit(with_deadline(make_spec(8, 2, 1), std::nullopt));
-  const request_handle late = h.submit(with_deadline(make_spec(8, 2, 100), 10.0));
-  const request_handle soon = h.submit(with_deadline(make_spec(8, 2, 200), 1.0));
+TEST(PolicyDeadline, EarliestDeadlineRunsFirstAndNoDeadlineLast) {
+  harness h(small_config({.max_seqs = 1}), {.policy = "deadline"});
+  const request_handle none =
+      h.submit(with_deadline(make_spec({.prompt_len = 8, .max_tokens = 2, .first_token = 1}), std::nullopt));
+  const request_handle late =
+      h.submit(with_deadline(make_spec({.prompt_len = 8, .max_tokens = 2, .first_token = 100}), 10.0));
+  const request_handle soon =
+      h.submit(with_deadline(make_spec({.prompt_len = 8, .max_tokens = 2, .first_token = 200}), 1.0));
   h.run();
   EXPECT_LT(first_step(h, soon), first_step(h, late));
   EXPECT_LT(first_step(h, late), first_step(h, none));
 }
 
-TEST(policy_deadline, admission_rejects_what_cannot_finish_in_time) {
-  harness h(small_config(/*budget=*/64, 8, /*chunk=*/32), "deadline");
+TEST(PolicyDeadline, AdmissionRejectsWhatCannotFinishInTime) {
+  harness h(small_config({.budget = 64, .chunk = 32}), {.policy = "deadline"});
   h.sched().set_step_time_estimate(0.01);
-  const submit_result hopeless = h.sched().submit(with_deadline(make_spec(10, 100), 0.5), h.now);
+  const submit_result hopeless =
+      h.sched().submit(with_deadline(make_spec({.prompt_len = 10, .max_tokens = 100}), 0.5), h.now);
   EXPECT_FALSE(hopeless.accepted);
   EXPECT_EQ(hopeless.error, error_kind::overloaded);
   EXPECT_NE(hopeless.message.find("deadline"), std::string::npos) << hopeless.message;
-  EXPECT_TRUE(h.sched().submit(with_deadline(make_spec(10, 60), 1.0), h.now).accepted) << "0.61 s of work, 1 s left";
-  harness queued(small_config(64, 8, 32, /*blocks=*/1024), "deadline");
+  EXPECT_TRUE(h.sched().submit(with_deadline(make_spec({.prompt_len = 10, .max_tokens = 60}), 1.0), h.now).accepted)
+      << "0.61 s of work, 1 s left";
+  harness queued(small_config({.blocks = 1024}), {.policy = "deadline"});
   queued.sched().set_step_time_estimate(0.01);
-  for (int i = 0; i < 3; ++i) queued.submit(with_deadline(make_spec(1000, 1, 1 + 1000 * i), 0.7));
-  EXPECT_FALSE(queued.sched().submit(with_deadline(make_spec(10, 60), 1.0), queued.now).accepted)
+  for (int i = 0; i < 3; ++i)
+    queued.submit(with_deadline(make_spec({.prompt_len = 1000, .max_tokens = 1, .first_token = 1 + 1000 * i}), 0.7));
+  EXPECT_FALSE(
+      queued.sched().submit(with_deadline(make_spec({.prompt_len = 10, .max_tokens = 60}), 1.0), queued.now).accepted)
       << "3000 queued prompt tokens due earlier push it past its deadline";
-  EXPECT_TRUE(queued.sched().submit(with_deadline(make_spec(10, 60), std::nullopt), queued.now).accepted);
+  EXPECT_TRUE(queued.sched()
+                  .submit(with_deadline(make_spec({.prompt_len = 10, .max_tokens = 60}), std::nullopt), queued.now)
+                  .accepted);
 }
 
-TEST(policy_deadline, an_earlier_deadline_preempts_a_later_one) {
-  harness h(small_config(64, /*max_seqs=*/1), "deadline");
-  const request_handle relaxed = h.submit(with_deadline(make_spec(8, 20, 1), 100.0));
+TEST(PolicyDeadline, AnEarlierDeadlinePreemptsALaterOne) {
+  harness h(small_config({.max_seqs = 1}), {.policy = "deadline"});
+  const request_handle relaxed =
+      h.submit(with_deadline(make_spec({.prompt_len = 8, .max_tokens = 20, .first_token = 1}), 100.0));
   h.step();
-  const request_handle urgent = h.submit(with_deadline(make_spec(8, 2, 100), 1.0));
+  const request_handle urgent =
+      h.submit(with_deadline(make_spec({.prompt_len = 8, .max_tokens = 2, .first_token = 100}), 1.0));
   const scheduled_step& s = h.step();
   ASSERT_EQ(s.events.preempted.size(), 1u);
   EXPECT_EQ(s.events.preempted[0].request, relaxed);
@@ -241,10 +260,10 @@ std::pair<double, double> shares_while_backlogged(const std::string& policy) {
   policy_config p;
   p.fair_prompt_weight = 1;
   p.fair_output_weight = 1;
-  harness h(small_config(/*budget=*/64, /*max_seqs=*/4, 64, /*blocks=*/512), policy, false, p);
+  harness h(small_config({.budget = 64, .max_seqs = 4, .chunk = 64, .blocks = 512}), {.policy = policy, .policies = p});
   std::map<request_handle, int> tenant;
   for (int i = 0; i < 40; ++i) {
-    request_spec spec = make_spec(16, 16, 1 + 20 * i);
+    request_spec spec = make_spec({.prompt_len = 16, .max_tokens = 16, .first_token = 1 + 20 * i});
     spec.user = i < 30 ? "a" : "b";  // a floods the queue first
     tenant[h.submit(spec)] = i < 30 ? 0 : 1;
   }
@@ -261,7 +280,7 @@ std::pair<double, double> shares_while_backlogged(const std::string& policy) {
   return {served[0] / (served[0] + served[1]), served[1] / (served[0] + served[1])};
 }
 
-TEST(policy_fair, two_tenants_get_equal_shares_within_ten_percent) {
+TEST(PolicyFair, TwoTenantsGetEqualSharesWithinTenPercent) {
   const auto [a, b] = shares_while_backlogged("fair");
   EXPECT_NEAR(a, 0.5, 0.05);
   EXPECT_NEAR(b, 0.5, 0.05);
@@ -269,11 +288,14 @@ TEST(policy_fair, two_tenants_get_equal_shares_within_ten_percent) {
   EXPECT_GT(fcfs_a, 0.9) << "the same load under fcfs favours the tenant that queued first";
 }
 
-TEST(policy_switch, takes_effect_at_the_next_step) {
-  harness h(small_config(64, /*max_seqs=*/1), "fcfs");
-  const request_handle p3 = h.submit(with_priority(make_spec(8, 20, 1), 3));
-  const request_handle p1 = h.submit(with_priority(make_spec(8, 3, 100), 1));
-  const request_handle p2 = h.submit(with_priority(make_spec(8, 3, 200), 2));
+TEST(PolicySwitch, TakesEffectAtTheNextStep) {
+  harness h(small_config({.max_seqs = 1}), {.policy = "fcfs"});
+  const request_handle p3 =
+      h.submit(with_priority(make_spec({.prompt_len = 8, .max_tokens = 20, .first_token = 1}), 3));
+  const request_handle p1 =
+      h.submit(with_priority(make_spec({.prompt_len = 8, .max_tokens = 3, .first_token = 100}), 1));
+  const request_handle p2 =
+      h.submit(with_priority(make_spec({.prompt_len = 8, .max_tokens = 3, .first_token = 200}), 2));
   h.step();
   h.step();
   EXPECT_EQ(std::string(h.sched().policy().name()), "fcfs");

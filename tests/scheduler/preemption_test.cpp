@@ -11,9 +11,10 @@ namespace {
 /// Three requests that outgrow a 12-block pool while decoding.
 struct crowded {
   explicit crowded(scheduler_config config, const std::string& policy = "fcfs", std::vector<int> priorities = {0, 0, 0})
-      : h(config, policy, /*real_kv=*/true) {
+      : h(config, {.policy = policy, .real_kv = true}) {
     for (int i = 0; i < 3; ++i) {
-      specs.push_back(make_spec(8, 40, 1 + 100 * i, 11 + static_cast<std::uint64_t>(i)));
+      specs.push_back(make_spec(
+          {.prompt_len = 8, .max_tokens = 40, .first_token = 1 + 100 * i, .seed = 11 + static_cast<std::uint64_t>(i)}));
       specs.back().priority = priorities[static_cast<std::size_t>(i)];
       handles.push_back(h.submit(specs.back()));
       h.now += 0.001;
@@ -21,7 +22,10 @@ struct crowded {
   }
   void expect_reference_outputs() {
     for (std::size_t i = 0; i < 3; ++i) {
-      EXPECT_EQ(h.output(handles[i]), reference_outputs(specs[i].prompt, *specs[i].seed, 0, 40, {}, 0, harness::kVocab))
+      EXPECT_EQ(
+          h.output(handles[i]),
+          reference_outputs(
+              {.prompt = specs[i].prompt, .request_seed = *specs[i].seed, .max_tokens = 40, .vocab = harness::kVocab}))
           << "request " << i;
     }
   }
@@ -31,12 +35,12 @@ struct crowded {
 };
 
 scheduler_config crowded_config(preemption_mode mode, std::int32_t host_blocks = 32) {
-  scheduler_config config = small_config(/*budget=*/64, /*max_seqs=*/8, 32, /*blocks=*/12, host_blocks);
+  scheduler_config config = small_config({.budget = 64, .max_seqs = 8, .blocks = 12, .host_blocks = host_blocks});
   config.preemption = mode;
   return config;
 }
 
-TEST(preemption, fcfs_preempts_the_latest_arrival_when_blocks_run_out) {
+TEST(Preemption, FcfsPreemptsTheLatestArrivalWhenBlocksRunOut) {
   crowded c(crowded_config(preemption_mode::recompute));
   c.h.run();
   ASSERT_FALSE(c.h.preempted.empty());
@@ -46,7 +50,7 @@ TEST(preemption, fcfs_preempts_the_latest_arrival_when_blocks_run_out) {
   EXPECT_EQ(c.h.real()->usage().device_free_blocks, 12);
 }
 
-TEST(preemption, priority_preempts_the_highest_value_first) {
+TEST(Preemption, PriorityPreemptsTheHighestValueFirst) {
   crowded c(crowded_config(preemption_mode::recompute), "priority", {0, 2, 1});
   c.h.run();
   ASSERT_FALSE(c.h.preempted.empty());
@@ -54,7 +58,7 @@ TEST(preemption, priority_preempts_the_highest_value_first) {
   c.expect_reference_outputs();
 }
 
-TEST(preemption, swap_moves_blocks_to_the_host_and_back) {
+TEST(Preemption, SwapMovesBlocksToTheHostAndBack) {
   crowded c(crowded_config(preemption_mode::swap));
   bool swapped_in = false;
   while (c.h.sched().has_unfinished_requests()) {
@@ -71,7 +75,7 @@ TEST(preemption, swap_moves_blocks_to_the_host_and_back) {
   EXPECT_EQ(c.h.sched().metrics().preemptions.at("swap"), c.h.preempted.size());
 }
 
-TEST(preemption, swap_falls_back_to_recompute_without_host_room) {
+TEST(Preemption, SwapFallsBackToRecomputeWithoutHostRoom) {
   crowded c(crowded_config(preemption_mode::swap, /*host_blocks=*/0));
   c.h.run();
   ASSERT_FALSE(c.h.preempted.empty());
@@ -79,7 +83,7 @@ TEST(preemption, swap_falls_back_to_recompute_without_host_room) {
   c.expect_reference_outputs();
 }
 
-TEST(preemption, automatic_mode_swaps_long_sequences_and_recomputes_short_ones) {
+TEST(Preemption, AutomaticModeSwapsLongSequencesAndRecomputesShortOnes) {
   scheduler_config config = crowded_config(preemption_mode::automatic);
   config.swap_min_tokens = 0;
   crowded long_ones(config);
@@ -94,9 +98,9 @@ TEST(preemption, automatic_mode_swaps_long_sequences_and_recomputes_short_ones) 
   short_ones.expect_reference_outputs();
 }
 
-TEST(cancellation, frees_the_blocks_at_the_next_step) {
-  harness h(small_config(64, 8, 32, /*blocks=*/32));
-  const request_handle r = h.submit(make_spec(10, 50));
+TEST(Cancellation, FreesTheBlocksAtTheNextStep) {
+  harness h(small_config({.blocks = 32}));
+  const request_handle r = h.submit(make_spec({.prompt_len = 10, .max_tokens = 50}));
   for (int i = 0; i < 5; ++i) h.step();
   EXPECT_LT(h.fake().free_blocks(), 32);
   const scheduler_events events = h.sched().cancel(r, h.now);
@@ -112,10 +116,10 @@ TEST(cancellation, frees_the_blocks_at_the_next_step) {
   EXPECT_TRUE(h.sched().cancel(r, h.now).empty()) << "cancelling twice does nothing";
 }
 
-TEST(cancellation, of_a_queued_request_with_several_choices_finishes_every_choice) {
-  harness h(small_config(64, /*max_seqs=*/1));
-  h.submit(make_spec(10, 50, 1));
-  request_spec spec = make_spec(10, 5, 100);
+TEST(Cancellation, OfAQueuedRequestWithSeveralChoicesFinishesEveryChoice) {
+  harness h(small_config({.max_seqs = 1}));
+  h.submit(make_spec({.prompt_len = 10, .max_tokens = 50, .first_token = 1}));
+  request_spec spec = make_spec({.prompt_len = 10, .max_tokens = 5, .first_token = 100});
   spec.n = 3;
   const request_handle r = h.submit(spec);
   h.step();
@@ -128,9 +132,9 @@ TEST(cancellation, of_a_queued_request_with_several_choices_finishes_every_choic
   EXPECT_TRUE(h.fake().requests.back().frees.empty()) << "it never held blocks";
 }
 
-TEST(timeouts, abort_the_request_at_the_first_step_past_its_time) {
+TEST(Timeouts, AbortTheRequestAtTheFirstStepPastItsTime) {
   harness h(small_config());
-  request_spec spec = make_spec(8, 100);
+  request_spec spec = make_spec({.prompt_len = 8, .max_tokens = 100});
   spec.timeout_s = 0.045;
   const request_handle r = h.submit(spec);
   for (int i = 0; i < 5; ++i) h.step();  // steps at t = 0 .. 0.04
@@ -142,40 +146,43 @@ TEST(timeouts, abort_the_request_at_the_first_step_past_its_time) {
   EXPECT_EQ(h.fake().requests.back().frees.size(), 1u);
 }
 
-TEST(admission, a_full_queue_rejects_as_overloaded) {
-  scheduler_config config = small_config(64, /*max_seqs=*/1);
+TEST(Admission, AFullQueueRejectsAsOverloaded) {
+  scheduler_config config = small_config({.max_seqs = 1});
   config.max_waiting_requests = 2;
   harness h(config);
-  h.submit(make_spec(8, 3, 1));
-  h.submit(make_spec(8, 3, 100));
-  const submit_result third = h.sched().submit(make_spec(8, 3, 200), h.now);
+  h.submit(make_spec({.prompt_len = 8, .max_tokens = 3, .first_token = 1}));
+  h.submit(make_spec({.prompt_len = 8, .max_tokens = 3, .first_token = 100}));
+  const submit_result third =
+      h.sched().submit(make_spec({.prompt_len = 8, .max_tokens = 3, .first_token = 200}), h.now);
   EXPECT_FALSE(third.accepted);
   EXPECT_EQ(third.error, error_kind::overloaded);
   h.step();  // one starts: room for one more
-  EXPECT_TRUE(h.sched().submit(make_spec(8, 3, 200), h.now).accepted);
+  EXPECT_TRUE(h.sched().submit(make_spec({.prompt_len = 8, .max_tokens = 3, .first_token = 200}), h.now).accepted);
   EXPECT_EQ(h.sched().metrics().requests_rejected, 1u);
 }
 
-TEST(admission, prompts_that_cannot_fit_are_rejected_as_too_long) {
-  scheduler_config config = small_config(64, 8, 32, /*blocks=*/8);
+TEST(Admission, PromptsThatCannotFitAreRejectedAsTooLong) {
+  scheduler_config config = small_config({.blocks = 8});
   config.max_model_len = 20;
   harness h(config);
-  const submit_result context = h.sched().submit(make_spec(20, 1), 0);
+  const submit_result context = h.sched().submit(make_spec({.prompt_len = 20, .max_tokens = 1}), 0);
   EXPECT_FALSE(context.accepted);
   EXPECT_EQ(context.error, error_kind::too_long);
   config.max_model_len = 1000;
   harness pool(config);
-  const submit_result blocks = pool.sched().submit(make_spec(40, 1), 0);  // 8 blocks of 4 hold 32
+  const submit_result blocks =
+      pool.sched().submit(make_spec({.prompt_len = 40, .max_tokens = 1}), 0);  // 8 blocks of 4 hold 32
   EXPECT_FALSE(blocks.accepted);
   EXPECT_EQ(blocks.error, error_kind::too_long);
-  request_spec empty = make_spec(1, 1);
+  request_spec empty = make_spec({.prompt_len = 1, .max_tokens = 1});
   empty.prompt.clear();
   EXPECT_EQ(pool.sched().submit(empty, 0).error, error_kind::invalid_request);
 }
 
-TEST(stop_conditions, eos_stop_ids_min_tokens_and_max_tokens) {
-  const request_spec base = make_spec(6, 30, 1, 99);
-  const auto free_run = reference_outputs(base.prompt, 99, 0, 30, {}, 0, harness::kVocab);
+TEST(StopConditions, EosStopIdsMinTokensAndMaxTokens) {
+  const request_spec base = make_spec({.prompt_len = 6, .max_tokens = 30, .seed = 99});
+  const auto free_run =
+      reference_outputs({.prompt = base.prompt, .request_seed = 99, .max_tokens = 30, .vocab = harness::kVocab});
   scheduler_config config = small_config();
   config.eos_token_ids = {free_run[3]};
   {
@@ -194,7 +201,12 @@ TEST(stop_conditions, eos_stop_ids_min_tokens_and_max_tokens) {
     spec.min_tokens = 3;
     const request_handle r = h.submit(spec);
     h.run();
-    EXPECT_EQ(h.output(r), reference_outputs(base.prompt, 99, 0, 30, {free_run[5]}, 3, harness::kVocab));
+    EXPECT_EQ(h.output(r), reference_outputs({.prompt = base.prompt,
+                                              .request_seed = 99,
+                                              .max_tokens = 30,
+                                              .stop_ids = {free_run[5]},
+                                              .min_tokens = 3,
+                                              .vocab = harness::kVocab}));
     EXPECT_EQ(h.output(r).size(), 6u);
   }
   {
@@ -204,16 +216,21 @@ TEST(stop_conditions, eos_stop_ids_min_tokens_and_max_tokens) {
     spec.min_tokens = 10;  // eos does not count before ten tokens
     const request_handle r = h.submit(spec);
     h.run();
-    EXPECT_EQ(h.output(r), reference_outputs(base.prompt, 99, 0, 30, {free_run[3]}, 10, harness::kVocab));
+    EXPECT_EQ(h.output(r), reference_outputs({.prompt = base.prompt,
+                                              .request_seed = 99,
+                                              .max_tokens = 30,
+                                              .stop_ids = {free_run[3]},
+                                              .min_tokens = 10,
+                                              .vocab = harness::kVocab}));
     EXPECT_GE(h.output(r).size(), 10u);
   }
 }
 
-TEST(stop_conditions, hooks_suppress_eos_and_stop_ids_below_min_tokens) {
+TEST(StopConditions, HooksSuppressEosAndStopIdsBelowMinTokens) {
   scheduler_config config = small_config();
   config.eos_token_ids = {2, 3};
   harness h(config);
-  request_spec spec = make_spec(4, 5);
+  request_spec spec = make_spec({.prompt_len = 4, .max_tokens = 5});
   spec.ignore_eos = false;
   spec.min_tokens = 2;
   spec.stop_token_ids = {9};
@@ -230,12 +247,12 @@ TEST(stop_conditions, hooks_suppress_eos_and_stop_ids_below_min_tokens) {
   EXPECT_TRUE(third.rows.at(0).suppressed_tokens.empty());
 }
 
-TEST(stop_conditions, context_length_and_downstream_stop_strings) {
+TEST(StopConditions, ContextLengthAndDownstreamStopStrings) {
   scheduler_config config = small_config();
   config.max_model_len = 12;
   harness h(config);
-  const request_handle full = h.submit(make_spec(8, 100, 1));
-  const request_handle stopped = h.submit(make_spec(8, 100, 50));
+  const request_handle full = h.submit(make_spec({.prompt_len = 8, .max_tokens = 100, .first_token = 1}));
+  const request_handle stopped = h.submit(make_spec({.prompt_len = 8, .max_tokens = 100, .first_token = 50}));
   for (int i = 0; i < 3; ++i) h.step();
   const scheduler_events events = h.sched().finish(stopped, 0, finish_reason::stop, h.now);
   ASSERT_EQ(events.finished.size(), 1u);
@@ -246,9 +263,9 @@ TEST(stop_conditions, context_length_and_downstream_stop_strings) {
   EXPECT_EQ(h.output(stopped).size(), 3u);
 }
 
-TEST(stop_conditions, a_sequence_that_outgrows_the_whole_pool_ends_with_length) {
-  harness h(small_config(64, 8, 32, /*blocks=*/4));  // 16 slots
-  const request_handle r = h.submit(make_spec(8, 100));
+TEST(StopConditions, ASequenceThatOutgrowsTheWholePoolEndsWithLength) {
+  harness h(small_config({.blocks = 4}));  // 16 slots
+  const request_handle r = h.submit(make_spec({.prompt_len = 8, .max_tokens = 100}));
   h.run();
   EXPECT_EQ(h.reason(r), finish_reason::length);
   EXPECT_EQ(h.output(r).size(), 9u) << "positions 0..15 hold 8 prompt and 8 fed outputs; the 9th is sampled";
@@ -261,14 +278,15 @@ TEST(stop_conditions, a_sequence_that_outgrows_the_whole_pool_ends_with_length) 
 namespace troupe::testing {
 namespace {
 
-TEST(preemption, appends_that_do_not_fit_are_retried_after_choosing_victims) {
-  scheduler_config config = small_config(/*budget=*/64, /*max_seqs=*/8, 32, /*blocks=*/12);
+TEST(Preemption, AppendsThatDoNotFitAreRetriedAfterChoosingVictims) {
+  scheduler_config config = small_config({.budget = 64, .max_seqs = 8, .blocks = 12});
   harness h(config);
   h.fake().overstate_free = 3;  // the scheduler believes in blocks that are not there
   std::vector<request_spec> specs;
   std::vector<request_handle> handles;
   for (int i = 0; i < 3; ++i) {
-    specs.push_back(make_spec(8, 30, 1 + 100 * i, 40 + static_cast<std::uint64_t>(i)));
+    specs.push_back(make_spec(
+        {.prompt_len = 8, .max_tokens = 30, .first_token = 1 + 100 * i, .seed = 40 + static_cast<std::uint64_t>(i)}));
     handles.push_back(h.submit(specs.back()));
     h.now += 0.001;
   }
@@ -279,7 +297,10 @@ TEST(preemption, appends_that_do_not_fit_are_retried_after_choosing_victims) {
     retried |= h.fake().requests[i].step == h.fake().requests[i - 1].step;
   EXPECT_TRUE(retried);
   for (std::size_t i = 0; i < 3; ++i) {
-    EXPECT_EQ(h.output(handles[i]), reference_outputs(specs[i].prompt, *specs[i].seed, 0, 30, {}, 0, harness::kVocab));
+    EXPECT_EQ(
+        h.output(handles[i]),
+        reference_outputs(
+            {.prompt = specs[i].prompt, .request_seed = *specs[i].seed, .max_tokens = 30, .vocab = harness::kVocab}));
   }
   EXPECT_EQ(h.fake().free_blocks(), 12);
   EXPECT_EQ(h.fake().num_sequences(), 0u);

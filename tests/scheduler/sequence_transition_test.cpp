@@ -10,8 +10,8 @@ namespace {
 
 constexpr std::int32_t block_size = 4;
 
-struct sequence_fixture : ::testing::Test {
-  sequence_fixture() {
+struct SequenceTransition : ::testing::Test {
+  SequenceTransition() {
     request.spec.prompt = {1, 2, 3, 4, 5, 6};
     request.spec.n = 2;
     seq.request = &request;
@@ -33,12 +33,12 @@ struct sequence_fixture : ::testing::Test {
   sequence parent;
 };
 
-TEST_F(sequence_fixture, a_new_sequence_waits_without_kv) {
+TEST_F(SequenceTransition, ANewSequenceWaitsWithoutKv) {
   EXPECT_EQ(seq.status, sequence_status::waiting);
   EXPECT_EQ(seq.invariant_problem(block_size), "");
 }
 
-TEST_F(sequence_fixture, allocated_it_runs_with_its_cached_prefix_shared) {
+TEST_F(SequenceTransition, AllocatedItRunsWithItsCachedPrefixShared) {
   seq.to_allocated(1);
   seq.block_table = {3, 7};
   seq.num_computed = 6;
@@ -49,7 +49,7 @@ TEST_F(sequence_fixture, allocated_it_runs_with_its_cached_prefix_shared) {
   EXPECT_EQ(seq.invariant_problem(block_size), "");
 }
 
-TEST_F(sequence_fixture, forked_it_shares_every_block_of_its_parent) {
+TEST_F(SequenceTransition, ForkedItSharesEveryBlockOfItsParent) {
   parent.to_allocated(0);
   parent.block_table = {3, 7};
   parent.num_computed = 6;
@@ -66,7 +66,7 @@ TEST_F(sequence_fixture, forked_it_shares_every_block_of_its_parent) {
   EXPECT_EQ(parent.invariant_problem(block_size), "");
 }
 
-TEST_F(sequence_fixture, swapped_out_its_blocks_are_on_the_host_and_nothing_is_shared) {
+TEST_F(SequenceTransition, SwappedOutItsBlocksAreOnTheHostAndNothingIsShared) {
   make_running(seq);
   seq.to_swapped(2);
   EXPECT_EQ(seq.status, sequence_status::swapped);
@@ -79,7 +79,7 @@ TEST_F(sequence_fixture, swapped_out_its_blocks_are_on_the_host_and_nothing_is_s
   EXPECT_EQ(seq.invariant_problem(block_size), "");
 }
 
-TEST_F(sequence_fixture, swapped_in_it_runs_in_the_blocks_the_kv_reply_gave_it) {
+TEST_F(SequenceTransition, SwappedInItRunsInTheBlocksTheKvReplyGaveIt) {
   make_running(seq);
   seq.to_swapped(2);
   seq.block_table = {9, 10};  // the KV reply's delta, applied before the grant commits
@@ -90,7 +90,7 @@ TEST_F(sequence_fixture, swapped_in_it_runs_in_the_blocks_the_kv_reply_gave_it) 
   EXPECT_EQ(seq.invariant_problem(block_size), "");
 }
 
-TEST_F(sequence_fixture, recomputed_from_running_it_drops_every_block) {
+TEST_F(SequenceTransition, RecomputedFromRunningItDropsEveryBlock) {
   make_running(seq);
   seq.to_recompute();
   EXPECT_EQ(seq.status, sequence_status::waiting);
@@ -102,7 +102,7 @@ TEST_F(sequence_fixture, recomputed_from_running_it_drops_every_block) {
   EXPECT_EQ(seq.invariant_problem(block_size), "");
 }
 
-TEST_F(sequence_fixture, recomputed_from_swapped_it_drops_its_host_blocks) {
+TEST_F(SequenceTransition, RecomputedFromSwappedItDropsItsHostBlocks) {
   make_running(seq);
   seq.to_swapped(2);
   seq.to_recompute();
@@ -112,7 +112,7 @@ TEST_F(sequence_fixture, recomputed_from_swapped_it_drops_its_host_blocks) {
   EXPECT_EQ(seq.invariant_problem(block_size), "");
 }
 
-TEST_F(sequence_fixture, finished_it_holds_no_kv_wherever_it_was) {
+TEST_F(SequenceTransition, FinishedItHoldsNoKvWhereverItWas) {
   make_running(seq);
   seq.to_finished();
   EXPECT_EQ(seq.status, sequence_status::finished);
@@ -127,7 +127,7 @@ TEST_F(sequence_fixture, finished_it_holds_no_kv_wherever_it_was) {
   EXPECT_EQ(swapped.invariant_problem(block_size), "");
 }
 
-TEST_F(sequence_fixture, broken_invariants_are_named) {
+TEST_F(SequenceTransition, BrokenInvariantsAreNamed) {
   make_running(seq);
   seq.num_computed = 9;  // two blocks of four cannot hold nine tokens
   EXPECT_EQ(seq.invariant_problem(block_size), "a running sequence's blocks do not cover its computed tokens");

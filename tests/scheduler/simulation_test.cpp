@@ -14,7 +14,7 @@
 namespace troupe {
 namespace {
 
-TEST(workload, follows_its_distributions_and_its_seed) {
+TEST(Workload, FollowsItsDistributionsAndItsSeed) {
   workload_config config;
   config.num_requests = 5000;
   config.rate = 4.0;
@@ -47,7 +47,7 @@ TEST(workload, follows_its_distributions_and_its_seed) {
   EXPECT_NE(generate_workload(config)[0].spec.prompt, requests[0].spec.prompt);
 }
 
-TEST(workload, bursty_gaps_vary_more_than_poisson_gaps) {
+TEST(Workload, BurstyGapsVaryMoreThanPoissonGaps) {
   workload_config config;
   config.num_requests = 4000;
   const auto squared_cv = [&](const char* arrival) {
@@ -64,7 +64,7 @@ TEST(workload, bursty_gaps_vary_more_than_poisson_gaps) {
   EXPECT_NEAR(squared_cv("bursty"), config.burstiness, 0.25 * config.burstiness);
 }
 
-TEST(workload, bad_settings_are_named) {
+TEST(Workload, BadSettingsAreNamed) {
   workload_config config;
   config.arrival = "uniform";
   EXPECT_NE(validate_workload(config).find("arrival"), std::string::npos);
@@ -74,7 +74,7 @@ TEST(workload, bad_settings_are_named) {
   EXPECT_EQ(validate_workload(workload_config{}), "");
 }
 
-TEST(summarize, uses_nearest_rank_percentiles) {
+TEST(Summarize, UsesNearestRankPercentiles) {
   std::vector<double> values;
   for (int i = 100; i >= 1; --i) values.push_back(i);
   const latency_summary s = summarize(values);
@@ -110,7 +110,7 @@ workload_config small_workload() {
   return w;
 }
 
-TEST(simulation, every_policy_and_mode_serves_every_request) {
+TEST(Simulation, EveryPolicyAndModeServesEveryRequest) {
   const auto workload = generate_workload(small_workload());
   for (const char* policy : {"fcfs", "priority", "mlfq", "deadline", "fair"}) {
     for (preemption_mode mode : {preemption_mode::swap, preemption_mode::recompute}) {
@@ -134,7 +134,7 @@ TEST(simulation, every_policy_and_mode_serves_every_request) {
   }
 }
 
-TEST(simulation, is_deterministic_and_reports_round_trip) {
+TEST(Simulation, IsDeterministicAndReportsRoundTrip) {
   const auto workload = generate_workload(small_workload());
   const simulation_config config = small_simulation("mlfq", preemption_mode::automatic);
   const std::vector<simulation_result> first{run_simulation(config, workload, 2)};

@@ -23,7 +23,7 @@ scheduled_step hand_worked_step() {
   return step;
 }
 
-TEST(build_step_batch, fills_every_array_of_a_hand_worked_step) {
+TEST(BuildStepBatch, FillsEveryArrayOfAHandWorkedStep) {
   const step_batch batch = build_step_batch(hand_worked_step(), 4);
   EXPECT_EQ(batch.token_ids, (ids{10, 11, 12, 13, 14, 20, 30, 31}));
   EXPECT_EQ(batch.positions, (ids{0, 1, 2, 3, 4, 9, 3, 4}));
@@ -43,7 +43,7 @@ TEST(build_step_batch, fills_every_array_of_a_hand_worked_step) {
   EXPECT_EQ(validate_step_batch(batch, spec), "");
 }
 
-TEST(build_step_batch, an_empty_step_is_a_valid_empty_batch) {
+TEST(BuildStepBatch, AnEmptyStepIsAValidEmptyBatch) {
   const step_batch batch = build_step_batch(scheduled_step{}, 16);
   EXPECT_EQ(batch.query_start, (ids{0}));
   EXPECT_EQ(batch.kv_indptr, (ids{0}));
@@ -52,7 +52,7 @@ TEST(build_step_batch, an_empty_step_is_a_valid_empty_batch) {
   EXPECT_EQ(validate_step_batch(batch, spec), "");
 }
 
-TEST(fill_sampling_rows, copies_every_hook) {
+TEST(FillSamplingRows, CopiesEveryHook) {
   scheduled_step step = hand_worked_step();
   const sampling_params params;
   const ids prompt{1, 2, 3}, outputs{4}, suppressed{5};

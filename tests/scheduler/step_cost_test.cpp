@@ -12,7 +12,7 @@ void observe(step_cost_model& model, double gap_s, int times = 100) {
   for (int i = 0; i < times; ++i) model.observe_serial_gap(gap_s);
 }
 
-TEST(step_cost_model, tiny_models_split_real_ones_stay_serial_unknown_ones_alternate) {
+TEST(StepCostModel, TinyModelsSplitRealOnesStaySerialUnknownOnesAlternate) {
   step_cost_model tiny(0.00005);  // the demo model: a one-token step takes 50 us
   observe(tiny, 0.0004);
   EXPECT_EQ(tiny.mode(), overlap_mode::split);
@@ -24,7 +24,7 @@ TEST(step_cost_model, tiny_models_split_real_ones_stay_serial_unknown_ones_alter
   EXPECT_EQ(unknown.mode(), overlap_mode::alternate);
 }
 
-TEST(step_cost_model, judges_on_enough_gaps_and_then_keeps_the_split) {
+TEST(StepCostModel, JudgesOnEnoughGapsAndThenKeepsTheSplit) {
   step_cost_model model(0.001);
   observe(model, 0.01, 20);
   EXPECT_EQ(model.mode(), overlap_mode::serial) << "twenty gaps are too few to judge";

@@ -75,8 +75,13 @@ void expect_run_alone_outputs(const std::vector<planned_request>& plan, pipeline
     for (int choice = 0; choice < p.spec.n; ++choice) {
       const auto key = std::make_pair(p.handle, choice);
       ASSERT_EQ(run.finishes[key], 1) << "request " << p.handle << " choice " << choice;
-      const auto expected = reference_outputs(p.spec.prompt, *p.spec.seed, choice, p.spec.max_tokens, stops,
-                                              p.spec.min_tokens, harness::kVocab);
+      const auto expected = reference_outputs({.prompt = p.spec.prompt,
+                                               .request_seed = *p.spec.seed,
+                                               .choice = choice,
+                                               .max_tokens = p.spec.max_tokens,
+                                               .stop_ids = stops,
+                                               .min_tokens = p.spec.min_tokens,
+                                               .vocab = harness::kVocab});
       const auto& got = run.outputs[key];
       if (run.reasons[key] == finish_reason::abort) {
         ASSERT_LE(got.size(), expected.size());
@@ -88,11 +93,11 @@ void expect_run_alone_outputs(const std::vector<planned_request>& plan, pipeline
   }
 }
 
-class stress : public ::testing::TestWithParam<stress_case> {};
+class Stress : public ::testing::TestWithParam<stress_case> {};
 
-TEST_P(stress, every_surviving_choice_matches_its_run_alone) {
+TEST_P(Stress, EverySurvivingChoiceMatchesItsRunAlone) {
   const stress_case c = GetParam();
-  scheduler_config config = small_config(/*budget=*/64, /*max_seqs=*/12, /*chunk=*/24, /*blocks=*/48, 24);
+  scheduler_config config = small_config({.budget = 64, .max_seqs = 12, .chunk = 24, .blocks = 48, .host_blocks = 24});
   config.preemption = c.mode;
   config.eos_token_ids = {kEos};
   config.max_model_len = 256;
@@ -137,7 +142,7 @@ TEST_P(stress, every_surviving_choice_matches_its_run_alone) {
   EXPECT_EQ(kv.check_invariants(), "");
 }
 
-INSTANTIATE_TEST_SUITE_P(policies_and_modes, stress,
+INSTANTIATE_TEST_SUITE_P(PoliciesAndModes, Stress,
                          ::testing::Values(stress_case{"fcfs", preemption_mode::recompute, 0, nullptr},
                                            stress_case{"fcfs", preemption_mode::swap, 1, nullptr},
                                            stress_case{"priority", preemption_mode::recompute, 1, nullptr},

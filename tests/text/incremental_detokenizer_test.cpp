@@ -81,9 +81,9 @@ TEST(IncrementalDetokenizer, FinishTwiceAndPushAfterFinish) {
   EXPECT_THROW(stream.push(9707), std::logic_error);
 }
 
-class random_ids_test : public ::testing::TestWithParam<std::string> {};
+class IncrementalDetokenizer : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(random_ids_test, AnyIdSequenceStreamsToTheFullDecode) {
+TEST_P(IncrementalDetokenizer, AnyIdSequenceStreamsToTheFullDecode) {
   const auto tok = real_tokenizer(GetParam());
   std::mt19937 rng(777);
   // Mostly small ids (bytes, byte-fallback tokens, short pieces), some
@@ -110,7 +110,7 @@ TEST_P(random_ids_test, AnyIdSequenceStreamsToTheFullDecode) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(real_vocabularies, random_ids_test, ::testing::ValuesIn(vocabularies),
+INSTANTIATE_TEST_SUITE_P(RealVocabularies, IncrementalDetokenizer, ::testing::ValuesIn(vocabularies),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -34,15 +34,15 @@ class mismatch_log {
   std::ostringstream details_;
 };
 
-class golden_test : public ::testing::TestWithParam<std::string> {
+class TokenizerGolden : public ::testing::TestWithParam<std::string> {
  protected:
   const tokenizer& tok() const { return *real_tokenizer(GetParam()); }
   const std::vector<golden_record>& records() const { return golden_records(GetParam()); }
 };
 
-TEST_P(golden_test, HasEnoughStrings) { EXPECT_GE(records().size(), 2000u); }
+TEST_P(TokenizerGolden, HasEnoughStrings) { EXPECT_GE(records().size(), 2000u); }
 
-TEST_P(golden_test, EncodeMatchesHfWithoutSpecialTokens) {
+TEST_P(TokenizerGolden, EncodeMatchesHfWithoutSpecialTokens) {
   mismatch_log log;
   for (std::size_t i = 0; i < records().size(); ++i) {
     const auto& record = records()[i];
@@ -52,7 +52,7 @@ TEST_P(golden_test, EncodeMatchesHfWithoutSpecialTokens) {
   EXPECT_EQ(log.count(), 0u) << log.details();
 }
 
-TEST_P(golden_test, EncodeMatchesHfWithSpecialTokens) {
+TEST_P(TokenizerGolden, EncodeMatchesHfWithSpecialTokens) {
   mismatch_log log;
   for (std::size_t i = 0; i < records().size(); ++i) {
     const auto& record = records()[i];
@@ -62,7 +62,7 @@ TEST_P(golden_test, EncodeMatchesHfWithSpecialTokens) {
   EXPECT_EQ(log.count(), 0u) << log.details();
 }
 
-TEST_P(golden_test, DecodeMatchesHf) {
+TEST_P(TokenizerGolden, DecodeMatchesHf) {
   mismatch_log log;
   for (std::size_t i = 0; i < records().size(); ++i) {
     const auto& record = records()[i];
@@ -73,7 +73,7 @@ TEST_P(golden_test, DecodeMatchesHf) {
   EXPECT_EQ(log.count(), 0u) << log.details();
 }
 
-TEST_P(golden_test, DecodeOfEncodeRoundTripsWhereLossless) {
+TEST_P(TokenizerGolden, DecodeOfEncodeRoundTripsWhereLossless) {
   mismatch_log log;
   std::size_t lossless = 0;
   for (std::size_t i = 0; i < records().size(); ++i) {
@@ -88,7 +88,7 @@ TEST_P(golden_test, DecodeOfEncodeRoundTripsWhereLossless) {
   EXPECT_GT(lossless, records().size() / 2) << "most strings should survive a round trip";
 }
 
-TEST_P(golden_test, IncrementalDetokenizationEqualsFullDecode) {
+TEST_P(TokenizerGolden, IncrementalDetokenizationEqualsFullDecode) {
   mismatch_log log;
   const auto shared = real_tokenizer(GetParam());
   for (std::size_t i = 0; i < records().size(); ++i) {
@@ -108,7 +108,7 @@ TEST_P(golden_test, IncrementalDetokenizationEqualsFullDecode) {
   EXPECT_EQ(log.count(), 0u) << log.details();
 }
 
-INSTANTIATE_TEST_SUITE_P(real_vocabularies, golden_test, ::testing::ValuesIn(vocabularies),
+INSTANTIATE_TEST_SUITE_P(RealVocabularies, TokenizerGolden, ::testing::ValuesIn(vocabularies),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

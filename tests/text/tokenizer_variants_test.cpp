@@ -88,12 +88,12 @@ const variant& variant_named(const std::string& name) {
   return *found;
 }
 
-class variant_test : public ::testing::TestWithParam<std::string> {
+class TokenizerVariants : public ::testing::TestWithParam<std::string> {
  protected:
   const variant& current() const { return variant_named(GetParam()); }
 };
 
-TEST_P(variant_test, EncodeAndDecodeMatchHf) {
+TEST_P(TokenizerVariants, EncodeAndDecodeMatchHf) {
   const variant& v = current();
   ASSERT_GT(v.cases.size(), 300u);
   std::size_t failures = 0;
@@ -109,7 +109,7 @@ TEST_P(variant_test, EncodeAndDecodeMatchHf) {
   EXPECT_EQ(failures, 0u) << v.name;
 }
 
-TEST_P(variant_test, IncrementalDetokenizationEqualsFullDecode) {
+TEST_P(TokenizerVariants, IncrementalDetokenizationEqualsFullDecode) {
   const variant& v = current();
   std::size_t failures = 0;
   for (const golden_record& record : v.cases) {
@@ -122,7 +122,7 @@ TEST_P(variant_test, IncrementalDetokenizationEqualsFullDecode) {
   EXPECT_EQ(failures, 0u) << v.name;
 }
 
-INSTANTIATE_TEST_SUITE_P(edited_vocabularies, variant_test, ::testing::ValuesIn(variant_names()),
+INSTANTIATE_TEST_SUITE_P(EditedVocabularies, TokenizerVariants, ::testing::ValuesIn(variant_names()),
                          [](const auto& info) { return info.param; });
 
 TEST(TokenizerVariants, ConfigFlagsAddSpecialTokensOnlyLikeTransformers) {

@@ -8,7 +8,7 @@
 #include <iomanip>
 #include <iostream>
 
-#include "actors/kv_manager.hpp"
+#include "actors/kv_manager_actor.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "actors/tokenizer_actor.hpp"
 #include "actors/troupe.hpp"

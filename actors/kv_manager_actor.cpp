@@ -1,4 +1,4 @@
-#include "actors/kv_manager.hpp"
+#include "actors/kv_manager_actor.hpp"
 
 namespace troupe {
 

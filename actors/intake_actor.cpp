@@ -1,4 +1,4 @@
-#include "actors/intake.hpp"
+#include "actors/intake_actor.hpp"
 
 namespace troupe {
 
