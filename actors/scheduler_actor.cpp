@@ -212,20 +212,10 @@ void on_tick(self_ptr self) {
   try_step(self);
 }
 
-scheduler_loop_config loop_config(const scheduler_setup& setup) {
-  scheduler_loop_config config;
-  config.scheduler = setup.config;
-  config.policy = setup.policy;
-  config.max_steps_in_flight = setup.max_steps_in_flight;
-  config.stuck_after_s = setup.stuck_after_s;
-  config.one_token_step_s = setup.one_token_step_s;
-  return config;
-}
-
 scheduler_actor::behavior_type scheduler_behavior(self_ptr self, scheduler_setup setup,
                                                   std::chrono::steady_clock::time_point start) {
   auto& state = self->state;
-  state.loop = std::make_unique<scheduler_loop>(loop_config(setup));
+  state.loop = std::make_unique<scheduler_loop>(setup.loop);
   state.setup = std::move(setup);
   state.start = start;
   return {

@@ -8,19 +8,17 @@
 
 #include <vector>
 
-#include "actors/core/scheduler.hpp"
+#include "actors/core/scheduler_loop.hpp"
 #include "actors/messages.hpp"
 
 namespace troupe {
 
 /// What the scheduler actor starts with.
 struct scheduler_setup {
-  scheduler_config config;
-  std::string policy = engine_config{}.policy;  ///< the policy knob's default unless set
+  scheduler_loop_config loop;  ///< the core's knobs
   kv_manager_actor kv;
   executor_actor executor;
-  std::vector<tokenizer_actor> shards;  ///< output shard of request h: shards[h % size]
-  int max_steps_in_flight = 2;
+  std::vector<tokenizer_actor> shards;                  ///< output shard of request h: shards[h % size]
   caf::timespan kv_timeout = std::chrono::seconds(10);  ///< a KV plan answered later fails the engine
   /// How long an output shard may take to answer an `events` batch. Not the
   /// KV timeout: the shard is a tokenizer actor that also encodes prompts and
@@ -29,8 +27,6 @@ struct scheduler_setup {
   /// engine.
   caf::timespan events_timeout = std::chrono::seconds(10);
   caf::timespan step_timeout = std::chrono::seconds(600);  ///< a step running longer fails the executor
-  double stuck_after_s = 30.0;                             ///< /health reports a step running longer than this as stuck
-  double one_token_step_s = 0;                             ///< measured executor time of a one-token step (0: unknown)
 };
 
 /// Spawns the scheduler actor. `clock_start` is the engine's time origin.

@@ -99,26 +99,26 @@ troupe_handles spawn_troupe(caf::actor_system& system, const engine_config& conf
   troupe_handles handles;
   handles.clock_start = std::chrono::steady_clock::now();
   scheduler_setup setup;
-  setup.config = scheduler_config(config);
-  setup.config.max_model_len = model.max_model_len;
-  setup.config.num_device_blocks = static_cast<std::int32_t>(model.num_device_blocks);
-  setup.config.num_host_blocks = static_cast<std::int32_t>(model.num_host_blocks);
-  setup.config.eos_token_ids = model.eos_token_ids;
-  setup.config.seed = std::random_device{}();
+  setup.loop.scheduler = scheduler_config(config);
+  setup.loop.scheduler.max_model_len = model.max_model_len;
+  setup.loop.scheduler.num_device_blocks = static_cast<std::int32_t>(model.num_device_blocks);
+  setup.loop.scheduler.num_host_blocks = static_cast<std::int32_t>(model.num_host_blocks);
+  setup.loop.scheduler.eos_token_ids = model.eos_token_ids;
+  setup.loop.scheduler.seed = std::random_device{}();
   // Refused here, before any actor runs, rather than inside the scheduler actor.
-  if (std::string problem = scheduler::validate_config(setup.config); !problem.empty())
+  if (std::string problem = scheduler::validate_config(setup.loop.scheduler); !problem.empty())
     throw std::runtime_error(problem);
   if (!make_policy(config.policy)) throw std::runtime_error("knob 'policy': unknown policy '" + config.policy + "'");
-  setup.policy = config.policy;
+  setup.loop.policy = config.policy;
 
-  handles.kv = spawn_kv_manager(system, kv_manager_config(setup.config));
+  handles.kv = spawn_kv_manager(system, kv_manager_config(setup.loop.scheduler));
   handles.executor = spawn_executor(system, model.executor);
   for (int i = 0; i < std::max(1, config.tokenizer_workers); ++i)
     handles.tokenizers.push_back(spawn_tokenizer(system, model.preparer));
   setup.kv = handles.kv;
   setup.executor = handles.executor;
   setup.shards = handles.tokenizers;
-  setup.one_token_step_s = model.one_token_step_s;
+  setup.loop.one_token_step_s = model.one_token_step_s;
   handles.scheduler = spawn_scheduler(system, std::move(setup), handles.clock_start);
 
   intake_setup intake;

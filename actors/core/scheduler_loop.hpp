@@ -50,10 +50,10 @@ struct loop_events {
 /// The loop's knobs (the scheduler actor's setup, less the actors).
 struct scheduler_loop_config {
   scheduler_config scheduler;
-  std::string policy = "fcfs";
-  int max_steps_in_flight = 2;  ///< in alternate and split overlap; serial runs one
-  double stuck_after_s = 30.0;  ///< a step running longer makes the stats report the engine unhealthy
-  double one_token_step_s = 0;  ///< measured executor time of a one-token step (0: unknown)
+  std::string policy = engine_config{}.policy;  ///< the policy knob's default unless set
+  int max_steps_in_flight = 2;                  ///< in alternate and split overlap; serial runs one
+  double stuck_after_s = 30.0;                  ///< a step running longer makes the stats report the engine unhealthy
+  double one_token_step_s = 0;                  ///< measured executor time of a one-token step (0: unknown)
 };
 
 /// The answer to submit().

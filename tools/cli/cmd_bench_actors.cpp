@@ -61,12 +61,13 @@ void run(const bench_actors_flags& flags) {
   std::atomic<std::int64_t> deltas{0};
 
   scheduler_setup setup;
-  setup.config.max_num_seqs = flags.sequences;
-  setup.config.max_num_batched_tokens = std::max(setup.config.max_num_batched_tokens, flags.sequences * 2);
-  setup.config.max_model_len = flags.prompt_tokens + flags.steps + 64;
-  const std::int32_t blocks_per_seq = setup.config.max_model_len / setup.config.block_size + 2;
-  setup.config.num_device_blocks = blocks_per_seq * flags.sequences;
-  setup.kv = spawn_kv_manager(system, kv_manager_config(setup.config));
+  setup.loop.scheduler.max_num_seqs = flags.sequences;
+  setup.loop.scheduler.max_num_batched_tokens =
+      std::max(setup.loop.scheduler.max_num_batched_tokens, flags.sequences * 2);
+  setup.loop.scheduler.max_model_len = flags.prompt_tokens + flags.steps + 64;
+  const std::int32_t blocks_per_seq = setup.loop.scheduler.max_model_len / setup.loop.scheduler.block_size + 2;
+  setup.loop.scheduler.num_device_blocks = blocks_per_seq * flags.sequences;
+  setup.kv = spawn_kv_manager(system, kv_manager_config(setup.loop.scheduler));
   setup.executor = system.spawn(instant_executor, executed);
   for (int i = 0; i < flags.tokenizer_workers; ++i) setup.shards.push_back(spawn_tokenizer(system, preparer));
   const auto start = std::chrono::steady_clock::now();
