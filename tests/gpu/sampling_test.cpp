@@ -149,7 +149,7 @@ std::vector<sample_output> sample_on_device(backend& b, const std::vector<sampli
   const auto plan = b.plan_step(step.batch, step.spec, step.geometry);
   const device_matrix device_logits =
       upload_matrix(b, dtype::f32, static_cast<std::int64_t>(rows.size()), vocab, logits.data(), vocab + 32);
-  return b.sample(*plan, device_logits.view);
+  return b.sample(*plan, device_logits.view).rows;
 }
 
 TEST_F(sampling, MatchesReferenceForEverySetting) {

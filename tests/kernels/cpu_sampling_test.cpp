@@ -151,7 +151,7 @@ TEST_P(SamplingAtLevel, DrawsTheReferenceTokenUnderEveryFilter) {
       }
     }
     sampling_step step(*b, rows, sampling);
-    const auto results = b->sample(*step.plan, step.view);
+    const auto results = b->sample(*step.plan, step.view).rows;
     ASSERT_EQ(results.size(), rows.size());
     std::size_t checked = 0;
     for (std::size_t r = 0; r < rows.size(); ++r) {
@@ -181,7 +181,7 @@ TEST(Sampling, GreedyBreaksTiesTowardsTheLowestId) {
   top1.temperature = 0.7f;
   top1.top_k = 1;
   sampling_step step(*b, {row, row}, {row_for(greedy, 1, 0), row_for(top1, 2, 0)});
-  const auto results = b->sample(*step.plan, step.view);
+  const auto results = b->sample(*step.plan, step.view).rows;
   EXPECT_EQ(results[0].token, 5);
   EXPECT_EQ(results[1].token, 5);
 }
@@ -202,7 +202,7 @@ TEST(Sampling, PenaltiesBiasAndSuppressionShapeTheLogprobs) {
   p.top_logprobs = 5;
   const std::vector<int> prompt = {1, 2, 3, 3, 40}, output = {2, 2, 9, 40, 40, 40}, suppressed = {11, 12};
   sampling_step step(*b, {row}, {row_for(p, 5, 0, prompt, output, suppressed)});
-  const auto result = b->sample(*step.plan, step.view).front();
+  const auto result = b->sample(*step.plan, step.view).rows.front();
   const reference_draw want = reference(row, p, prompt, output, suppressed);
   EXPECT_EQ(result.token, want.greedy);
   EXPECT_NEAR(result.logprob, want.logprobs[static_cast<std::size_t>(want.greedy)], 1e-5);
@@ -229,7 +229,7 @@ TEST(Sampling, LogprobsAreTheLogSoftmaxBeforeTemperature) {
   p.logprobs = true;
   p.top_logprobs = 20;
   sampling_step step(*b, {row}, {row_for(p, 77, 3)});
-  const auto result = b->sample(*step.plan, step.view).front();
+  const auto result = b->sample(*step.plan, step.view).rows.front();
   const reference_draw want = reference(row, p, {}, {}, {});
   EXPECT_NEAR(result.logprob, want.logprobs[static_cast<std::size_t>(result.token)], 1e-5);
   ASSERT_EQ(result.top.size(), 20u);
@@ -256,7 +256,7 @@ TEST(Sampling, SeededRowGivesTheSameTokenAloneAndInABatch) {
   const std::vector<float> target = rng.floats(1000, -2.0f, 2.0f);
   for (std::uint64_t index = 0; index < 20; ++index) {
     sampling_step alone(*b, {target}, {row_for(p, 1234, index)});
-    const auto single = b->sample(*alone.plan, alone.view).front();
+    const auto single = b->sample(*alone.plan, alone.view).rows.front();
     std::vector<std::vector<float>> rows;
     std::vector<sampling_row> sampling;
     for (int other = 0; other < 8; ++other) {
@@ -268,7 +268,7 @@ TEST(Sampling, SeededRowGivesTheSameTokenAloneAndInABatch) {
       }
     }
     sampling_step batched(*b, rows, sampling);
-    const auto inside = b->sample(*batched.plan, batched.view)[5];
+    const auto inside = b->sample(*batched.plan, batched.view).rows[5];
     EXPECT_EQ(inside.token, single.token);
     EXPECT_EQ(inside.logprob, single.logprob);
   }
@@ -291,7 +291,7 @@ TEST(Sampling, EmpiricalDistributionMatchesTheFilteredProbabilities) {
   for (int i = 0; i < draws; ++i)
     sampling.push_back(row_for(p, static_cast<std::uint64_t>(i) * 2654435761u, static_cast<std::uint64_t>(i % 97)));
   sampling_step step(*b, std::vector<std::vector<float>>(draws, row), sampling);
-  const auto results = b->sample(*step.plan, step.view);
+  const auto results = b->sample(*step.plan, step.view).rows;
   const reference_draw want = reference(row, p, {}, {}, {});
   ASSERT_GE(want.kept.size(), 3u);
   std::map<int, int> counts;
@@ -318,7 +318,7 @@ TEST(Sampling, SuppressedIdsAreNeverDrawnAndBadIdsAreRejected) {
   const std::vector<int> suppressed = {4, 7};
   for (std::uint64_t seed = 0; seed < 200; ++seed) sampling.push_back(row_for(p, seed, 0, {}, {}, suppressed));
   sampling_step step(*b, std::vector<std::vector<float>>(200, row), sampling);
-  for (const auto& r : b->sample(*step.plan, step.view)) EXPECT_TRUE(r.token != 4 && r.token != 7);
+  for (const auto& r : b->sample(*step.plan, step.view).rows) EXPECT_TRUE(r.token != 4 && r.token != 7);
 
   sampling_params everything_off;
   std::vector<int> all(10);
