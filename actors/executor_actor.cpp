@@ -32,7 +32,9 @@ caf::result<step_result_ptr> run(executor_state& state, const scheduled_step& st
     } else {
       step_batch batch = build_step_batch(step, r.cache->spec().block_size);
       fill_sampling_rows(batch, step);
-      result->samples = r.model->step(batch, *r.cache, r.host.get());
+      sample_result sampled = r.model->step(batch, *r.cache, r.host.get());
+      result->samples = std::move(sampled.rows);
+      result->accepted = std::move(sampled.accepted);
     }
     result->execute_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     ++state.steps;

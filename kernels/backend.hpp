@@ -138,8 +138,9 @@ class backend {
   virtual void silu_mul(tensor_view gate_up, tensor_view out) = 0;
   /// out[L, H] = x[logits_indices[l], :].
   virtual void gather_logits_rows(const step_plan& plan, tensor_view x, tensor_view out) = 0;
-  /// Samples every logits row (f32 [L, V]) per plan's batch.sampling (see sampling.hpp).
-  virtual std::vector<sample_output> sample(const step_plan& plan, tensor_view logits) = 0;
+  /// Samples every logits row (f32 [L, V]) per plan's batch.sampling and
+  /// verifies its batch.verify groups (see sampling.hpp, speculative.hpp).
+  virtual sample_result sample(const step_plan& plan, tensor_view logits) = 0;
 };
 
 /// How make_backend builds a backend.

@@ -16,6 +16,26 @@
 //  6. draw u = philox_uniform(seed, token_index) and return the first id, in
 //     ascending id order over the kept ids, whose cumulative renormalised
 //     probability exceeds u (the last kept id if rounding leaves none).
+//
+// Verification of draft tokens (speculative decoding, kernels/speculative.hpp)
+// reuses these rules: a step_batch::verify group's row i is processed by
+// steps 1, 2, 4 and 5 exactly as an ordinary row with the same sampling_row
+// (whose output_tokens include the drafts before it), giving the target
+// distribution p_i; then, in row order,
+//  7. greedy rows (temperature 0 or top_k 1): draft d_{i+1} is accepted when
+//     it is row i's argmax (ties to the lowest id); the first rejected row
+//     emits its argmax;
+//  8. sampled rows: d_{i+1} is accepted when ua × q_i(d) < p_i(d), with
+//     ua = philox_uniform(seed ^ speculative_accept_key, token_index) (a
+//     stream of its own, so it never correlates with the draw) and q_i the
+//     draft's probability row (1 for a point-mass proposer); the first
+//     rejected row emits the first id, in ascending id order, whose
+//     cumulative share of max(0, p_i - q_i) exceeds u of step 6 (the draw
+//     from p_i when rounding leaves no residual);
+//  9. when every draft is accepted the last row emits its ordinary draw
+//     (steps 4-6: the bonus token);
+// 10. each emitted token's logprob and top entries are step 3 of its row,
+//     as for ordinary rows.
 
 #include <cstdint>
 #include <span>
@@ -61,6 +81,15 @@ struct sample_output {
   std::int32_t token = 0;
   float logprob = 0.0f;            ///< of `token`, valid when params->logprobs or top_logprobs > 0
   std::vector<token_logprob> top;  ///< the top_logprobs most likely ids, most likely first
+};
+
+/// What sampling one step produced.
+struct sample_result {
+  /// [L] one per logits row. Inside a verify group only rows first_row ..
+  /// first_row + accepted hold emitted tokens (the accepted drafts, then the
+  /// correction or bonus token); the group's later rows have token -1.
+  std::vector<sample_output> rows;
+  std::vector<std::int32_t> accepted;  ///< [step_batch::verify groups] drafts accepted by each
 };
 
 }  // namespace troupe

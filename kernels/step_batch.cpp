@@ -1,5 +1,6 @@
 #include "kernels/step_batch.hpp"
 
+#include <algorithm>
 #include <string>
 
 namespace troupe {
@@ -17,7 +18,64 @@ std::string check_csr(const std::vector<std::int32_t>& indptr, std::size_t expec
   return {};
 }
 
+// Rows [first, first + count) of logits_indices are consecutive tokens of one sequence.
+bool consecutive_tokens_of_one_sequence(const step_batch& batch, std::size_t first, std::size_t count) {
+  const std::int32_t start = batch.logits_indices[first];
+  const auto owner = std::upper_bound(batch.query_start.begin(), batch.query_start.end(), start);
+  if (owner == batch.query_start.end() || start + static_cast<std::int32_t>(count) > *owner) return false;
+  for (std::size_t r = 1; r < count; ++r) {
+    const std::int32_t token = batch.logits_indices[first + r];
+    if (token != start + static_cast<std::int32_t>(r)) return false;
+    if (batch.positions[static_cast<std::size_t>(token)] != batch.positions[static_cast<std::size_t>(token) - 1] + 1)
+      return false;
+  }
+  return true;
+}
+
+std::string check_verify_groups(const step_batch& batch) {
+  if (batch.verify.empty()) return {};
+  if (batch.sampling.empty()) return "verify groups need sampling rows";
+  const std::size_t num_rows = batch.logits_indices.size();
+  std::size_t next_free = 0;
+  for (const verify_group& group : batch.verify) {
+    const std::size_t drafts = group.drafts.size();
+    if (group.first_row < 0 || static_cast<std::size_t>(group.first_row) < next_free)
+      return "verify groups overlap or are not in row order";
+    const auto first = static_cast<std::size_t>(group.first_row);
+    if (first + drafts + 1 > num_rows) return "a verify group's rows lie outside the logits rows";
+    if (!group.draft_probs.empty() && (drafts == 0 || group.draft_probs.size() % drafts != 0))
+      return "a verify group's draft_probs is not one row per draft";
+    if (!consecutive_tokens_of_one_sequence(batch, first, drafts + 1))
+      return "a verify group's rows are not consecutive tokens of one sequence";
+    for (std::size_t r = 0; r < drafts; ++r) {
+      if (batch.token_ids[static_cast<std::size_t>(batch.logits_indices[first + r]) + 1] != group.drafts[r])
+        return "a verify group's drafts are not the tokens fed after its rows";
+    }
+    const std::span<const sampling_row> rows(batch.sampling.data() + first, drafts + 1);
+    if (auto e = verify_rows_problem(rows, group.drafts); !e.empty()) return e;
+    next_free = first + drafts + 1;
+  }
+  return {};
+}
+
 }  // namespace
+
+std::string verify_rows_problem(std::span<const sampling_row> rows, std::span<const std::int32_t> drafts) {
+  if (rows.size() != drafts.size() + 1) return "a verify group needs one sampling row more than it has drafts";
+  const sampling_row& first = rows.front();
+  for (std::size_t r = 1; r < rows.size(); ++r) {
+    const sampling_row& row = rows[r];
+    if (row.params != first.params || row.seed != first.seed)
+      return "the rows of a verify group differ in params or seed";
+    if (row.token_index != first.token_index + r) return "a verify group's token_index does not count up by one";
+    const std::size_t base = first.output_tokens.size();
+    if (row.output_tokens.size() != base + r ||
+        !std::equal(first.output_tokens.begin(), first.output_tokens.end(), row.output_tokens.begin()) ||
+        !std::equal(drafts.begin(), drafts.begin() + static_cast<std::ptrdiff_t>(r), row.output_tokens.begin() + base))
+      return "a verify group row's output_tokens are not the first row's followed by the drafts before it";
+  }
+  return {};
+}
 
 step_batch one_token_step(std::int32_t token_id) {
   step_batch batch;
@@ -66,7 +124,7 @@ std::string validate_step_batch(const step_batch& batch, const kv_cache_spec& sp
   }
   if (!batch.sampling.empty() && batch.sampling.size() != batch.logits_indices.size())
     return "sampling and logits_indices differ in length";
-  return {};
+  return check_verify_groups(batch);
 }
 
 }  // namespace troupe

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,17 @@ struct block_copy {
   std::int32_t dst = 0;
 };
 
+/// One sequence whose logits rows [first_row, first_row + drafts.size()]
+/// verify drafts (kernels/speculative.hpp). The rows are consecutive tokens
+/// of one sequence, t0 then d1..dj; row i has its own sampling_row with
+/// token_index = base + i and output_tokens = the outputs, then d1..di.
+struct verify_group {
+  std::int32_t first_row = 0;        ///< into logits_indices / sampling
+  std::vector<std::int32_t> drafts;  ///< [j] d1..dj, fed after t0 in this step
+  std::span<const float>
+      draft_probs;  ///< [j * vocab] q rows (after the request's sampling transforms); empty: point masses
+};
+
 /// The flat varlen batch the scheduler emits and a backend runs.
 struct step_batch {
   std::vector<std::int32_t> token_ids;         ///< [T]
@@ -58,6 +70,7 @@ struct step_batch {
   std::vector<std::int32_t> logits_indices;    ///< [L] token rows that need logits
   std::vector<sampling_row> sampling;          ///< [L] how to sample each logits row (empty: logits only)
   std::vector<block_copy> block_copies;        ///< run before the forward pass
+  std::vector<verify_group> verify;            ///< by ascending first_row, disjoint; needs `sampling`
 
   std::int64_t num_tokens() const { return static_cast<std::int64_t>(token_ids.size()); }
   std::int64_t num_sequences() const {
@@ -66,13 +79,21 @@ struct step_batch {
   std::int64_t num_logits_rows() const { return static_cast<std::int64_t>(logits_indices.size()); }
 };
 
+/// Empty when `rows` (j + 1) fit `drafts` (j) as verify_group describes: one
+/// seed and params, token_index counting up by one, row i's output_tokens
+/// the first row's followed by d1..di; else what is wrong.
+std::string verify_rows_problem(std::span<const sampling_row> rows, std::span<const std::int32_t> drafts);
+
 /// One sequence of one token, `token_id` at position 0, its K/V in slot 0 of
 /// block 0, with logits for that row and no sampling rows: the smallest
 /// valid step (timing probes, sampling tests).
 step_batch one_token_step(std::int32_t token_id);
 
 /// Checks the internal consistency of `batch` against `spec` (CSR monotone,
-/// sizes agree, block ids and slots in range, positions below seq_lens).
+/// sizes agree, block ids and slots in range, positions below seq_lens,
+/// verify groups inside the logits rows, disjoint, fed their drafts, with
+/// sampling rows as verify_group describes; draft_probs' length against the
+/// vocabulary is the backend's check).
 /// Returns an empty string when valid, else what is wrong.
 std::string validate_step_batch(const step_batch& batch, const kv_cache_spec& spec);
 

@@ -124,7 +124,7 @@ std::vector<runner_result> batch_runner::generate(const std::vector<runner_reque
       }
     }
     const auto start = std::chrono::steady_clock::now();
-    const std::vector<sample_output> outputs = model_.step(batch, *cache_, nullptr);
+    const std::vector<sample_output> outputs = model_.step(batch, *cache_, nullptr).rows;
     record_step(batch, start);
     for (auto& seq : seqs) seq.num_computed += seq.step_tokens;
     for (std::size_t i = 0; i < sampled.size(); ++i) {

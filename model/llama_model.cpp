@@ -196,7 +196,7 @@ tensor_view llama_model::forward(const step_batch& batch, kv_cache& cache, host_
   return logits;
 }
 
-std::vector<sample_output> llama_model::step(const step_batch& batch, kv_cache& cache, host_block_pool* host) {
+sample_result llama_model::step(const step_batch& batch, kv_cache& cache, host_block_pool* host) {
   const tensor_view logits = forward(batch, cache, host);
   if (batch.num_logits_rows() == 0) return {};
   return backend_.sample(*plan_, logits);

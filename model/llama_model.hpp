@@ -39,8 +39,9 @@ class llama_model {
   /// rows, in backend memory valid until the next call. `host` may be null
   /// when the batch has no host copies.
   tensor_view forward(const step_batch& batch, kv_cache& cache, host_block_pool* host);
-  /// forward() then samples every logits row with the batch's sampling rows.
-  std::vector<sample_output> step(const step_batch& batch, kv_cache& cache, host_block_pool* host);
+  /// forward() then samples every logits row with the batch's sampling rows
+  /// and verifies its verify groups (backend::sample).
+  sample_result step(const step_batch& batch, kv_cache& cache, host_block_pool* host);
   /// forward() then copies the logits to the host: [L * vocab] floats, row major.
   std::vector<float> logits(const step_batch& batch, kv_cache& cache, host_block_pool* host);
 

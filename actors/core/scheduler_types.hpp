@@ -202,6 +202,7 @@ struct scheduled_step {
 struct step_result {
   std::uint64_t step = 0;
   std::vector<sample_output> samples;  ///< [L]
+  std::vector<std::int32_t> accepted;  ///< [verify groups of the step] drafts accepted
   double execute_s = 0;                ///< wall seconds the executor spent on the step (forward + sampling)
 };
 

@@ -14,20 +14,6 @@ namespace troupe::cpu {
 
 namespace {
 
-const isa_kernels& kernels_for(isa_level level) {
-  switch (level) {
-    case isa_level::scalar:
-      return isa_kernels_scalar();
-    case isa_level::avx2:
-      return isa_kernels_avx2();
-    case isa_level::avx512:
-      return isa_kernels_avx512();
-    case isa_level::avx512_bf16:
-      return isa_kernels_avx512_bf16();
-  }
-  return isa_kernels_scalar();
-}
-
 isa_level choose_isa(const cpu_backend_options& options) {
   if (!options.max_isa) return detected_isa();
   if (!isa_supported(*options.max_isa))

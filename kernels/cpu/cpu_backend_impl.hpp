@@ -104,7 +104,7 @@ class cpu_backend final : public backend {
   void attention(const step_plan& plan, tensor_view q, const kv_cache& cache, int layer, tensor_view out) override;
   void silu_mul(tensor_view gate_up, tensor_view out) override;
   void gather_logits_rows(const step_plan& plan, tensor_view x, tensor_view out) override;
-  std::vector<sample_output> sample(const step_plan& plan, tensor_view logits) override;
+  sample_result sample(const step_plan& plan, tensor_view logits) override;
 
   /// The kernel table in use (tests and benchmarks report it).
   const isa_kernels& kernels() const { return kernels_; }

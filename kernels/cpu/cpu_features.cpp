@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/isa_kernels.hpp"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
@@ -77,6 +79,20 @@ std::optional<isa_level> parse_isa(std::string_view name) {
     if (isa_name(level) == name) return level;
   }
   return std::nullopt;
+}
+
+const isa_kernels& kernels_for(isa_level level) {
+  switch (level) {
+    case isa_level::scalar:
+      return isa_kernels_scalar();
+    case isa_level::avx2:
+      return isa_kernels_avx2();
+    case isa_level::avx512:
+      return isa_kernels_avx512();
+    case isa_level::avx512_bf16:
+      return isa_kernels_avx512_bf16();
+  }
+  return isa_kernels_scalar();
 }
 
 }  // namespace troupe::cpu

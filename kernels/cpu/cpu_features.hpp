@@ -24,6 +24,11 @@ std::string_view isa_name(isa_level level);
 /// Parses an isa_name() string.
 std::optional<isa_level> parse_isa(std::string_view name);
 
+struct isa_kernels;
+
+/// The kernel table of `level` (isa_kernels.hpp).
+const isa_kernels& kernels_for(isa_level level);
+
 /// Levels this machine can run, scalar first (used by tests to force each path).
 inline bool isa_supported(isa_level level) { return static_cast<int>(level) <= static_cast<int>(detected_isa()); }
 

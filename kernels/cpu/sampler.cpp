@@ -8,8 +8,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cpu/cpu_backend_impl.hpp"
-#include "kernels/cpu/cpu_plan.hpp"
 #include "kernels/philox.hpp"
 
 namespace troupe::cpu {
@@ -153,40 +151,25 @@ std::int64_t filter_candidates(const isa_kernels& kernels, const sampling_params
   return kept;
 }
 
-// Step 6: the first id in ascending order whose cumulative renormalised
-// probability exceeds u.
-std::int32_t draw(const isa_kernels& kernels, const float* z, std::int64_t vocab, float z_max, float u,
-                  sampler_scratch& s) {
-  if (s.ids.empty()) {  // nothing filtered: the whole vocabulary in id order
+// The kept ids' weights: the whole vocabulary in id order when nothing was
+// filtered, else the kept ids in ascending order.
+draw_distribution weigh_candidates(const isa_kernels& kernels, const float* z, std::int64_t vocab, float z_max,
+                                   sampler_scratch& s) {
+  draw_distribution d;
+  if (s.ids.empty()) {
     s.weights.resize(static_cast<std::size_t>(vocab));
     kernels.exp_scaled(z, vocab, 1.0f, z_max, s.weights.data());
-    double total = 0.0;
-    for (float w : s.weights) total += w;
-    const double threshold = static_cast<double>(u) * total;
-    double cumulative = 0.0;
-    std::int32_t last = 0;
-    for (std::int64_t i = 0; i < vocab; ++i) {
-      if (s.weights[static_cast<std::size_t>(i)] <= 0.0f) continue;
-      cumulative += s.weights[static_cast<std::size_t>(i)];
-      last = static_cast<std::int32_t>(i);
-      if (cumulative > threshold) return last;
-    }
-    return last;
+    d.size = vocab;
+  } else {
+    std::sort(s.ids.begin(), s.ids.end());
+    s.weights.resize(s.ids.size());
+    for (std::size_t i = 0; i < s.ids.size(); ++i) s.weights[i] = std::exp(z[s.ids[i]] - z_max);
+    d.ids = s.ids.data();
+    d.size = static_cast<std::int64_t>(s.ids.size());
   }
-  std::sort(s.ids.begin(), s.ids.end());
-  s.weights.resize(s.ids.size());
-  double total = 0.0;
-  for (std::size_t i = 0; i < s.ids.size(); ++i) {
-    s.weights[i] = std::exp(z[s.ids[i]] - z_max);
-    total += s.weights[i];
-  }
-  const double threshold = static_cast<double>(u) * total;
-  double cumulative = 0.0;
-  for (std::size_t i = 0; i < s.ids.size(); ++i) {
-    cumulative += s.weights[i];
-    if (cumulative > threshold) return s.ids[i];
-  }
-  return s.ids.back();
+  d.weights = s.weights.data();
+  for (std::int64_t i = 0; i < d.size; ++i) d.total += d.weights[i];
+  return d;
 }
 
 }  // namespace
@@ -199,59 +182,73 @@ std::uint64_t order_key(float value, std::int32_t id) {
   return (static_cast<std::uint64_t>(bits) << 32) | (0xffffffffu - static_cast<std::uint32_t>(id));
 }
 
-sample_output sample_row(const isa_kernels& kernels, const float* input, std::int64_t vocab, const sampling_row& row,
-                         sampler_scratch& s) {
+draw_distribution prepare_distribution(const isa_kernels& kernels, const float* input, std::int64_t vocab,
+                                       const sampling_row& row, sampler_scratch& s) {
   if (row.params == nullptr) throw std::invalid_argument("sample: a sampling row has no params");
   const sampling_params& params = *row.params;
   s.logits.assign(input, input + vocab);
   apply_adjustments(params, row, vocab, s.logits, s.ids);
   const float* logits = s.logits.data();
-  sample_output result;
-  const bool greedy = params.temperature <= 0.0f || params.top_k == 1;
-  if (greedy) {
-    result.token = argmax_lowest(kernels, logits, vocab);
-  } else {
-    const float* z = logits;
-    if (params.temperature != 1.0f) {
-      s.scaled.resize(static_cast<std::size_t>(vocab));
-      for (std::int64_t i = 0; i < vocab; ++i) s.scaled[static_cast<std::size_t>(i)] = logits[i] / params.temperature;
-      z = s.scaled.data();
-    }
-    const float z_max = kernels.row_max(z, vocab);
-    if (z_max == negative_infinity) {
-      result.token = argmax_lowest(kernels, logits, vocab);  // every id suppressed: nothing to draw from
-    } else {
-      filter_candidates(kernels, params, z, vocab, z_max, s);
-      result.token = draw(kernels, z, vocab, z_max, philox_uniform(row.seed, row.token_index), s);
-    }
+  draw_distribution d;
+  if (params.temperature <= 0.0f || params.top_k == 1) {
+    d.point = argmax_lowest(kernels, logits, vocab);
+    return d;
   }
-  if (params.logprobs || params.top_logprobs > 0) {
-    const float max = kernels.row_max(logits, vocab);
-    const float log_normaliser =
-        max == negative_infinity ? max : max + static_cast<float>(std::log(kernels.sum_exp(logits, vocab, max)));
-    result.logprob = logits[result.token] - log_normaliser;
-    if (params.top_logprobs > 0)
-      result.top = top_entries(logits, vocab, static_cast<int>(std::min<std::int64_t>(params.top_logprobs, vocab)),
-                               log_normaliser);
+  const float* z = logits;
+  if (params.temperature != 1.0f) {
+    s.scaled.resize(static_cast<std::size_t>(vocab));
+    for (std::int64_t i = 0; i < vocab; ++i) s.scaled[static_cast<std::size_t>(i)] = logits[i] / params.temperature;
+    z = s.scaled.data();
   }
-  return result;
+  const float z_max = kernels.row_max(z, vocab);
+  if (z_max == negative_infinity) {
+    d.point = argmax_lowest(kernels, logits, vocab);  // every id suppressed: nothing to draw from
+    return d;
+  }
+  filter_candidates(kernels, params, z, vocab, z_max, s);
+  return weigh_candidates(kernels, z, vocab, z_max, s);
 }
 
-std::vector<sample_output> cpu_backend::sample(const step_plan& plan_base, tensor_view logits) {
-  const auto* plan = dynamic_cast<const cpu_step_plan*>(&plan_base);
-  require(plan != nullptr, "sample", "the plan was not made by the cpu backend");
-  const step_batch& batch = *plan->batch;
-  require(logits.type == dtype::f32, "sample", "logits must be f32");
-  require(logits.rows == batch.num_logits_rows(), "sample", "logits must have one row per logits index");
-  require(batch.sampling.size() == static_cast<std::size_t>(logits.rows), "sample",
-          "the step has no sampling settings for its logits rows");
-  std::vector<sample_output> results(static_cast<std::size_t>(logits.rows));
-  pool_.parallel_for(logits.rows, [&](std::int64_t r, int thread) {
-    results[static_cast<std::size_t>(r)] =
-        sample_row(kernels_, logits.as<const float>() + r * logits.row_stride, logits.cols,
-                   batch.sampling[static_cast<std::size_t>(r)], *sampler_scratch_[static_cast<std::size_t>(thread)]);
-  });
-  return results;
+std::int32_t draw_token(const draw_distribution& d, float u) {
+  if (d.point >= 0) return d.point;
+  const double threshold = static_cast<double>(u) * d.total;
+  double cumulative = 0.0;
+  if (d.ids == nullptr) {
+    std::int32_t last = 0;
+    for (std::int64_t i = 0; i < d.size; ++i) {
+      if (d.weights[i] <= 0.0f) continue;
+      cumulative += d.weights[i];
+      last = static_cast<std::int32_t>(i);
+      if (cumulative > threshold) return last;
+    }
+    return last;
+  }
+  for (std::int64_t i = 0; i < d.size; ++i) {
+    cumulative += d.weights[i];
+    if (cumulative > threshold) return d.ids[i];
+  }
+  return d.ids[d.size - 1];
+}
+
+void fill_logprobs(const isa_kernels& kernels, const sampling_params& params, const float* logits, std::int64_t vocab,
+                   sample_output& out) {
+  if (!params.logprobs && params.top_logprobs <= 0) return;
+  const float max = kernels.row_max(logits, vocab);
+  const float log_normaliser =
+      max == negative_infinity ? max : max + static_cast<float>(std::log(kernels.sum_exp(logits, vocab, max)));
+  out.logprob = logits[out.token] - log_normaliser;
+  if (params.top_logprobs > 0)
+    out.top = top_entries(logits, vocab, static_cast<int>(std::min<std::int64_t>(params.top_logprobs, vocab)),
+                          log_normaliser);
+}
+
+sample_output sample_row(const isa_kernels& kernels, const float* input, std::int64_t vocab, const sampling_row& row,
+                         sampler_scratch& s) {
+  const draw_distribution distribution = prepare_distribution(kernels, input, vocab, row, s);
+  sample_output result;
+  result.token = draw_token(distribution, philox_uniform(row.seed, row.token_index));
+  fill_logprobs(kernels, *row.params, s.logits.data(), vocab, result);
+  return result;
 }
 
 }  // namespace troupe::cpu

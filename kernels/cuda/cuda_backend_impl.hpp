@@ -125,7 +125,7 @@ class cuda_backend final : public backend {
   void attention(const step_plan& plan, tensor_view q, const kv_cache& cache, int layer, tensor_view out) override;
   void silu_mul(tensor_view gate_up, tensor_view out) override;
   void gather_logits_rows(const step_plan& plan, tensor_view x, tensor_view out) override;
-  std::vector<sample_output> sample(const step_plan& plan, tensor_view logits) override;
+  sample_result sample(const step_plan& plan, tensor_view logits) override;
 
   /// The compute stream every op is enqueued on.
   cudaStream_t compute_stream() const { return compute_.get(); }
@@ -139,6 +139,9 @@ class cuda_backend final : public backend {
   device_buffer upload_packed(const upload_layout& layout);
   /// Copies `bytes` from `src` through a staging slot into `dst`, on the compute stream.
   void stage_to_device(void* dst, const void* src, std::size_t bytes);
+  /// Replaces the rows of batch.verify's groups in `result` by the host
+  /// reference's verification of their logits (copied back from the device).
+  void verify_on_host(const step_batch& batch, tensor_view logits, sample_result& result);
 
   cuda_backend_options options_;
   device_context device_;

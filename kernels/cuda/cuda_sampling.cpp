@@ -1,7 +1,10 @@
 // backend::sample on the device: per-row settings and token histories are
 // packed on the host (penalties need each distinct id of prompt and output
 // once, with its output count), the four sampling stages run on the compute
-// stream, and the tokens come back in one copy.
+// stream, and the tokens come back in one copy. Verify groups (speculative
+// decoding) are then decided on the host: their rows' logits are copied back
+// and run through the reference (kernels/speculative.hpp), so a batch without
+// groups takes exactly the device path.
 
 #include <algorithm>
 #include <cmath>
@@ -15,6 +18,7 @@
 #include "kernels/cuda/cuda_step_plan.hpp"
 #include "kernels/cuda/sampling_kernels.hpp"
 #include "kernels/cuda/upload_layout.hpp"
+#include "kernels/speculative.hpp"
 
 namespace troupe::cuda {
 
@@ -137,7 +141,28 @@ struct sampling_buffers {
 
 }  // namespace
 
-std::vector<sample_output> cuda_backend::sample(const step_plan& plan, tensor_view logits) {
+void cuda_backend::verify_on_host(const step_batch& batch, tensor_view logits, sample_result& result) {
+  const std::int64_t vocab = logits.cols;
+  const std::int64_t stride = logits.rows <= 1 ? vocab : logits.row_stride;
+  result.accepted.resize(batch.verify.size());
+  std::vector<float> host;
+  for (std::size_t g = 0; g < batch.verify.size(); ++g) {
+    const verify_group& group = batch.verify[g];
+    const auto num_rows = static_cast<std::int64_t>(group.drafts.size()) + 1;
+    host.resize(static_cast<std::size_t>((num_rows - 1) * stride + vocab));
+    copy_to_host(host.data(), logits.as<const float>() + group.first_row * stride, host.size() * sizeof(float));
+    const verify_input input{
+        host.data(),
+        stride,
+        vocab,
+        std::span(batch.sampling).subspan(static_cast<std::size_t>(group.first_row), group.drafts.size() + 1),
+        group.drafts,
+        group.draft_probs};
+    store_outcome(batch, g, verify_drafts(input), result);
+  }
+}
+
+sample_result cuda_backend::sample(const step_plan& plan, tensor_view logits) {
   const cuda_step_plan& p = plan_of(plan);
   const std::vector<sampling_row>& rows = p.batch->sampling;
   if (rows.empty()) return {};
@@ -199,7 +224,9 @@ std::vector<sample_output> cuda_backend::sample(const step_plan& plan, tensor_vi
   copy_to_host(readback_.data(), buffers.results.data(), readback_bytes);
   const auto* host_results = static_cast<const sampled_token*>(readback_.data());
   const sampled_token* host_top = host_results + num_rows;
-  std::vector<sample_output> outputs(num_rows);
+  sample_result result;
+  std::vector<sample_output>& outputs = result.rows;
+  outputs.resize(num_rows);
   for (std::size_t i = 0; i < num_rows; ++i) {
     const sampling_params& s = *rows[i].params;
     outputs[i].token = host_results[i].token;
@@ -209,7 +236,8 @@ std::vector<sample_output> cuda_backend::sample(const step_plan& plan, tensor_vi
       outputs[i].top.push_back({entry.token, entry.logprob});
     }
   }
-  return outputs;
+  if (!p.batch->verify.empty()) verify_on_host(*p.batch, logits, result);
+  return result;
 }
 
 }  // namespace troupe::cuda

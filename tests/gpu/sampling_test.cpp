@@ -150,7 +150,7 @@ std::vector<sample_output> sample_on_device(backend& b, const std::vector<sampli
   const device_matrix device_logits = upload_matrix(
       b, {.type = dtype::f32, .rows = static_cast<std::int64_t>(rows.size()), .cols = vocab, .stride = vocab + 32},
       logits.data());
-  return b.sample(*plan, device_logits.view);
+  return b.sample(*plan, device_logits.view).rows;
 }
 
 TEST_F(Sampling, MatchesReferenceForEverySetting) {

@@ -154,7 +154,7 @@ TEST_P(SamplingAtLevel, DrawsTheReferenceTokenUnderEveryFilter) {
       }
     }
     sampling_step step(*b, rows, sampling);
-    const auto results = b->sample(*step.plan, step.view);
+    const auto results = b->sample(*step.plan, step.view).rows;
     ASSERT_EQ(results.size(), rows.size());
     std::size_t checked = 0;
     for (std::size_t r = 0; r < rows.size(); ++r) {
@@ -186,7 +186,7 @@ TEST(Sampling, GreedyBreaksTiesTowardsTheLowestId) {
   sampling_step step(*b, {row, row},
                      {sampling_row{.params = &greedy, .seed = 1, .token_index = 0},
                       sampling_row{.params = &top1, .seed = 2, .token_index = 0}});
-  const auto results = b->sample(*step.plan, step.view);
+  const auto results = b->sample(*step.plan, step.view).rows;
   EXPECT_EQ(results[0].token, 5);
   EXPECT_EQ(results[1].token, 5);
 }
@@ -213,7 +213,7 @@ TEST(Sampling, PenaltiesBiasAndSuppressionShapeTheLogprobs) {
                                    .prompt_tokens = prompt,
                                    .output_tokens = output,
                                    .suppressed_tokens = suppressed}});
-  const auto result = b->sample(*step.plan, step.view).front();
+  const auto result = b->sample(*step.plan, step.view).rows.front();
   const reference_draw want = reference(row, p, {.prompt = prompt, .output = output, .suppressed = suppressed});
   EXPECT_EQ(result.token, want.greedy);
   EXPECT_NEAR(result.logprob, want.logprobs[static_cast<std::size_t>(want.greedy)], 1e-5);
@@ -240,7 +240,7 @@ TEST(Sampling, LogprobsAreTheLogSoftmaxBeforeTemperature) {
   p.logprobs = true;
   p.top_logprobs = 20;
   sampling_step step(*b, {row}, {sampling_row{.params = &p, .seed = 77, .token_index = 3}});
-  const auto result = b->sample(*step.plan, step.view).front();
+  const auto result = b->sample(*step.plan, step.view).rows.front();
   const reference_draw want = reference(row, p);
   EXPECT_NEAR(result.logprob, want.logprobs[static_cast<std::size_t>(result.token)], 1e-5);
   ASSERT_EQ(result.top.size(), 20u);
@@ -267,7 +267,7 @@ TEST(Sampling, SeededRowGivesTheSameTokenAloneAndInABatch) {
   const std::vector<float> target = rng.floats(1000, -2.0f, 2.0f);
   for (std::uint64_t index = 0; index < 20; ++index) {
     sampling_step alone(*b, {target}, {sampling_row{.params = &p, .seed = 1234, .token_index = index}});
-    const auto single = b->sample(*alone.plan, alone.view).front();
+    const auto single = b->sample(*alone.plan, alone.view).rows.front();
     std::vector<std::vector<float>> rows;
     std::vector<sampling_row> sampling;
     for (int other = 0; other < 8; ++other) {
@@ -279,7 +279,7 @@ TEST(Sampling, SeededRowGivesTheSameTokenAloneAndInABatch) {
       }
     }
     sampling_step batched(*b, rows, sampling);
-    const auto inside = b->sample(*batched.plan, batched.view)[5];
+    const auto inside = b->sample(*batched.plan, batched.view).rows[5];
     EXPECT_EQ(inside.token, single.token);
     EXPECT_EQ(inside.logprob, single.logprob);
   }
@@ -304,7 +304,7 @@ TEST(Sampling, EmpiricalDistributionMatchesTheFilteredProbabilities) {
                         .seed = static_cast<std::uint64_t>(i) * 2654435761u,
                         .token_index = static_cast<std::uint64_t>(i % 97)});
   sampling_step step(*b, std::vector<std::vector<float>>(draws, row), sampling);
-  const auto results = b->sample(*step.plan, step.view);
+  const auto results = b->sample(*step.plan, step.view).rows;
   const reference_draw want = reference(row, p);
   ASSERT_GE(want.kept.size(), 3u);
   std::map<int, int> counts;
@@ -332,19 +332,19 @@ TEST(Sampling, SuppressedIdsAreNeverDrawnAndBadIdsAreRejected) {
   for (std::uint64_t seed = 0; seed < 200; ++seed)
     sampling.push_back({.params = &p, .seed = seed, .token_index = 0, .suppressed_tokens = suppressed});
   sampling_step step(*b, std::vector<std::vector<float>>(200, row), sampling);
-  for (const auto& r : b->sample(*step.plan, step.view)) EXPECT_TRUE(r.token != 4 && r.token != 7);
+  for (const auto& r : b->sample(*step.plan, step.view).rows) EXPECT_TRUE(r.token != 4 && r.token != 7);
 
   sampling_params everything_off;
   std::vector<int> all(10);
   std::iota(all.begin(), all.end(), 0);
   sampling_step none_left(
       *b, {row}, {sampling_row{.params = &everything_off, .seed = 1, .token_index = 0, .suppressed_tokens = all}});
-  EXPECT_NO_THROW(b->sample(*none_left.plan, none_left.view));
+  EXPECT_NO_THROW(b->sample(*none_left.plan, none_left.view).rows);
 
   sampling_params bad;
   bad.logit_bias = {{10, 1.0f}};
   sampling_step out_of_range(*b, {row}, {sampling_row{.params = &bad, .seed = 1, .token_index = 0}});
-  EXPECT_THROW(b->sample(*out_of_range.plan, out_of_range.view), std::invalid_argument);
+  EXPECT_THROW(b->sample(*out_of_range.plan, out_of_range.view).rows, std::invalid_argument);
 }
 
 }  // namespace

@@ -33,14 +33,27 @@ for source in "$repo_root"/kernels/cuda/*.cpp; do
   [ "$name" = gemm ] && continue  # cuBLASLt: emu_gemm.cpp stands in
   g++ "${flags[@]}" -c "$source" -o "$build/obj/h_$name.o"
 done
-for name in dtype rope_spec step_batch tensor; do
+for name in dtype rope_spec step_batch tensor speculative; do
   g++ "${flags[@]}" -c "$repo_root/kernels/$name.cpp" -o "$build/obj/c_$name.o"
 done
+# Verify groups run on the host over the CPU sampler and its ISA tables
+# (flags as in kernels/CMakeLists.txt).
+for name in sampler cpu_features; do
+  g++ "${flags[@]}" -c "$repo_root/kernels/cpu/$name.cpp" -o "$build/obj/c_$name.o"
+done
+isa_flags=(-ffp-contract=off)
+g++ "${flags[@]}" "${isa_flags[@]}" -c "$repo_root/kernels/cpu/isa_scalar.cpp" -o "$build/obj/c_isa_scalar.o"
+isa_flags+=(-mavx2 -mfma -mf16c)
+g++ "${flags[@]}" "${isa_flags[@]}" -c "$repo_root/kernels/cpu/isa_avx2.cpp" -o "$build/obj/c_isa_avx2.o"
+isa_flags+=(-mavx512f -mavx512bw -mavx512vl -mavx512dq)
+g++ "${flags[@]}" "${isa_flags[@]}" -c "$repo_root/kernels/cpu/isa_avx512.cpp" -o "$build/obj/c_isa_avx512.o"
+g++ "${flags[@]}" "${isa_flags[@]}" -mavx512bf16 -c "$repo_root/kernels/cpu/isa_avx512bf16.cpp" \
+    -o "$build/obj/c_isa_avx512bf16.o"
 libs=()
 if [ -n "${TROUPE_EMULATOR_LIBS:-}" ]; then
   l="$TROUPE_EMULATOR_LIBS"
   libs=("$l/model/libtroupe_model.a" "$l/kernels/libtroupe_kernels.a" "$l/config/libtroupe_config.a"
-        "$l/model/libtroupe_text.a" "$l/model/libtroupe_chat.a" -ldnnl -lgomp -lpcre2-8 -lutf8proc -lboost_json
+        "$l/model/libtroupe_text.a" "$l/model/libtroupe_chat.a" "$l/base/libtroupe_base.a" -ldnnl -lgomp -lpcre2-8 -lutf8proc -lboost_json
         -lboost_container)
   g++ "${flags[@]}" -c "$repo_root/kernels/backend.cpp" -o "$build/obj/c_backend.o"
 else
