@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,17 @@ struct block_copy {
   std::int32_t dst = 0;
 };
 
+/// One sequence whose logits rows [first_row, first_row + drafts.size()]
+/// verify drafts (kernels/speculative.hpp). The rows are consecutive tokens
+/// of one sequence, t0 then d1..dj; row i has its own sampling_row with
+/// token_index = base + i and output_tokens = the outputs, then d1..di.
+struct verify_group {
+  std::int32_t first_row = 0;        ///< into logits_indices / sampling
+  std::vector<std::int32_t> drafts;  ///< [j] d1..dj, fed after t0 in this step
+  std::span<const float>
+      draft_probs;  ///< [j * vocab] q rows (after the request's sampling transforms); empty: point masses
+};
+
 /// The flat varlen batch the scheduler emits and a backend runs.
 struct step_batch {
   std::vector<std::int32_t> token_ids;         ///< [T]
@@ -58,6 +70,7 @@ struct step_batch {
   std::vector<std::int32_t> logits_indices;    ///< [L] token rows that need logits
   std::vector<sampling_row> sampling;          ///< [L] how to sample each logits row (empty: logits only)
   std::vector<block_copy> block_copies;        ///< run before the forward pass
+  std::vector<verify_group> verify;            ///< by ascending first_row, disjoint; needs `sampling`
 
   std::int64_t num_tokens() const { return static_cast<std::int64_t>(token_ids.size()); }
   std::int64_t num_sequences() const {
