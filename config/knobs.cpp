@@ -96,6 +96,12 @@ std::vector<knob_spec> engine_knobs() {
           boolean("batch_invariant", false,
                   "bitwise batch-independent numerics: a seeded request gives the same tokens whatever shares "
                   "its steps (cpu; slower prefill)"),
+          integer("num_speculative_tokens", 0, 0, 16, "tokens",
+                  "speculative decoding: draft tokens verified per decoding sequence and step at most (0: off)", true),
+          boolean("speculative_adaptive", true,
+                  "speculative decoding: each sequence's draft length follows its acceptance rate", true),
+          integer("speculative_max_batch", 16, 0, 65536, "sequences",
+                  "speculative decoding: skipped in steps with more decoding sequences than this", true),
           integer("test_fail_executor_after_steps", -1, -1, 1 << 30, "steps",
                   "testing only: the executor fails after this many steps (-1: never)"),
       },

@@ -42,6 +42,7 @@ kv_reply block_manager::plan(const kv_request& request) {
   ++plan_counter_;
   kv_reply reply;
   reply.step = request.step;
+  for (const kv_settle& op : request.settles) do_settle(op, reply);
   for (const kv_fork& op : request.forks) do_fork(op, reply);
   for (const kv_free& op : request.frees) do_free(op, reply);
   for (const kv_swap_out& op : request.swap_outs) do_swap_out(op, reply);
@@ -100,8 +101,10 @@ std::vector<std::int32_t> block_manager::find_cached_prefix(std::span<const std:
 }
 
 bool block_manager::needs_copy_on_write(const sequence_kv& seq) const {
+  // Shared, or cached: a forked child's partially filled last block is full
+  // and cached once its parent settles drafts it had written there before the fork.
   return !seq.blocks.empty() && seq.tokens.size() % static_cast<std::size_t>(config_.block_size) != 0 &&
-         pool_.ref_count(seq.blocks.back()) > 1;
+         (pool_.ref_count(seq.blocks.back()) > 1 || pool_.is_cached(seq.blocks.back()));
 }
 
 void block_manager::cache_full_blocks(sequence_kv& seq) {
@@ -115,8 +118,8 @@ void block_manager::cache_full_blocks(sequence_kv& seq) {
   }
 }
 
-void block_manager::grow(sequence_id id, sequence_kv& seq, std::span<const std::int32_t> tokens, std::int32_t keep_from,
-                         kv_reply& reply) {
+void block_manager::grow(sequence_id id, sequence_kv& seq, std::span<const std::int32_t> tokens,
+                         std::int32_t speculative, std::int32_t keep_from, kv_reply& reply) {
   const auto old_size = static_cast<std::int32_t>(seq.blocks.size());
   std::int32_t keep = std::min(old_size, keep_from);
   if (needs_copy_on_write(seq)) {
@@ -127,13 +130,27 @@ void block_manager::grow(sequence_id id, sequence_kv& seq, std::span<const std::
     seq.blocks.back() = copy;
     keep = std::min(keep, old_size - 1);
   }
-  const std::int32_t needed = blocks_for(static_cast<std::int64_t>(seq.tokens.size() + tokens.size()));
+  const std::int32_t needed = blocks_for(static_cast<std::int64_t>(seq.tokens.size() + tokens.size()) + speculative);
   while (static_cast<std::int32_t>(seq.blocks.size()) < needed) seq.blocks.push_back(pool_.allocate());
   seq.tokens.insert(seq.tokens.end(), tokens.begin(), tokens.end());
+  seq.speculative = speculative;
   cache_full_blocks(seq);
   if (keep < old_size || static_cast<std::int32_t>(seq.blocks.size()) > keep) {
     reply.deltas.push_back({id, keep, std::vector<std::int32_t>(seq.blocks.begin() + keep, seq.blocks.end())});
   }
+}
+
+std::int32_t block_manager::trim_to_tokens(sequence_kv& seq) {
+  seq.speculative = 0;
+  // Blocks past the settled tokens hold only speculative slots: never
+  // hashed and never shared (a fork takes the settled blocks only).
+  const auto keep = static_cast<std::size_t>(blocks_for(static_cast<std::int64_t>(seq.tokens.size())));
+  const auto released = static_cast<std::int32_t>(seq.blocks.size() - std::min(keep, seq.blocks.size()));
+  while (seq.blocks.size() > keep) {
+    pool_.release(seq.blocks.back());
+    seq.blocks.pop_back();
+  }
+  return released;
 }
 
 void block_manager::release_device_blocks(sequence_kv& seq, bool forget_prefix) {
@@ -146,12 +163,26 @@ void block_manager::release_device_blocks(sequence_kv& seq, bool forget_prefix) 
   seq.blocks.clear();
 }
 
+void block_manager::do_settle(const kv_settle& op, kv_reply& reply) {
+  const auto it = seqs_.find(op.seq);
+  if (it == seqs_.end()) return reply.refused.push_back({kv_op::settle, op.seq, kv_refusal::unknown_sequence});
+  sequence_kv& seq = it->second;
+  if (seq.swapped || op.accepted < 0 || op.accepted > seq.speculative ||
+      op.tokens.size() != static_cast<std::size_t>(op.accepted))
+    return reply.refused.push_back({kv_op::settle, op.seq, kv_refusal::invalid});
+  seq.tokens.insert(seq.tokens.end(), op.tokens.begin(), op.tokens.end());
+  if (trim_to_tokens(seq) > 0) reply.deltas.push_back({op.seq, static_cast<std::int32_t>(seq.blocks.size()), {}});
+  cache_full_blocks(seq);
+}
+
 void block_manager::do_fork(const kv_fork& op, kv_reply& reply) {
   const auto parent = seqs_.find(op.parent);
   if (parent == seqs_.end()) return reply.refused.push_back({kv_op::fork, op.child, kv_refusal::unknown_sequence});
   if (parent->second.swapped || seqs_.count(op.child) != 0 || op.child == op.parent)
     return reply.refused.push_back({kv_op::fork, op.child, kv_refusal::invalid});
   sequence_kv child = parent->second;
+  child.speculative = 0;  // the parent's unsettled slots stay its own
+  child.blocks.resize(static_cast<std::size_t>(blocks_for(static_cast<std::int64_t>(child.tokens.size()))));
   for (std::int32_t block : child.blocks) pool_.retain(block);
   reply.deltas.push_back({op.child, 0, child.blocks});
   seqs_.emplace(op.child, std::move(child));
@@ -172,8 +203,10 @@ void block_manager::do_swap_out(const kv_swap_out& op, kv_reply& reply) {
   if (it == seqs_.end()) return reply.refused.push_back({kv_op::swap_out, op.seq, kv_refusal::unknown_sequence});
   sequence_kv& seq = it->second;
   if (seq.swapped) return reply.refused.push_back({kv_op::swap_out, op.seq, kv_refusal::invalid});
-  const auto count = static_cast<std::int32_t>(seq.blocks.size());
+  // Unsettled speculative slots are dropped, not swapped.
+  const std::int32_t count = blocks_for(static_cast<std::int64_t>(seq.tokens.size()));
   if (count > host_.num_free()) return reply.refused.push_back({kv_op::swap_out, op.seq, kv_refusal::no_host_blocks});
+  trim_to_tokens(seq);
   seq.host_blocks = host_.take(count);
   for (std::int32_t i = 0; i < count; ++i) {
     reply.copies.push_back({block_location::device, seq.blocks[static_cast<std::size_t>(i)], block_location::host,
@@ -188,12 +221,14 @@ void block_manager::do_append(const kv_append& op, kv_reply& reply) {
   const auto it = seqs_.find(op.seq);
   if (it == seqs_.end()) return reply.refused.push_back({kv_op::append, op.seq, kv_refusal::unknown_sequence});
   sequence_kv& seq = it->second;
-  if (seq.swapped) return reply.refused.push_back({kv_op::append, op.seq, kv_refusal::invalid});
+  if (seq.swapped || seq.speculative > 0 || op.num_speculative < 0 || (op.num_speculative > 0 && op.tokens.empty()))
+    return reply.refused.push_back({kv_op::append, op.seq, kv_refusal::invalid});
   if (op.tokens.empty()) return;
-  const std::int32_t needed = blocks_for(static_cast<std::int64_t>(seq.tokens.size() + op.tokens.size())) -
-                              static_cast<std::int32_t>(seq.blocks.size()) + (needs_copy_on_write(seq) ? 1 : 0);
+  const std::int32_t needed =
+      blocks_for(static_cast<std::int64_t>(seq.tokens.size() + op.tokens.size()) + op.num_speculative) -
+      static_cast<std::int32_t>(seq.blocks.size()) + (needs_copy_on_write(seq) ? 1 : 0);
   if (needed > pool_.num_free()) return reply.refused.push_back({kv_op::append, op.seq, kv_refusal::no_device_blocks});
-  grow(op.seq, seq, op.tokens, std::numeric_limits<std::int32_t>::max(), reply);
+  grow(op.seq, seq, op.tokens, op.num_speculative, std::numeric_limits<std::int32_t>::max(), reply);
 }
 
 void block_manager::do_swap_in(const kv_swap_in& op, kv_reply& reply) {
@@ -234,7 +269,7 @@ void block_manager::do_swap_in(const kv_swap_in& op, kv_reply& reply) {
   host_.give_back(seq.host_blocks);
   seq.host_blocks.clear();
   seq.swapped = false;
-  grow(op.seq, seq, op.tokens, 0, reply);
+  grow(op.seq, seq, op.tokens, 0, 0, reply);
 }
 
 void block_manager::do_allocate(const kv_allocate& op, kv_reply& reply) {
@@ -260,7 +295,7 @@ void block_manager::do_allocate(const kv_allocate& op, kv_reply& reply) {
   seq.adapter_id = op.adapter_id;
   seq.cache_blocks = use_cache;
   grow(op.seq, seq,
-       std::span(op.tokens).subspan(static_cast<std::size_t>(cached), static_cast<std::size_t>(end - cached)), 0,
+       std::span(op.tokens).subspan(static_cast<std::size_t>(cached), static_cast<std::size_t>(end - cached)), 0, 0,
        reply);
   if (use_cache) {
     prefix_query_tokens_ += static_cast<std::uint64_t>(length);
@@ -284,6 +319,11 @@ std::int32_t block_manager::num_tokens(sequence_id seq) const {
   return it == seqs_.end() ? 0 : static_cast<std::int32_t>(it->second.tokens.size());
 }
 
+std::int32_t block_manager::num_speculative(sequence_id seq) const {
+  const auto it = seqs_.find(seq);
+  return it == seqs_.end() ? 0 : it->second.speculative;
+}
+
 bool block_manager::is_swapped(sequence_id seq) const {
   const auto it = seqs_.find(seq);
   return it != seqs_.end() && it->second.swapped;
@@ -295,9 +335,11 @@ std::string block_manager::check_invariants() const {
   std::vector<std::int32_t> host_owner(static_cast<std::size_t>(host_.num_blocks()), 0);
   for (const auto& [id, seq] : seqs_) {
     const std::string name = "sequence " + std::to_string(id);
-    const std::int32_t expected = blocks_for(static_cast<std::int64_t>(seq.tokens.size()));
+    const std::int32_t expected = blocks_for(static_cast<std::int64_t>(seq.tokens.size()) + seq.speculative);
     const auto& table = seq.swapped ? seq.host_blocks : seq.blocks;
     if (static_cast<std::int32_t>(table.size()) != expected) return name + " has a table of the wrong length";
+    if (seq.speculative < 0 || (seq.swapped && seq.speculative != 0))
+      return name + " has speculative slots it cannot have";
     if (seq.swapped && !seq.blocks.empty()) return name + " is swapped but holds device blocks";
     if (seq.digests.size() > seq.tokens.size() / static_cast<std::size_t>(config_.block_size))
       return name + " has digests for blocks that are not full";

@@ -46,8 +46,10 @@ class block_manager final : public kv_planner {
   std::span<const std::int32_t> block_table(sequence_id seq) const;
   /// The host slots of a swapped sequence (empty otherwise).
   std::span<const std::int32_t> host_table(sequence_id seq) const;
-  /// Slots (tokens) a sequence has, 0 when unknown.
+  /// Settled slots (tokens) a sequence has, 0 when unknown.
   std::int32_t num_tokens(sequence_id seq) const;
+  /// Unsettled speculative slots after its tokens, 0 when none or unknown.
+  std::int32_t num_speculative(sequence_id seq) const;
   /// Whether it holds `seq` (on device or host).
   bool has_sequence(sequence_id seq) const { return seqs_.count(seq) != 0; }
   /// Whether `seq` is in the host pool.
@@ -68,11 +70,13 @@ class block_manager final : public kv_planner {
     std::vector<std::int32_t> blocks;       ///< device table while resident
     std::vector<std::int32_t> host_blocks;  ///< host slots while swapped
     bool swapped = false;
-    std::vector<std::int32_t> tokens;  ///< ids of every slot, in order
-    std::vector<digest128> digests;    ///< chain digest of each full block
+    std::vector<std::int32_t> tokens;  ///< ids of every settled slot, in order
+    std::int32_t speculative = 0;      ///< unsettled slots after `tokens` (resident only)
+    std::vector<digest128> digests;    ///< chain digest of each block full of settled tokens
     std::int32_t adapter_id = 0;
     bool cache_blocks = true;
   };
+  void do_settle(const kv_settle& op, kv_reply& reply);
   void do_fork(const kv_fork& op, kv_reply& reply);
   void do_free(const kv_free& op, kv_reply& reply);
   void do_swap_out(const kv_swap_out& op, kv_reply& reply);
@@ -87,13 +91,18 @@ class block_manager final : public kv_planner {
   /// Leading blocks of `tokens` found in the cache (at most `max_blocks`).
   std::vector<std::int32_t> find_cached_prefix(std::span<const std::int32_t> tokens, std::int32_t adapter_id,
                                                std::int32_t max_blocks, std::vector<digest128>& digests) const;
-  /// Adds slots for `tokens` to a resident sequence whose capacity and
-  /// copy-on-write were already checked; records the table change.
-  void grow(sequence_id id, sequence_kv& seq, std::span<const std::int32_t> tokens, std::int32_t keep_from,
-            kv_reply& reply);
+  /// Adds slots for `tokens`, then `speculative` unsettled ones, to a
+  /// resident sequence whose capacity and copy-on-write were already
+  /// checked; records the table change.
+  void grow(sequence_id id, sequence_kv& seq, std::span<const std::int32_t> tokens, std::int32_t speculative,
+            std::int32_t keep_from, kv_reply& reply);
+  /// Releases the blocks past those its settled tokens need (after dropping
+  /// its speculative slots); the number released.
+  std::int32_t trim_to_tokens(sequence_kv& seq);
   /// Indexes every newly full block of `seq`.
   void cache_full_blocks(sequence_kv& seq);
-  /// Whether appending to `seq` must first copy its shared, partially filled last block.
+  /// Whether appending to `seq` must first copy its partially filled last
+  /// block: shared with another table, or in the prefix cache.
   bool needs_copy_on_write(const sequence_kv& seq) const;
   void release_device_blocks(sequence_kv& seq, bool forget_prefix);
 

@@ -43,6 +43,10 @@ class device_block_pool {
   std::int32_t ref_count(std::int32_t block) const { return meta_[static_cast<std::size_t>(block)].ref; }
   /// Whether `block` is in the prefix index.
   bool is_cached(std::int32_t block) const { return meta_[static_cast<std::size_t>(block)].cached; }
+  /// [block_size] the token ids a cached block was indexed with; empty when it is not cached.
+  std::span<const std::int32_t> cached_tokens(std::int32_t block) const {
+    return is_cached(block) ? tokens_of(block) : std::span<const std::int32_t>{};
+  }
 
   /// Takes a free block with reference count 1: an unused one first, else
   /// evicts the least recently released cached one. Requires num_free() > 0.

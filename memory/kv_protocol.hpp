@@ -8,10 +8,21 @@
 // messages in the actor layer).
 //
 // The manager applies the request's lists in this order, each in the order
-// given: forks, frees, swap_outs, appends, swap_ins, allocations. Frees and
-// swap-outs release blocks before anything needs them; forks come first so a
-// child keeps its parent's blocks even when the parent is freed in the same
-// request.
+// given: settles, forks, frees, swap_outs, appends, swap_ins, allocations.
+// Settles come first so a sequence's speculative slots are resolved before
+// anything else touches it; frees and swap-outs release blocks before
+// anything needs them; forks come before frees so a child keeps its parent's
+// blocks even when the parent is freed in the same request.
+//
+// Speculative slots: an append may add `num_speculative` slots after its
+// tokens for draft tokens whose fate is unknown when it is planned. They
+// hold K/V but no token ids: a block is hashed into the prefix cache only
+// once every slot in it holds a settled token, so a block with an unsettled
+// or rejected draft is never published. The sequence's next request settles
+// them (kv_settle: the accepted ones become ordinary, the rest are released)
+// before it may append again. A free drops them with everything else; a
+// swap-out drops them first (only settled slots go to the host); a fork
+// gives the child the settled slots only.
 
 #include <cstdint>
 #include <vector>
@@ -48,6 +59,18 @@ struct kv_swap_out {
 struct kv_append {
   sequence_id seq = 0;
   std::vector<std::int32_t> tokens;  ///< [k] ids written at positions num_tokens .. num_tokens+k-1
+  std::int32_t num_speculative = 0;  ///< unsettled slots after `tokens` for draft tokens (needs tokens, no
+                                     ///< unsettled slots before)
+};
+
+/// Resolves a sequence's speculative slots: the first `accepted` become
+/// ordinary slots holding `tokens` (hashed into the prefix cache once their
+/// blocks are full), the rest are released; trailing blocks left empty go
+/// back to the pool (reported as a kv_table_delta that keeps fewer blocks).
+struct kv_settle {
+  sequence_id seq = 0;
+  std::int32_t accepted = 0;         ///< 0 .. the sequence's speculative slots
+  std::vector<std::int32_t> tokens;  ///< [accepted] the accepted draft ids, in position order
 };
 
 /// Bring a swapped sequence back to the device, then append `tokens` as kv_append does.
@@ -70,6 +93,7 @@ struct kv_allocate {
 /// Everything one step needs from KV memory.
 struct kv_request {
   std::uint64_t step = 0;  ///< the scheduler's step number, echoed in the reply
+  std::vector<kv_settle> settles;
   std::vector<kv_fork> forks;
   std::vector<kv_free> frees;
   std::vector<kv_swap_out> swap_outs;
@@ -78,13 +102,13 @@ struct kv_request {
   std::vector<kv_allocate> allocations;
 
   bool empty() const {
-    return forks.empty() && frees.empty() && swap_outs.empty() && appends.empty() && swap_ins.empty() &&
-           allocations.empty();
+    return settles.empty() && forks.empty() && frees.empty() && swap_outs.empty() && appends.empty() &&
+           swap_ins.empty() && allocations.empty();
   }
 };
 
 /// Which kind of item a refusal is about.
-enum class kv_op : std::uint8_t { fork, free, swap_out, append, swap_in, allocate };
+enum class kv_op : std::uint8_t { settle, fork, free, swap_out, append, swap_in, allocate };
 
 /// Why an item was not applied.
 enum class kv_refusal : std::uint8_t {

@@ -45,6 +45,9 @@ const std::pair<const char*, engine_field> engine_fields[] = {
     {"tokenizer_workers", &engine_config::tokenizer_workers},
     {"request_timeout", &engine_config::request_timeout_s},
     {"batch_invariant", &engine_config::batch_invariant},
+    {"num_speculative_tokens", &engine_config::num_speculative_tokens},
+    {"speculative_adaptive", &engine_config::speculative_adaptive},
+    {"speculative_max_batch", &engine_config::speculative_max_batch},
     {"test_fail_executor_after_steps", &engine_config::test_fail_executor_after_steps}};
 
 void read(const config_store& knobs, const char* name, std::string& field) { field = knobs.get_text(name); }

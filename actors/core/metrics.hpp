@@ -48,11 +48,15 @@ struct scheduler_metrics {
   histogram model_execute_time_s{step_time_buckets_s()};  ///< executor time of each step with sequences
 
   std::uint64_t steps = 0;
-  std::uint64_t prompt_tokens = 0;                       ///< prompt tokens of admitted requests
-  std::uint64_t generation_tokens = 0;                   ///< sampled tokens
-  std::uint64_t requests_rejected = 0;                   ///< refused at submit (overloaded, too long, deadline)
-  std::map<std::string, std::uint64_t> preemptions;      ///< by kind: swap, recompute
-  std::map<std::string, std::uint64_t> request_success;  ///< by finish reason: stop, length, abort
+  std::uint64_t prompt_tokens = 0;                        ///< prompt tokens of admitted requests
+  std::uint64_t generation_tokens = 0;                    ///< sampled tokens
+  std::uint64_t requests_rejected = 0;                    ///< refused at submit (overloaded, too long, deadline)
+  std::map<std::string, std::uint64_t> preemptions;       ///< by kind: swap, recompute
+  std::map<std::string, std::uint64_t> request_success;   ///< by finish reason: stop, length, abort
+  std::uint64_t spec_drafts = 0;                          ///< verify groups: one sequence's drafts in one step
+  std::uint64_t spec_draft_tokens = 0;                    ///< drafts verified
+  std::uint64_t spec_accepted_tokens = 0;                 ///< drafts accepted
+  std::vector<std::uint64_t> spec_accepted_per_position;  ///< [>= k_max] groups that accepted draft i (0-based)
 
   int num_running = 0;  ///< gauges, set after each planned step
   int num_waiting = 0;

@@ -14,6 +14,7 @@ void drop_kv(sequence& seq) {
   seq.host_blocks = 0;
   seq.shared_prefix_blocks = 0;
   seq.may_share_last_block = false;
+  seq.unsettled_slots = 0;
 }
 
 }  // namespace
@@ -39,6 +40,7 @@ void sequence::to_swapped(std::int32_t blocks) {
   block_table.clear();
   shared_prefix_blocks = 0;
   may_share_last_block = false;
+  unsettled_slots = 0;
 }
 
 void sequence::to_swapped_in() {
@@ -77,14 +79,16 @@ std::string sequence::invariant_problem(std::int32_t block_size) const {
       if (!kv_known) return "a running sequence the KV manager does not hold";
       if (host_blocks != 0) return "a running sequence with host blocks";
       if (blocks * block_size < num_computed) return "a running sequence's blocks do not cover its computed tokens";
+      if (blocks * block_size < num_computed + unsettled_slots)
+        return "a running sequence's blocks do not cover its unsettled slots";
       return {};
     case sequence_status::swapped:
       if (!kv_known) return "a swapped sequence the KV manager does not hold";
-      if (blocks != 0 || shares) return "a swapped sequence with device blocks";
+      if (blocks != 0 || shares || unsettled_slots != 0) return "a swapped sequence with device blocks";
       return {};
     case sequence_status::waiting:
     case sequence_status::finished:
-      if (kv_known || num_computed != 0 || blocks != 0 || host_blocks != 0 || shares)
+      if (kv_known || num_computed != 0 || blocks != 0 || host_blocks != 0 || shares || unsettled_slots != 0)
         return "a waiting or finished sequence with KV state left";
       return {};
   }

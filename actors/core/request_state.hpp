@@ -30,11 +30,20 @@ enum class sequence_status : std::uint8_t {
 /// table). Together they keep these invariants, outside a step being
 /// planned (the KV reply fills the block table of a sequence granted a
 /// swap-in or an allocation before take_step commits the grant):
-///  - running: kv_known; host_blocks == 0; block_table covers num_computed tokens.
+///  - running: kv_known; host_blocks == 0; block_table covers num_computed
+///    tokens and the unsettled_slots after them.
 ///  - swapped: kv_known; its blocks are in the host pool (host_blocks), none
-///    on the device (block_table empty, nothing shared); num_computed kept.
+///    on the device (block_table empty, nothing shared, nothing unsettled);
+///    num_computed kept.
 ///  - waiting, finished: no KV anywhere: !kv_known, num_computed == 0,
-///    block_table empty, host_blocks == 0, nothing shared.
+///    block_table empty, host_blocks == 0, nothing shared or unsettled.
+/// Speculative decoding: a step in flight may have planned unsettled_slots
+/// draft slots after num_computed. The result settles them (num_computed
+/// grows by the accepted drafts, the table mirror drops the rest, a
+/// kv_settle is queued); a preemption or finish before that drops them, as
+/// the KV manager's swap-out or free does. The draft storage (draft_context,
+/// draft_probs) backs the step's hooks and is only rewritten by the next
+/// set_drafts, never by a transition.
 /// The KV manager's side (the free, swap-out, swap-in or allocation that
 /// matches a transition) is the scheduler's to request.
 struct sequence {
@@ -43,18 +52,23 @@ struct sequence {
   int choice = 0;
   std::uint64_t seed = 0;  ///< choice_seed(request seed, choice)
   sequence_status status = sequence_status::waiting;
-  std::vector<std::int32_t> outputs;      ///< sampled tokens
-  std::int32_t num_computed = 0;          ///< tokens whose K/V is written or being written
-  std::vector<std::int32_t> block_table;  ///< device blocks (running); empty otherwise
-  std::int32_t host_blocks = 0;           ///< blocks held in the host pool (swapped)
-  std::int32_t shared_prefix_blocks = 0;  ///< leading blocks that may be shared (prefix hits, fork)
-  bool may_share_last_block = false;      ///< forked and not yet written: the next append may copy
-  bool kv_known = false;                  ///< the KV manager holds it (device or host)
-  int pending_rows = 0;                   ///< logits rows in flight; not schedulable until they return
-  bool started = false;                   ///< has been scheduled at least once
-  std::uint64_t resident_since = 0;       ///< step that last made it resident (admission or swap-in)
-  std::uint64_t granted_step = 0;         ///< step being planned that already gave it tokens (0: none)
-  double last_token_time = -1;            ///< seconds; for inter-token latency
+  std::vector<std::int32_t> outputs;        ///< sampled tokens
+  std::int32_t num_computed = 0;            ///< tokens whose K/V is written or being written
+  std::vector<std::int32_t> block_table;    ///< device blocks (running); empty otherwise
+  std::int32_t host_blocks = 0;             ///< blocks held in the host pool (swapped)
+  std::int32_t shared_prefix_blocks = 0;    ///< leading blocks that may be shared (prefix hits, fork)
+  bool may_share_last_block = false;        ///< forked and not yet written: the next append may copy
+  bool kv_known = false;                    ///< the KV manager holds it (device or host)
+  int pending_rows = 0;                     ///< logits rows in flight; not schedulable until they return
+  bool started = false;                     ///< has been scheduled at least once
+  std::uint64_t resident_since = 0;         ///< step that last made it resident (admission or swap-in)
+  std::uint64_t granted_step = 0;           ///< step being planned that already gave it tokens (0: none)
+  double last_token_time = -1;              ///< seconds; for inter-token latency
+  std::int32_t unsettled_slots = 0;         ///< draft slots after num_computed the step in flight planned
+  std::int32_t num_drafts = 0;              ///< drafts the step in flight feeds (the tail of draft_context)
+  std::vector<std::int32_t> draft_context;  ///< outputs, then the drafts: the verify rows' output_tokens
+  std::vector<float> draft_probs;           ///< [num_drafts * vocab] the drafts' q rows, or empty
+  double acceptance = 1.0;                  ///< exponential average of accepted / proposed drafts
 
   /// Prompt plus outputs: every token whose K/V the sequence needs.
   std::int32_t total_tokens() const;

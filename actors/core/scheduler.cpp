@@ -27,6 +27,7 @@ scheduler::scheduler(scheduler_config config, std::unique_ptr<scheduling_policy>
   known_usage_.host_blocks = config_.num_host_blocks;
   known_usage_.host_free_blocks = config_.num_host_blocks;
   metrics_.kv = known_usage_;
+  metrics_.spec_accepted_per_position.resize(static_cast<std::size_t>(config_.num_speculative_tokens));
 }
 
 scheduler::~scheduler() = default;
@@ -38,7 +39,9 @@ std::string scheduler::validate_config(const scheduler_config& c) {
                                     {"max_prefill_chunk", c.max_prefill_chunk},
                                     {"block_size", c.block_size},
                                     {"max_waiting_requests", c.max_waiting_requests},
-                                    {"mlfq_quantum", c.policies.mlfq_base_quantum}}) {
+                                    {"mlfq_quantum", c.policies.mlfq_base_quantum},
+                                    {"num_speculative_tokens", c.num_speculative_tokens},
+                                    {"speculative_max_batch", c.speculative_max_batch}}) {
     if (std::string problem = knobs.problem(knob, std::to_string(value)); !problem.empty()) return problem;
   }
   if (c.max_model_len < 2) return "max_model_len must be at least 2";
@@ -249,6 +252,8 @@ std::string scheduler::set_config(const scheduler_config& config) {
   if (auto problem = validate_config(next); !problem.empty()) return problem;
   config_ = std::move(next);
   policy_->set_config(config_.policies);
+  auto& per_position = metrics_.spec_accepted_per_position;  // every position's series exists from the start
+  per_position.resize(std::max(per_position.size(), static_cast<std::size_t>(config_.num_speculative_tokens)));
   return {};
 }
 

@@ -8,9 +8,16 @@
 // One step:
 //   kv_request r = s.begin_step(now);          // what the step needs from KV memory
 //   while (auto again = s.on_kv_reply(kv.plan(r))) r = *again;  // re-plan when items did not fit
-//   scheduled_step step = s.take_step();        // -> build_step_batch -> executor
+//   scheduled_step step = s.take_step();        // -> proposers -> set_drafts -> build_step_batch -> executor
 //   ... s.on_step_result(result, now)           // -> token / finish events
 // schedule(now, kv) does the first three against a kv_planner.
+//
+// Speculative decoding (num_speculative_tokens > 0): a decoding sequence
+// may get draft_slots = k > 0 in the step (budget 1 + k, KV slots planned as
+// unsettled); a proposer's drafts for it go in with set_drafts before the
+// batch is built, and on_step_result takes the verified tokens and the
+// accepted counts (step_result::accepted) and settles the slots with the KV
+// manager in the next request (scheduler_spec.cpp).
 //
 // Overlap: begin_step may be called while earlier steps are still running
 // (their results not yet given to on_step_result), provided the executor
@@ -74,6 +81,16 @@ class scheduler {
   /// recompute and their blocks freed without caching. Abandon every later
   /// in-flight step too.
   scheduler_events abandon_step(std::uint64_t step);
+  /// Puts up to draft_slots drafts (d1..dj) for step.sequences[sequence_index]
+  /// into a taken step that has not run: they are fed after its token, and
+  /// each gets its own logits row (token_index base + i, output tokens the
+  /// outputs then d1..di) verified with the token's row (build_step_batch
+  /// makes the verify group). `draft_probs`: [j * vocab] q rows, or empty for
+  /// a point-mass proposer. Call at most once per sequence and step. A
+  /// sequence that finished or was preempted since is left as it is. Returns
+  /// what is wrong ("" when applied); nothing changes then.
+  std::string set_drafts(scheduled_step& step, std::size_t sequence_index, std::vector<std::int32_t> drafts,
+                         std::vector<float> draft_probs = {});
 
   // ---- knobs --------------------------------------------------------------
   /// Switches policy at the next step boundary; false for an unknown name.
@@ -102,8 +119,10 @@ class scheduler {
   int num_swapped() const;
   /// True while any request is live or not yet released (results still out).
   bool has_unfinished_requests() const { return !requests_.empty(); }
-  /// True when frees or forks wait for the next KV request (run a step even if nothing else is due).
-  bool has_pending_kv_updates() const { return !pending_frees_.empty() || !pending_forks_.empty(); }
+  /// True when frees, forks or settles wait for the next KV request (run a step even if nothing else is due).
+  bool has_pending_kv_updates() const {
+    return !pending_frees_.empty() || !pending_forks_.empty() || !pending_settles_.empty();
+  }
   /// Planned steps with logits rows whose results have not come back.
   std::size_t num_steps_in_flight() const { return in_flight_.size(); }
   /// A live request, or nullptr once it has finished and been released.
@@ -122,6 +141,7 @@ class scheduler {
     grant_kind kind = grant_kind::append;
     std::int32_t tokens = 0;
     std::int32_t blocks = 0;
+    std::int32_t draft_slots = 0;  ///< speculative slots after `tokens` (append only)
   };
   struct step_plan {
     std::uint64_t id = 0;
@@ -143,6 +163,7 @@ class scheduler {
     sequence* seq = nullptr;           ///< the row's source; kept alive with its request
     request_state* request = nullptr;  ///< not released while rows_in_flight > 0
     int choice = 0;
+    std::int32_t draft_position = 0;  ///< i > 0: the row after draft d_i of a verify group (0: not a draft row)
   };
   struct in_flight_step {
     std::vector<in_flight_row> rows;
@@ -174,6 +195,8 @@ class scheduler {
   // scheduler_plan.cpp
   void collect_sequences();
   void schedule_running(bool decodes);
+  /// Schedules one decode, with draft slots when speculation allows; false when it got nothing.
+  bool schedule_decode(sequence& seq, std::size_t position, int decodes_after, bool speculate);
   /// Decodes the step being planned may take: all, or half while another step runs and decodes are split.
   int decode_cap() const;
   bool make_room(sequence& seq, std::size_t position, std::int32_t& tokens, std::int32_t& blocks);
@@ -188,7 +211,8 @@ class scheduler {
   void revoke(sequence& seq);
   bool granted(const sequence& seq) const;
   /// Records a grant; true when the policy's order may have changed.
-  bool add_grant(sequence& seq, grant_kind kind, std::int32_t tokens, std::int32_t blocks);
+  bool add_grant(sequence& seq, grant_kind kind, std::int32_t tokens, std::int32_t blocks,
+                 std::int32_t draft_slots = 0);
   void assemble_grants();
   std::vector<std::int32_t> token_range(const sequence& seq, std::int32_t from, std::int32_t count) const;
   bool urgent(const sequence& a, const sequence& b) const;
@@ -201,8 +225,31 @@ class scheduler {
   void add_rows(scheduled_step& step, const scheduled_sequence& scheduled, sequence& seq, in_flight_step& record);
   void update_gauges();
 
+  // scheduler_spec.cpp
+  /// Decoding sequences the step being planned may take (at most `cap`).
+  int count_decodes(int cap) const;
+  /// Draft slots for a decode of `seq` that leave budget and blocks for the
+  /// `decodes_after` decodes still to plan: k_max (or the adaptive k), shrunk
+  /// to the tokens left before max_tokens and the context end; 0 for none.
+  std::int32_t draft_slots_for(const sequence& seq, int decodes_after) const;
+  /// The step result's verdict on a group (drafts of `seq`): metrics and the adaptive average.
+  void observe_verified(sequence& seq, std::int32_t accepted);
+  /// After a speculative step's tokens are applied: `accepted` drafts join
+  /// the computed tokens, the rest of the slots go back (settle queued).
+  void settle(sequence& seq, std::int32_t accepted);
+  /// Moves the queued settle of `seq`, if any, into the request being assembled.
+  void take_pending_settle(const sequence& seq);
+  /// Empty when the result's accepted counts fit the step's verify groups.
+  std::string verify_problem(const in_flight_step& record, const step_result& result) const;
+  /// Settles every sequence of `record` with unsettled slots, by `verified` (0 accepted when absent).
+  void settle_step(const in_flight_step& record, const std::vector<std::pair<sequence*, std::int32_t>>& verified);
+
   // scheduler_result.cpp
   sequence& fork_child(sequence& parent, int choice);
+  /// Appends each row's sample to its choice (a verify group's up to its
+  /// accepted drafts); returns each group's sequence and accepted count.
+  std::vector<std::pair<sequence*, std::int32_t>> apply_samples(const in_flight_step& record, const step_result& result,
+                                                                double now, scheduler_events& events);
   void append_token(sequence& seq, const sample_output& sample, double now, scheduler_events& events);
   std::optional<finish_reason> stop_reason(const sequence& seq, std::int32_t token) const;
 
@@ -216,6 +263,7 @@ class scheduler {
   std::uint64_t next_seed_counter_ = 0;
   std::vector<kv_free> pending_frees_;
   std::vector<kv_fork> pending_forks_;
+  std::vector<kv_settle> pending_settles_;    ///< speculative slots to settle in the next KV request
   std::vector<request_handle> release_list_;  ///< done requests to release when no step refers to them
   int status_counts_[4] = {0, 0, 0, 0};       ///< sequences per sequence_status
   int num_queued_ = 0;                        ///< requests not yet started

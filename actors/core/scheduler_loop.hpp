@@ -11,7 +11,7 @@
 //   submit(id, spec, now)                      -> open the request's stream, route its events
 //   if (auto r = begin_step(now))              -> KV manager
 //   while (auto again = on_kv_reply(reply))    -> KV manager again
-//   planned_step p = take_step(now)            -> route p.events; run p.step, or p.next
+//   planned_step p = take_step(now)            -> route p.events; set_drafts; run p.step, or p.next
 //   step_outcome o = on_step_result(r, now)    -> route o.events; begin_step again
 // "Route" means: the events to the requests' output shards, then the drain
 // answers. Requests whose last choice finished are forgotten by then.
@@ -134,6 +134,11 @@ class scheduler_loop {
   // ---- run and result -----------------------------------------------------
   /// The planned step, marked in flight at `now` when it runs.
   planned_step take_step(double now);
+  /// A proposer's drafts for one of its sequences, before it is sent (scheduler::set_drafts).
+  std::string set_drafts(scheduled_step& step, std::size_t sequence_index, std::vector<std::int32_t> drafts,
+                         std::vector<float> draft_probs = {}) {
+    return core_.set_drafts(step, sequence_index, std::move(drafts), std::move(draft_probs));
+  }
   /// A step's samples; times the step and may switch the overlap mode.
   step_outcome on_step_result(const step_result& result, double now);
 

@@ -17,6 +17,9 @@ live_settings scheduler_loop::settings() const {
   settings.max_prefill_chunk = config.max_prefill_chunk;
   settings.max_waiting_requests = config.max_waiting_requests;
   settings.mlfq_quantum = config.policies.mlfq_base_quantum;
+  settings.num_speculative_tokens = config.num_speculative_tokens;
+  settings.speculative_adaptive = config.speculative_adaptive;
+  settings.speculative_max_batch = config.speculative_max_batch;
   return settings;
 }
 
@@ -46,6 +49,9 @@ std::string scheduler_loop::configure(const settings_change& change, double now)
   if (change.max_prefill_chunk) config.max_prefill_chunk = *change.max_prefill_chunk;
   if (change.max_waiting_requests) config.max_waiting_requests = *change.max_waiting_requests;
   if (change.mlfq_quantum) config.policies.mlfq_base_quantum = *change.mlfq_quantum;
+  if (change.num_speculative_tokens) config.num_speculative_tokens = *change.num_speculative_tokens;
+  if (change.speculative_adaptive) config.speculative_adaptive = *change.speculative_adaptive;
+  if (change.speculative_max_batch) config.speculative_max_batch = *change.speculative_max_batch;
   if (change.policy && !make_policy(*change.policy)) return "unknown policy '" + *change.policy + "'";
   if (std::string problem = core_.set_config(config); !problem.empty()) return problem;
   if (change.policy) core_.set_policy(*change.policy, now);

@@ -26,6 +26,7 @@ kv_request scheduler::begin_step(double now) {
   step_ready_ = false;
   plan_->id = next_step_++;
   plan_->now = now;
+  plan_->request.settles = std::exchange(pending_settles_, {});  // first: they may release blocks
   std::vector<request_state*> live;
   live.reserve(requests_.size());
   for (const auto& [handle, request] : requests_) {
@@ -82,16 +83,34 @@ int scheduler::decode_cap() const {
 
 void scheduler::schedule_running(bool decodes) {
   int decode_slots = decodes ? decode_cap() : 0;
+  // Speculation only pays while the step stays small (docs/scheduling.md).
+  int decodes_left = decodes ? count_decodes(decode_slots) : 0;
+  const bool speculate = config_.num_speculative_tokens > 0 && decodes_left <= config_.speculative_max_batch;
   for (std::size_t i = 0; i < plan_->running.size(); ++i) {
     sequence& seq = *plan_->running[i];
     if (!seq.resident() || seq.pending_rows > 0 || granted(seq)) continue;
     const std::int32_t remaining = seq.total_tokens() - seq.num_computed;
     if (remaining <= 0 || (remaining == 1) != decodes) continue;
     if (plan_->budget <= 0 || (decodes && decode_slots-- <= 0)) break;
-    std::int32_t tokens = decodes ? 1 : std::min({remaining, config_.max_prefill_chunk, plan_->budget});
+    if (decodes) {
+      schedule_decode(seq, i, --decodes_left, speculate);
+      continue;
+    }
+    std::int32_t tokens = std::min({remaining, config_.max_prefill_chunk, plan_->budget});
     std::int32_t blocks = 0;
     if (make_room(seq, i, tokens, blocks)) add_grant(seq, grant_kind::append, tokens, blocks);
   }
+}
+
+bool scheduler::schedule_decode(sequence& seq, std::size_t position, int decodes_after, bool speculate) {
+  if (const std::int32_t slots = speculate ? draft_slots_for(seq, decodes_after) : 0; slots > 0) {
+    add_grant(seq, grant_kind::append, 1, append_blocks(seq, 1 + slots), slots);
+    return true;
+  }
+  std::int32_t tokens = 1, blocks = 0;
+  if (!make_room(seq, position, tokens, blocks)) return false;
+  add_grant(seq, grant_kind::append, tokens, blocks);
+  return true;
 }
 
 namespace {
@@ -211,7 +230,10 @@ bool scheduler::admit_room(const sequence& seq, std::int32_t blocks) {
 
 void scheduler::preempt(sequence& seq, bool for_space) {
   if (for_space) plan_->preempted_for_space = true;
-  const auto table = static_cast<std::int32_t>(seq.block_table.size());
+  take_pending_settle(seq);  // settled before the swap-out copies the accepted drafts' K/V
+  // A swap-out drops unsettled slots: only the blocks of computed tokens go to the host.
+  const auto table =
+      seq.unsettled_slots > 0 ? blocks_for(seq.num_computed) : static_cast<std::int32_t>(seq.block_table.size());
   plan_->free_blocks += freeable_blocks(seq);
   --plan_->resident;
   bool swap = false;
@@ -246,15 +268,16 @@ void scheduler::revoke(sequence& seq) {
   seq.granted_step = 0;
   const auto it =
       std::find_if(plan_->grants.begin(), plan_->grants.end(), [&](const grant& g) { return g.seq == &seq; });
-  plan_->budget += it->tokens;
+  plan_->budget += it->tokens + it->draft_slots;
   plan_->free_blocks += it->blocks;
   plan_->grants.erase(it);
 }
 
-bool scheduler::add_grant(sequence& seq, grant_kind kind, std::int32_t tokens, std::int32_t blocks) {
-  plan_->grants.push_back({&seq, kind, tokens, blocks});
+bool scheduler::add_grant(sequence& seq, grant_kind kind, std::int32_t tokens, std::int32_t blocks,
+                          std::int32_t draft_slots) {
+  plan_->grants.push_back({&seq, kind, tokens, blocks, draft_slots});
   seq.granted_step = plan_->id;
-  plan_->budget -= tokens;
+  plan_->budget -= tokens + draft_slots;
   plan_->free_blocks -= blocks;
   const bool decode = kind == grant_kind::append && tokens == 1 &&
                       seq.num_computed >= static_cast<std::int32_t>(seq.request->spec.prompt.size());
@@ -275,7 +298,7 @@ void scheduler::assemble_grants() {
     sequence& seq = *g.seq;
     switch (g.kind) {
       case grant_kind::append:
-        request.appends.push_back({seq.id, token_range(seq, seq.num_computed, g.tokens)});
+        request.appends.push_back({seq.id, token_range(seq, seq.num_computed, g.tokens), g.draft_slots});
         break;
       case grant_kind::swap_in:
         request.swap_ins.push_back({seq.id, token_range(seq, seq.num_computed, g.tokens)});

@@ -71,6 +71,13 @@ void scheduler::handle_refusal(const kv_refused& refused) {
       }
       return;
     }
+    case kv_op::settle:
+      // The manager disagrees about this sequence's slots (a bug): drop it there and prefill it again.
+      if (seq == nullptr || !seq->resident() || refused.why == kv_refusal::unknown_sequence) return;
+      revoke(*seq);
+      plan_->request.frees.push_back({seq->id, false});
+      transition(*seq, &sequence::to_recompute);
+      return;
     case kv_op::fork:
       // The parent is gone: prefill the new choice from scratch.
       if (seq != nullptr && seq->status == sequence_status::running) transition(*seq, &sequence::to_recompute);
@@ -81,6 +88,12 @@ void scheduler::handle_refusal(const kv_refused& refused) {
 }
 
 void scheduler::retry_append(sequence& seq, const grant& original) {
+  if (original.draft_slots > 0) {  // drop the draft slots before preempting anyone
+    plan_->grants.push_back({&seq, grant_kind::append, original.tokens, append_blocks(seq, original.tokens), 0});
+    seq.granted_step = plan_->id;
+    plan_->request.appends.push_back({seq.id, token_range(seq, seq.num_computed, original.tokens)});
+    return;
+  }
   const auto position =
       static_cast<std::size_t>(std::find(plan_->running.begin(), plan_->running.end(), &seq) - plan_->running.begin());
   // Only sequences the manager has not changed this step can be victims now.
@@ -106,8 +119,14 @@ scheduled_step scheduler::take_step() {
   for (const grant& g : plan_->grants) {
     sequence& seq = *g.seq;
     if (seq.status == sequence_status::finished) {
-      // Cancelled while the KV reply was on its way: the manager now holds it.
-      if (g.kind == grant_kind::allocate) pending_frees_.push_back({seq.id, false});
+      // Cancelled while the KV reply was on its way: the manager holds it,
+      // and blocks it indexed for this step will never be written.
+      const auto free = std::find_if(pending_frees_.begin(), pending_frees_.end(),
+                                     [&seq](const kv_free& f) { return f.seq == seq.id; });
+      if (free == pending_frees_.end())
+        pending_frees_.push_back({seq.id, /*forget_prefix=*/true});
+      else
+        free->forget_prefix = true;
       continue;
     }
     step.sequences.push_back(commit_grant(g, record));
@@ -148,6 +167,9 @@ scheduled_sequence scheduler::commit_grant(const grant& g, in_flight_step& recor
     metrics_.request_queue_time_s.observe(plan_->now - request.arrival);
   }
   scheduled_sequence out{seq.id, request.handle, seq.choice, start, token_range(seq, start, count), seq.block_table, 0};
+  out.draft_slots = g.draft_slots;
+  seq.unsettled_slots = g.draft_slots;
+  seq.num_drafts = 0;
   if (seq.num_computed == seq.total_tokens()) {
     const bool fork_step = seq.choice == 0 && !request.forked && request.spec.n > 1 && seq.outputs.empty();
     out.num_samples = fork_step ? request.spec.n : 1;

@@ -1,5 +1,6 @@
-// A step's samples: forks for n > 1, new tokens, stop conditions, service
-// accounting for the policy; and abandoning a step that never ran.
+// A step's samples: forks for n > 1, new tokens (the verified run of a
+// speculating sequence among them), stop conditions, service accounting for
+// the policy; and abandoning a step that never ran.
 
 #include <algorithm>
 
@@ -61,6 +62,10 @@ scheduler_events scheduler::on_step_result(const step_result& result, double now
                    " logits rows but the result has " + std::to_string(result.samples.size()) + " samples";
     return events;
   }
+  if (std::string problem = verify_problem(it->second, result); !problem.empty()) {
+    events.error = "step " + std::to_string(result.step) + ": " + problem;
+    return events;
+  }
   const in_flight_step record = std::move(it->second);
   in_flight_.erase(it);
   metrics_.model_execute_time_s.observe(result.execute_s);
@@ -71,17 +76,7 @@ scheduler_events scheduler::on_step_result(const step_result& result, double now
     request.forked = true;
     if (!request.cancelled && static_cast<int>(request.choices.size()) == row.choice) fork_child(*row.seq, row.choice);
   }
-  for (std::size_t i = 0; i < record.rows.size(); ++i) {
-    const in_flight_row& row = record.rows[i];
-    request_state& request = *row.request;
-    --request.rows_in_flight;
-    --row.seq->pending_rows;
-    if (row.choice >= static_cast<int>(request.choices.size())) continue;
-    sequence& target = *request.choices[static_cast<std::size_t>(row.choice)];
-    if (target.status == sequence_status::finished) continue;
-    append_token(target, result.samples[i], now, events);
-    ++request.generated_in_step;
-  }
+  settle_step(record, apply_samples(record, result, now, events));
   for (const in_flight_row& row : record.rows) {
     request_state& request = *row.request;
     if (request.generated_in_step == 0) continue;
@@ -91,6 +86,31 @@ scheduler_events scheduler::on_step_result(const step_result& result, double now
   update_gauges();
   release_done_requests();
   return events;
+}
+
+std::vector<std::pair<sequence*, std::int32_t>> scheduler::apply_samples(const in_flight_step& record,
+                                                                         const step_result& result, double now,
+                                                                         scheduler_events& events) {
+  std::vector<std::pair<sequence*, std::int32_t>> verified;  // each verify group's sequence and accepted drafts
+  std::int32_t accepted = 0;
+  for (std::size_t i = 0; i < record.rows.size(); ++i) {
+    const in_flight_row& row = record.rows[i];
+    request_state& request = *row.request;
+    --request.rows_in_flight;
+    --row.seq->pending_rows;
+    if (i + 1 < record.rows.size() && record.rows[i + 1].draft_position == 1) {  // a verify group starts
+      accepted = result.accepted[verified.size()];
+      verified.emplace_back(row.seq, accepted);
+      observe_verified(*row.seq, accepted);
+    }
+    if (row.draft_position > accepted) continue;  // follows a rejected draft: no token
+    if (row.choice >= static_cast<int>(request.choices.size())) continue;
+    sequence& target = *request.choices[static_cast<std::size_t>(row.choice)];
+    if (target.status == sequence_status::finished) continue;  // e.g. a stop inside the accepted run
+    append_token(target, result.samples[i], now, events);
+    ++request.generated_in_step;
+  }
+  return verified;
 }
 
 scheduler_events scheduler::abandon_step(std::uint64_t step) {

@@ -34,7 +34,10 @@ scheduler_config::scheduler_config(const engine_config& engine)
       block_size(engine.block_size),
       max_waiting_requests(engine.max_waiting_requests),
       policies(engine),
-      enable_prefix_caching(engine.enable_prefix_caching) {
+      enable_prefix_caching(engine.enable_prefix_caching),
+      num_speculative_tokens(engine.num_speculative_tokens),
+      speculative_adaptive(engine.speculative_adaptive),
+      speculative_max_batch(engine.speculative_max_batch) {
   const auto mode = parse_preemption_mode(engine.preemption_mode);
   if (!mode) throw std::runtime_error("knob 'preemption_mode': unknown mode '" + engine.preemption_mode + "'");
   preemption = *mode;
@@ -102,7 +105,7 @@ void scheduler_events::append(scheduler_events&& other) {
 
 std::int32_t scheduled_step::num_tokens() const {
   std::int32_t total = 0;
-  for (const auto& s : sequences) total += static_cast<std::int32_t>(s.tokens.size());
+  for (const auto& s : sequences) total += static_cast<std::int32_t>(s.tokens.size() + s.drafts.size());
   return total;
 }
 

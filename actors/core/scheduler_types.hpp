@@ -85,6 +85,9 @@ struct scheduler_config {
   std::vector<std::int32_t> eos_token_ids;   ///< the model's end-of-sequence ids
   bool enable_prefix_caching;                ///< reuse cached KV blocks of identical prefixes
   std::uint64_t seed = 0x7472'6f75'7065ull;  ///< source of seeds for requests that bring none
+  int num_speculative_tokens;                ///< k_max: draft slots per decoding sequence and step (0: off)
+  bool speculative_adaptive;                 ///< each sequence's k follows its acceptance rate
+  int speculative_max_batch;                 ///< no speculation in a step with more decoding sequences than this
 };
 
 /// The KV manager's configuration that matches `config`: its block size,
@@ -108,6 +111,7 @@ struct request_spec {
   std::string user;                  ///< tenant (policy fair)
   std::optional<double> timeout_s;   ///< abort this many seconds after arrival
   std::int32_t adapter_id = 0;       ///< LoRA adapter slot (0: none)
+  bool speculate = true;             ///< false: never speculative decoding for this request
 };
 
 /// The scheduler's view of a public request (deadline_ms becomes seconds).
@@ -166,8 +170,11 @@ struct scheduled_sequence {
   int choice = 0;
   std::int32_t start = 0;                 ///< position of the first token fed (tokens before it are in the KV cache)
   std::vector<std::int32_t> tokens;       ///< [k] ids fed at positions start .. start+k-1
-  std::vector<std::int32_t> block_table;  ///< device blocks covering start+k tokens, after the KV reply
+  std::vector<std::int32_t> block_table;  ///< device blocks covering start+k tokens (+ draft_slots), after the KV reply
   std::int32_t num_samples = 0;           ///< rows sampled from its last token's logits: 0, 1, or n on the fork step
+  std::int32_t draft_slots = 0;           ///< KV slots planned for drafts after `tokens` (speculative decoding)
+  std::vector<std::int32_t> drafts;       ///< [j <= draft_slots] fed after `tokens`, verified (scheduler::set_drafts)
+  std::span<const float> draft_probs;     ///< [j * vocab] the drafts' q rows, or empty (point masses)
 };
 
 /// What the executor needs to sample one logits row. The pointers and spans
@@ -194,6 +201,7 @@ struct scheduled_step {
   std::vector<block_copy> copies;     ///< run in order before the forward pass
   scheduler_events events;            ///< preemptions and timeouts decided while planning
 
+  /// Tokens fed: every sequence's tokens and drafts.
   std::int32_t num_tokens() const;
   bool empty() const { return sequences.empty() && copies.empty(); }
 };

@@ -4,6 +4,25 @@
 
 namespace troupe {
 
+namespace {
+
+/// Appends one sequence's tokens, then its drafts, with positions and slots.
+void append_tokens(step_batch& batch, const scheduled_sequence& seq, std::int32_t block_size) {
+  const auto count = static_cast<std::int32_t>(seq.tokens.size());
+  const auto total = count + static_cast<std::int32_t>(seq.drafts.size());
+  for (std::int32_t i = 0; i < total; ++i) {
+    const std::int32_t pos = seq.start + i;
+    const auto page = static_cast<std::size_t>(pos / block_size);
+    const std::int64_t block = page < seq.block_table.size() ? seq.block_table[page] : -1;
+    const auto index = static_cast<std::size_t>(i < count ? i : i - count);
+    batch.token_ids.push_back(i < count ? seq.tokens[index] : seq.drafts[index]);
+    batch.positions.push_back(pos);
+    batch.slot_mapping.push_back(block * block_size + pos % block_size);
+  }
+}
+
+}  // namespace
+
 step_batch build_step_batch(const scheduled_step& step, std::int32_t block_size) {
   step_batch batch;
   const std::size_t num_tokens = static_cast<std::size_t>(step.num_tokens());
@@ -15,16 +34,10 @@ step_batch build_step_batch(const scheduled_step& step, std::int32_t block_size)
   batch.query_start.push_back(0);
   batch.kv_indptr.push_back(0);
   for (const scheduled_sequence& seq : step.sequences) {
-    const auto count = static_cast<std::int32_t>(seq.tokens.size());
+    append_tokens(batch, seq, block_size);
+    const auto drafts = static_cast<std::int32_t>(seq.drafts.size());
+    const std::int32_t count = static_cast<std::int32_t>(seq.tokens.size()) + drafts;
     const std::int32_t seq_len = seq.start + count;
-    for (std::int32_t i = 0; i < count; ++i) {
-      const std::int32_t pos = seq.start + i;
-      const auto page = static_cast<std::size_t>(pos / block_size);
-      const std::int64_t block = page < seq.block_table.size() ? seq.block_table[page] : -1;
-      batch.token_ids.push_back(seq.tokens[static_cast<std::size_t>(i)]);
-      batch.positions.push_back(pos);
-      batch.slot_mapping.push_back(block * block_size + pos % block_size);
-    }
     batch.query_start.push_back(batch.query_start.back() + count);
     batch.seq_lens.push_back(seq_len);
     const auto pages = std::min<std::size_t>(static_cast<std::size_t>((seq_len + block_size - 1) / block_size),
@@ -33,7 +46,12 @@ step_batch build_step_batch(const scheduled_step& step, std::int32_t block_size)
                             seq.block_table.begin() + static_cast<std::ptrdiff_t>(pages));
     batch.kv_indptr.push_back(static_cast<std::int32_t>(batch.kv_indices.size()));
     batch.kv_last_page_len.push_back(seq_len - (static_cast<std::int32_t>(pages) - 1) * block_size);
-    for (std::int32_t s = 0; s < seq.num_samples; ++s) batch.logits_indices.push_back(batch.query_start.back() - 1);
+    // The last token's row (once per sample), then one row per draft: row i scores draft i + 1.
+    const std::int32_t last_token = batch.query_start.back() - 1 - drafts;
+    for (std::int32_t s = 0; s < seq.num_samples; ++s) batch.logits_indices.push_back(last_token);
+    if (drafts == 0) continue;
+    batch.verify.push_back({static_cast<std::int32_t>(batch.logits_indices.size()) - 1, seq.drafts, seq.draft_probs});
+    for (std::int32_t i = 1; i <= drafts; ++i) batch.logits_indices.push_back(last_token + i);
   }
   batch.block_copies = step.copies;
   return batch;

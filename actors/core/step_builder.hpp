@@ -10,11 +10,13 @@
 namespace troupe {
 
 /// Fills every array of a step_batch from `step`: token_ids and positions
-/// per sequence in step order, the query_start and paged-KV CSR arrays
-/// (kv_indices: the first ceil(seq_len / block_size) blocks of each table),
-/// slot_mapping, logits_indices (each sequence's last row, repeated once per
-/// sample: n times on a fork step) and the block copies. `sampling` stays
-/// empty; fill_sampling_rows fills it.
+/// per sequence in step order (its tokens, then its drafts), the query_start
+/// and paged-KV CSR arrays (kv_indices: the first ceil(seq_len / block_size)
+/// blocks of each table), slot_mapping, logits_indices (each sequence's last
+/// token row, repeated once per sample: n times on a fork step; then one row
+/// per draft), the verify groups (one per sequence with drafts, from its
+/// last token's row) and the block copies. `sampling` stays empty;
+/// fill_sampling_rows fills it.
 step_batch build_step_batch(const scheduled_step& step, std::int32_t block_size);
 
 /// Fills `batch.sampling` ([L], one per logits row) from the step's hooks.

@@ -27,6 +27,7 @@ boost::json::object knob_json(const knob_spec& knob) {
   if (knob.min) out["min"] = *knob.min;
   if (knob.max) out["max"] = *knob.max;
   if (!knob.choices.empty()) out["choices"] = boost::json::value_from(knob.choices);
+  if (knob.kind == knob_kind::boolean) out["choices"] = {"true", "false"};  // the console's select
   return out;
 }
 
@@ -56,7 +57,10 @@ boost::json::object admin_config_json(const engine_stats& stats) {
         {"max_num_seqs", s.max_num_seqs},
         {"max_prefill_chunk", s.max_prefill_chunk},
         {"max_waiting_requests", s.max_waiting_requests},
-        {"mlfq_quantum", s.mlfq_quantum}}},
+        {"mlfq_quantum", s.mlfq_quantum},
+        {"num_speculative_tokens", s.num_speculative_tokens},
+        {"speculative_adaptive", s.speculative_adaptive},
+        {"speculative_max_batch", s.speculative_max_batch}}},
       {"live_settings", std::move(live)},
       {"knobs", std::move(knobs)},
       {"stats",
@@ -96,6 +100,11 @@ settings_change parse_settings_change(const boost::json::object& body) {
   if (given("max_waiting_requests"))
     change.max_waiting_requests = static_cast<int>(store.get_int("max_waiting_requests"));
   if (given("mlfq_quantum")) change.mlfq_quantum = static_cast<int>(store.get_int("mlfq_quantum"));
+  if (given("num_speculative_tokens"))
+    change.num_speculative_tokens = static_cast<int>(store.get_int("num_speculative_tokens"));
+  if (given("speculative_adaptive")) change.speculative_adaptive = store.get_bool("speculative_adaptive");
+  if (given("speculative_max_batch"))
+    change.speculative_max_batch = static_cast<int>(store.get_int("speculative_max_batch"));
   return change;
 }
 

@@ -4,6 +4,8 @@
 #include <charconv>
 #include <cmath>
 #include <map>
+#include <string>
+#include <vector>
 
 namespace troupe::api {
 
@@ -56,6 +58,14 @@ class exposition {
     for (const auto& [key, value] : values) {
       sample(name, static_cast<double>(value), std::string(label) + "=\"" + escape_label_value(key) + "\"");
     }
+  }
+
+  /// One sample per index of `values`, labelled with the index, in index order.
+  void indexed_counter(std::string_view name, std::string_view help, std::string_view label,
+                       const std::vector<std::uint64_t>& values) {
+    family(name, "counter", help);
+    for (std::size_t i = 0; i < values.size(); ++i)
+      sample(name, static_cast<double>(values[i]), std::string(label) + "=\"" + std::to_string(i) + "\"");
   }
 
   void histogram(std::string_view name, std::string_view help, const histogram_snapshot& snapshot) {
@@ -129,6 +139,16 @@ std::string render_prometheus(const engine_stats& stats, std::string_view model_
                        preemptions);
   out.labelled_counter("troupe:request_success_total", "Finished requests, by finish reason.", "finished_reason",
                        successes);
+  out.counter("troupe:spec_decode_num_drafts_total",
+              "Speculative decoding: draft runs verified (one sequence's drafts in one step).",
+              static_cast<double>(stats.spec_decode_num_drafts));
+  out.counter("troupe:spec_decode_num_draft_tokens_total", "Speculative decoding: draft tokens verified.",
+              static_cast<double>(stats.spec_decode_num_draft_tokens));
+  out.counter("troupe:spec_decode_num_accepted_tokens_total", "Speculative decoding: draft tokens accepted.",
+              static_cast<double>(stats.spec_decode_num_accepted_tokens));
+  out.indexed_counter("troupe:spec_decode_num_accepted_tokens_per_pos_total",
+                      "Speculative decoding: draft runs that accepted the draft at each position (from 0).", "position",
+                      stats.spec_decode_num_accepted_tokens_per_pos);
   out.histogram("troupe:time_to_first_token_seconds", "Time to the first generated token, seconds.",
                 stats.time_to_first_token_s);
   out.histogram("troupe:inter_token_latency_seconds", "Time between consecutive generated tokens, seconds.",

@@ -60,6 +60,9 @@ struct engine_config {
   int tokenizer_workers;               ///< tokenizer actors in the pool
   double request_timeout_s;            ///< default per-request timeout, seconds
   bool batch_invariant;                ///< bitwise batch-independent numerics (slower prefill; see docs/operations.md)
+  int num_speculative_tokens;          ///< speculative decoding: draft tokens per sequence and step at most (0: off)
+  bool speculative_adaptive;           ///< speculative decoding: per-sequence draft length follows acceptance
+  int speculative_max_batch;           ///< speculative decoding: off in steps with more decoding sequences
   int test_fail_executor_after_steps;  ///< testing hook: the executor fails after this many steps (-1: never)
 };
 
@@ -92,6 +95,9 @@ struct live_settings {
   int max_prefill_chunk = 0;
   int max_waiting_requests = 0;
   int mlfq_quantum = 0;
+  int num_speculative_tokens = 0;
+  bool speculative_adaptive = true;
+  int speculative_max_batch = 0;
 };
 
 /// A change to some live settings; unset fields stay as they are.
@@ -103,6 +109,9 @@ struct settings_change {
   std::optional<int> max_prefill_chunk;
   std::optional<int> max_waiting_requests;
   std::optional<int> mlfq_quantum;
+  std::optional<int> num_speculative_tokens;
+  std::optional<bool> speculative_adaptive;
+  std::optional<int> speculative_max_batch;
 };
 
 /// A consistent snapshot of the engine's counters and gauges.
@@ -121,6 +130,10 @@ struct engine_stats {
   std::map<std::string, std::uint64_t> preemptions;      ///< by kind: swap, recompute
   std::map<std::string, std::uint64_t> request_success;  ///< by finish reason
   std::uint64_t steps = 0;
+  std::uint64_t spec_decode_num_drafts = 0;           ///< verified draft runs (a sequence's drafts in one step)
+  std::uint64_t spec_decode_num_draft_tokens = 0;     ///< draft tokens verified
+  std::uint64_t spec_decode_num_accepted_tokens = 0;  ///< of those, accepted
+  std::vector<std::uint64_t> spec_decode_num_accepted_tokens_per_pos;  ///< [k_max] accepted at draft position i
   histogram_snapshot time_to_first_token_s;
   histogram_snapshot inter_token_latency_s;
   histogram_snapshot e2e_request_latency_s;

@@ -129,14 +129,24 @@ std::string fake_engine::configure(const settings_change& change) {
   if (change.max_prefill_chunk) settings_.max_prefill_chunk = *change.max_prefill_chunk;
   if (change.max_waiting_requests) settings_.max_waiting_requests = *change.max_waiting_requests;
   if (change.mlfq_quantum) settings_.mlfq_quantum = *change.mlfq_quantum;
+  if (change.num_speculative_tokens) settings_.num_speculative_tokens = *change.num_speculative_tokens;
+  if (change.speculative_adaptive) settings_.speculative_adaptive = *change.speculative_adaptive;
+  if (change.speculative_max_batch) settings_.speculative_max_batch = *change.speculative_max_batch;
   return {};
 }
 
 live_settings fake_engine::default_settings() {
   const engine_config defaults;
-  return {defaults.policy,       defaults.preemption_mode,   defaults.max_num_batched_tokens,
-          defaults.max_num_seqs, defaults.max_prefill_chunk, defaults.max_waiting_requests,
-          defaults.mlfq_quantum};
+  return {defaults.policy,
+          defaults.preemption_mode,
+          defaults.max_num_batched_tokens,
+          defaults.max_num_seqs,
+          defaults.max_prefill_chunk,
+          defaults.max_waiting_requests,
+          defaults.mlfq_quantum,
+          defaults.num_speculative_tokens,
+          defaults.speculative_adaptive,
+          defaults.speculative_max_batch};
 }
 
 std::vector<settings_change> fake_engine::configured() const {

@@ -95,27 +95,36 @@ engine_stats sample_stats() {
   stats.request_success = {{"stop", 9}, {"abort", 1}};
   stats.time_to_first_token_s = {{0.001, 0.01, 0.1}, {0, 2, 7, 8}, 0.42, 8};
   stats.iteration_tokens = {{1, 8, 64}, {1, 5, 9, 9}, 120, 9};
+  stats.spec_decode_num_drafts = 10;
+  stats.spec_decode_num_draft_tokens = 30;
+  stats.spec_decode_num_accepted_tokens = 17;
+  stats.spec_decode_num_accepted_tokens_per_pos = {8, 6, 3};
   return stats;
 }
 
 TEST(Prometheus, EveryRequiredNameWithHelpAndType) {
   const exposition_text parsed = parse_exposition(render_prometheus(sample_stats(), "m"));
-  const std::map<std::string, std::string> required = {{"troupe:num_requests_running", "gauge"},
-                                                       {"troupe:num_requests_waiting", "gauge"},
-                                                       {"troupe:num_requests_swapped", "gauge"},
-                                                       {"troupe:kv_cache_usage_perc", "gauge"},
-                                                       {"troupe:prefix_cache_queries_total", "counter"},
-                                                       {"troupe:prefix_cache_hits_total", "counter"},
-                                                       {"troupe:prompt_tokens_total", "counter"},
-                                                       {"troupe:generation_tokens_total", "counter"},
-                                                       {"troupe:num_preemptions_total", "counter"},
-                                                       {"troupe:request_success_total", "counter"},
-                                                       {"troupe:time_to_first_token_seconds", "histogram"},
-                                                       {"troupe:inter_token_latency_seconds", "histogram"},
-                                                       {"troupe:e2e_request_latency_seconds", "histogram"},
-                                                       {"troupe:request_queue_time_seconds", "histogram"},
-                                                       {"troupe:iteration_tokens_total", "histogram"},
-                                                       {"troupe:model_execute_time_seconds", "histogram"}};
+  const std::map<std::string, std::string> required = {
+      {"troupe:num_requests_running", "gauge"},
+      {"troupe:num_requests_waiting", "gauge"},
+      {"troupe:num_requests_swapped", "gauge"},
+      {"troupe:kv_cache_usage_perc", "gauge"},
+      {"troupe:prefix_cache_queries_total", "counter"},
+      {"troupe:prefix_cache_hits_total", "counter"},
+      {"troupe:prompt_tokens_total", "counter"},
+      {"troupe:generation_tokens_total", "counter"},
+      {"troupe:num_preemptions_total", "counter"},
+      {"troupe:request_success_total", "counter"},
+      {"troupe:time_to_first_token_seconds", "histogram"},
+      {"troupe:inter_token_latency_seconds", "histogram"},
+      {"troupe:e2e_request_latency_seconds", "histogram"},
+      {"troupe:request_queue_time_seconds", "histogram"},
+      {"troupe:iteration_tokens_total", "histogram"},
+      {"troupe:model_execute_time_seconds", "histogram"},
+      {"troupe:spec_decode_num_drafts_total", "counter"},
+      {"troupe:spec_decode_num_draft_tokens_total", "counter"},
+      {"troupe:spec_decode_num_accepted_tokens_total", "counter"},
+      {"troupe:spec_decode_num_accepted_tokens_per_pos_total", "counter"}};
   for (const auto& [name, type] : required) {
     EXPECT_EQ(parsed.types.count(name) ? parsed.types.at(name) : "", type) << name;
     EXPECT_EQ(parsed.helps.count(name), 1u) << name;
@@ -129,6 +138,24 @@ TEST(Prometheus, EveryRequiredNameWithHelpAndType) {
   EXPECT_EQ(plain.at("troupe:kv_cache_usage_perc"), 0.25);
   EXPECT_EQ(plain.at("troupe:prefix_cache_hits_total"), 40);
   EXPECT_EQ(plain.at("troupe:generation_tokens_total"), 2000);
+  EXPECT_EQ(plain.at("troupe:spec_decode_num_drafts_total"), 10);
+  EXPECT_EQ(plain.at("troupe:spec_decode_num_draft_tokens_total"), 30);
+  EXPECT_EQ(plain.at("troupe:spec_decode_num_accepted_tokens_total"), 17);
+}
+
+TEST(Prometheus, AcceptedDraftsPerPositionInPositionOrder) {
+  engine_stats stats = sample_stats();
+  stats.spec_decode_num_accepted_tokens_per_pos.assign(12, 1);
+  stats.spec_decode_num_accepted_tokens_per_pos[10] = 5;
+  const exposition_text parsed = parse_exposition(render_prometheus(stats, "m"));
+  std::vector<std::pair<std::string, double>> positions;
+  for (const metric_sample& sample : parsed.samples) {
+    if (sample.name == "troupe:spec_decode_num_accepted_tokens_per_pos_total")
+      positions.emplace_back(sample.labels.at("position"), sample.value);
+  }
+  ASSERT_EQ(positions.size(), 12u);
+  for (std::size_t i = 0; i < positions.size(); ++i) EXPECT_EQ(positions[i].first, std::to_string(i));
+  EXPECT_EQ(positions[10].second, 5);
 }
 
 TEST(Prometheus, LabelledCountersListKnownValues) {

@@ -62,6 +62,24 @@ TEST_F(AdminServer, TheConfigDescribesEachLiveKnobFromTheRegistry) {
   EXPECT_FALSE(body.at("knobs").as_object().contains("block_size")) << "only live knobs";
 }
 
+TEST_F(AdminServer, TheSpeculativeDecodingKnobsChangeLive) {
+  const boost::json::value knobs = boost::json::parse(get("/admin/config").body).at("knobs");
+  EXPECT_EQ(knobs.at("speculative_adaptive").at("choices").as_array().size(), 2u) << "a boolean is a select";
+  EXPECT_EQ(knobs.at("num_speculative_tokens").at("max").as_double(), 16);
+  const http_response response =
+      patch(port, R"({"num_speculative_tokens":4,"speculative_adaptive":"false","speculative_max_batch":8})");
+  ASSERT_EQ(response.status, 200) << response.body;
+  const auto changes = engine.configured();
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].num_speculative_tokens, std::optional<int>(4));
+  EXPECT_EQ(changes[0].speculative_adaptive, std::optional<bool>(false));
+  EXPECT_EQ(changes[0].speculative_max_batch, std::optional<int>(8));
+  const boost::json::value settings = boost::json::parse(get("/admin/config").body).at("settings");
+  EXPECT_EQ(settings.at("num_speculative_tokens").as_int64(), 4);
+  EXPECT_FALSE(settings.at("speculative_adaptive").as_bool());
+  EXPECT_EQ(patch(port, R"({"num_speculative_tokens":17})").status, 400);
+}
+
 TEST_F(AdminServer, TheMlfqQuantumChangesLive) {
   EXPECT_EQ(boost::json::parse(get("/admin/config").body).at("settings").at("mlfq_quantum").as_int64(),
             knob_defaults().get_int("mlfq_quantum"));

@@ -4,7 +4,11 @@
 // slot_mapping, and "samples" each logits row as a hash of the seed, the
 // token index and the context read back through the row's paged-KV table.
 // Wrong block tables, copies, forks or RNG counters change the tokens, so
-// comparing with reference_outputs() checks the whole path.
+// comparing with reference_outputs() checks the whole path. It verifies the
+// step's drafts greedily against the same function (the draft after row i
+// is accepted while it equals row i's token) and then poisons the slots of
+// rejected drafts, as their K/V is garbage: a table that reads them back, or
+// a prefix-cache block holding them, shows.
 
 #include <algorithm>
 #include <cstdint>
@@ -79,8 +83,10 @@ class fake_model {
     for (std::size_t r = 0; r < batch.logits_indices.size(); ++r) {
       const logits_row_hook& hook = step.rows[r];
       const std::size_t s = hook.sequence_index;
+      // The row's context: its sequence up to and including the row's token.
+      const std::int32_t length = batch.positions[static_cast<std::size_t>(batch.logits_indices[r])] + 1;
       std::vector<std::int32_t> context;
-      for (std::int32_t p = 0; p < batch.seq_lens[s]; ++p) {
+      for (std::int32_t p = 0; p < length; ++p) {
         const std::int32_t block = batch.kv_indices[static_cast<std::size_t>(batch.kv_indptr[s] + p / block_size_)];
         context.push_back(device_[static_cast<std::size_t>(block * block_size_ + p % block_size_)]);
       }
@@ -88,12 +94,31 @@ class fake_model {
       out.token = fake_next_token(hook.seed, hook.token_index, context, vocab_);
       result.samples.push_back(out);
     }
+    for (const verify_group& group : batch.verify) verify(group, batch, result);
     return result;
   }
+
+  /// The token id a device slot holds (-1: never written, or a rejected draft's).
+  std::int32_t device_slot(std::int64_t slot) const { return device_[static_cast<std::size_t>(slot)]; }
 
   double execute_s = 0.001;  ///< reported as each step's executor time
 
  private:
+  /// Greedy verification: accept drafts while each equals the previous row's
+  /// token; the rows after the first mismatch emit nothing (-1).
+  void verify(const verify_group& group, const step_batch& batch, step_result& result) {
+    const auto first = static_cast<std::size_t>(group.first_row);
+    std::size_t accepted = 0;
+    while (accepted < group.drafts.size() && group.drafts[accepted] == result.samples[first + accepted].token)
+      ++accepted;
+    for (std::size_t i = accepted + 1; i <= group.drafts.size(); ++i) {
+      result.samples[first + i].token = -1;
+      const auto token = static_cast<std::size_t>(batch.logits_indices[first + i]);  // draft i was fed here
+      device_[static_cast<std::size_t>(batch.slot_mapping[token])] = -1;
+    }
+    result.accepted.push_back(static_cast<std::int32_t>(accepted));
+  }
+
   std::int32_t block_size_, vocab_;
   std::vector<std::int32_t> device_, host_;
 };

@@ -1,0 +1,157 @@
+// Speculative decoding in the scheduler core: how many draft slots a decode
+// gets, putting a proposer's drafts into a taken step, and settling the
+// slots once the verified tokens are back (docs/scheduling.md).
+
+#include <algorithm>
+#include <cmath>
+
+#include "actors/core/scheduler.hpp"
+
+namespace troupe {
+
+namespace {
+
+/// Weight of the newest round in a sequence's acceptance average: about the
+/// last five rounds count, so k follows a change of text within a few steps.
+constexpr double acceptance_smoothing = 0.2;
+
+}  // namespace
+
+int scheduler::count_decodes(int cap) const {
+  int decoding = 0;
+  for (const sequence* seq : plan_->running) {
+    if (seq->resident() && seq->pending_rows == 0 && !granted(*seq) && seq->total_tokens() - seq->num_computed == 1)
+      ++decoding;
+  }
+  return std::min(decoding, cap);
+}
+
+std::int32_t scheduler::draft_slots_for(const sequence& seq, int decodes_after) const {
+  const request_spec& spec = seq.request->spec;
+  // No outputs yet: the last prompt token (a prefill, or the fork step).
+  if (!spec.speculate || seq.outputs.empty()) return 0;
+  const int k_max = config_.num_speculative_tokens;
+  std::int64_t slots = k_max;
+  if (config_.speculative_adaptive)
+    slots = std::clamp<std::int64_t>(std::llround(seq.acceptance * k_max) + 1, 1, k_max);
+  // A round emits up to slots + 1 tokens: no more than max_tokens and the context allow.
+  const auto produced = static_cast<std::int64_t>(seq.outputs.size());
+  if (spec.max_tokens >= 0) slots = std::min<std::int64_t>(slots, spec.max_tokens - produced - 1);
+  slots = std::min<std::int64_t>(slots, config_.max_model_len - seq.total_tokens() - 1);
+  // Every decode still to plan keeps its token and, at most, one new block.
+  slots = std::min<std::int64_t>(slots, plan_->budget - 1 - decodes_after);
+  while (slots > 0 && append_blocks(seq, 1 + static_cast<std::int32_t>(slots)) > plan_->free_blocks - decodes_after)
+    --slots;
+  return static_cast<std::int32_t>(std::max<std::int64_t>(slots, 0));
+}
+
+std::string scheduler::set_drafts(scheduled_step& step, std::size_t sequence_index, std::vector<std::int32_t> drafts,
+                                  std::vector<float> draft_probs) {
+  if (sequence_index >= step.sequences.size()) return "step " + std::to_string(step.id) + " has no such sequence";
+  scheduled_sequence& scheduled = step.sequences[sequence_index];
+  if (!scheduled.drafts.empty()) return "the sequence's drafts are set already";
+  if (drafts.size() > static_cast<std::size_t>(scheduled.draft_slots))
+    return std::to_string(drafts.size()) + " drafts for " + std::to_string(scheduled.draft_slots) + " draft slots";
+  if (!draft_probs.empty() && (drafts.empty() || draft_probs.size() % drafts.size() != 0))
+    return "draft_probs is not one row per draft";
+  const auto flight = in_flight_.find(step.id);
+  if (flight == in_flight_.end()) return "step " + std::to_string(step.id) + " is not in flight";
+  const auto row = std::find_if(step.rows.begin(), step.rows.end(),
+                                [&](const logits_row_hook& hook) { return hook.sequence_index == sequence_index; });
+  sequence* seq = find_sequence(scheduled.seq);
+  if (drafts.empty() || seq == nullptr || !seq->resident() || seq->unsettled_slots == 0 || row == step.rows.end())
+    return {};  // nothing to verify, or the sequence left the device since (its slots are dropped)
+  request_state& request = *seq->request;
+  const auto j = static_cast<std::int32_t>(drafts.size());
+  seq->num_drafts = j;
+  seq->draft_context.clear();
+  seq->draft_context.reserve(seq->outputs.size() + drafts.size());  // the hooks' spans must not move
+  seq->draft_context.assign(seq->outputs.begin(), seq->outputs.end());
+  seq->draft_context.insert(seq->draft_context.end(), drafts.begin(), drafts.end());
+  seq->draft_probs = std::move(draft_probs);
+  scheduled.drafts = std::move(drafts);
+  scheduled.draft_probs = seq->draft_probs;
+  std::vector<logits_row_hook> hooks;
+  std::vector<in_flight_row> records;
+  for (std::int32_t i = 1; i <= j; ++i) {
+    logits_row_hook hook = *row;
+    hook.token_index += static_cast<std::uint64_t>(i);
+    hook.output_tokens = std::span<const std::int32_t>(seq->draft_context).first(seq->outputs.size() + i);
+    hook.suppressed_tokens = static_cast<std::int64_t>(hook.token_index) < request.spec.min_tokens
+                                 ? std::span<const std::int32_t>(request.min_tokens_suppressed)
+                                 : std::span<const std::int32_t>{};
+    hooks.push_back(hook);
+    records.push_back({seq, &request, seq->choice, i});
+  }
+  const auto at = row - step.rows.begin() + 1;
+  step.rows.insert(step.rows.begin() + at, hooks.begin(), hooks.end());
+  auto& rows = flight->second.rows;
+  rows.insert(rows.begin() + at, records.begin(), records.end());
+  seq->pending_rows += j;
+  request.rows_in_flight += j;
+  return {};
+}
+
+std::string scheduler::verify_problem(const in_flight_step& record, const step_result& result) const {
+  std::size_t group = 0;
+  for (std::size_t i = 0; i < record.rows.size(); ++i) {
+    if (record.rows[i].draft_position != 1) continue;
+    std::int32_t drafts = 0;
+    while (i + static_cast<std::size_t>(drafts) < record.rows.size() &&
+           record.rows[i + static_cast<std::size_t>(drafts)].draft_position == drafts + 1)
+      ++drafts;
+    if (group < result.accepted.size() && (result.accepted[group] < 0 || result.accepted[group] > drafts))
+      return "verify group " + std::to_string(group) + " accepted " + std::to_string(result.accepted[group]) + " of " +
+             std::to_string(drafts) + " drafts";
+    ++group;
+  }
+  if (group != result.accepted.size())
+    return std::to_string(group) + " verify groups but " + std::to_string(result.accepted.size()) + " accepted counts";
+  return {};
+}
+
+void scheduler::observe_verified(sequence& seq, std::int32_t accepted) {
+  const std::int32_t drafts = seq.num_drafts;
+  ++metrics_.spec_drafts;
+  metrics_.spec_draft_tokens += static_cast<std::uint64_t>(drafts);
+  metrics_.spec_accepted_tokens += static_cast<std::uint64_t>(accepted);
+  auto& per_position = metrics_.spec_accepted_per_position;
+  if (per_position.size() < static_cast<std::size_t>(drafts)) per_position.resize(static_cast<std::size_t>(drafts));
+  for (std::int32_t i = 0; i < accepted; ++i) ++per_position[static_cast<std::size_t>(i)];
+  const double fraction = static_cast<double>(accepted) / drafts;
+  seq.acceptance = (1 - acceptance_smoothing) * seq.acceptance + acceptance_smoothing * fraction;
+}
+
+void scheduler::settle_step(const in_flight_step& record,
+                            const std::vector<std::pair<sequence*, std::int32_t>>& verified) {
+  for (sequence_id id : record.sequences) {
+    sequence* seq = find_sequence(id);
+    if (seq == nullptr || seq->unsettled_slots == 0) continue;
+    const auto it = std::find_if(verified.begin(), verified.end(), [seq](const auto& v) { return v.first == seq; });
+    settle(*seq, it == verified.end() ? 0 : it->second);
+  }
+}
+
+void scheduler::settle(sequence& seq, std::int32_t accepted) {
+  // t0 and the accepted drafts have valid K/V; the emitted token after them is the next t0.
+  seq.num_computed += accepted;
+  const auto first = seq.draft_context.end() - seq.num_drafts;
+  pending_settles_.push_back({seq.id, accepted, std::vector<std::int32_t>(first, first + accepted)});
+  seq.unsettled_slots = 0;
+  // Mirror the blocks the settle releases now, so the next plan counts them free.
+  const auto keep = static_cast<std::size_t>(blocks_for(seq.num_computed));
+  if (seq.block_table.size() > keep) {
+    pending_freed_blocks_ += static_cast<std::int32_t>(seq.block_table.size() - keep);
+    seq.block_table.resize(keep);
+  }
+}
+
+void scheduler::take_pending_settle(const sequence& seq) {
+  const auto it = std::find_if(pending_settles_.begin(), pending_settles_.end(),
+                               [&seq](const kv_settle& s) { return s.seq == seq.id; });
+  if (it == pending_settles_.end()) return;
+  plan_->request.settles.push_back(std::move(*it));
+  pending_settles_.erase(it);
+}
+
+}  // namespace troupe

@@ -1,0 +1,161 @@
+// Speculative decoding is lossless for the greedy fake model: whatever the
+// proposer proposes, every choice produces token for token what it produces
+// without speculation — across batch compositions, chunked prefill, n > 1,
+// stop ids and max_tokens inside accepted runs, swap and recompute
+// preemption, steps in flight, and cancellations mid-round — and the pools
+// end empty with no rejected draft ever in the prefix cache (spec_driver
+// checks that on every step).
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+#include <tuple>
+
+#include "tests/scheduler/spec_driver.hpp"
+
+namespace troupe::testing {
+namespace {
+
+constexpr std::int32_t kVocab = 64;
+
+struct arrival {
+  int step = 0;
+  request_spec spec;
+};
+
+/// Seeded requests with random lengths, n, stop ids and arrival steps; some share a prompt prefix.
+std::vector<arrival> random_workload(std::uint32_t seed, int count) {
+  std::mt19937 rng(seed);
+  const auto pick = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  std::vector<arrival> work;
+  for (int i = 0; i < count; ++i) {
+    arrival a;
+    a.step = pick(0, 30);
+    const int prompt_len = pick(1, 40);
+    const int max_tokens = pick(1, 48);
+    const std::int32_t first_token = pick(0, 1) == 0 ? 1 : 100 * (i + 1);
+    const auto seed = static_cast<std::uint64_t>(pick(1, 1 << 20));
+    a.spec = make_spec({.prompt_len = prompt_len, .max_tokens = max_tokens, .first_token = first_token, .seed = seed});
+    a.spec.n = pick(0, 3) == 0 ? pick(2, 3) : 1;
+    if (pick(0, 1) == 0) a.spec.stop_token_ids = {pick(0, kVocab - 1), pick(0, kVocab - 1)};
+    if (pick(0, 3) == 0) a.spec.min_tokens = pick(0, 6);
+    work.push_back(std::move(a));
+  }
+  return work;
+}
+
+struct run_outcome {
+  std::map<std::pair<request_handle, int>, std::vector<std::int32_t>> outputs;
+  std::map<std::pair<request_handle, int>, finish_reason> reasons;
+  int steps = 0;
+  int preemptions = 0;
+  int preempted_with_unsettled_slots = 0;
+  scheduler_metrics metrics;
+  std::vector<request_handle> handles;  ///< [request index]
+};
+
+/// Submits each request at its step and runs until all finished; cancels
+/// request i at step `cancels[i]` when given.
+run_outcome run_workload(const scheduler_config& config, std::optional<fake_proposer> proposer, int depth,
+                         const std::vector<arrival>& work, const std::map<std::size_t, int>& cancels = {}) {
+  spec_driver driver(config, std::move(proposer), depth, kVocab);
+  std::vector<request_handle> handles(work.size(), 0);
+  for (int step = 0; step < 20000; ++step) {
+    for (std::size_t i = 0; i < work.size(); ++i) {
+      if (work[i].step == step) handles[i] = driver.submit(work[i].spec);
+      const auto cancel = cancels.find(i);
+      if (cancel != cancels.end() && cancel->second == step && handles[i] != 0)
+        driver.record(driver.sched().cancel(handles[i], driver.now));
+    }
+    const bool arrivals_left =
+        std::any_of(work.begin(), work.end(), [step](const arrival& a) { return a.step > step; });
+    if (!arrivals_left && !driver.sched().has_unfinished_requests() && !driver.sched().has_pending_kv_updates() &&
+        driver.sched().num_steps_in_flight() == 0)
+      break;
+    driver.step();
+  }
+  EXPECT_FALSE(driver.sched().has_unfinished_requests());
+  driver.expect_empty_pools();
+  return {
+      driver.outputs,           driver.reasons, driver.steps, driver.preemptions, driver.preempted_with_unsettled_slots,
+      driver.sched().metrics(), handles};
+}
+
+void expect_same_outputs(const run_outcome& expected, const run_outcome& actual) {
+  EXPECT_EQ(actual.outputs.size(), expected.outputs.size());
+  for (const auto& [key, tokens] : expected.outputs) {
+    EXPECT_EQ(actual.outputs.count(key) ? actual.outputs.at(key) : std::vector<std::int32_t>{}, tokens)
+        << "request " << key.first << " choice " << key.second;
+    EXPECT_EQ(actual.reasons.count(key) ? actual.reasons.at(key) : finish_reason::abort, expected.reasons.at(key))
+        << "request " << key.first << " choice " << key.second;
+  }
+}
+
+using identity_case = std::tuple<proposer_kind, int /*depth*/, std::uint32_t /*seed*/>;
+
+class SpeculativeIdentity : public ::testing::TestWithParam<identity_case> {};
+
+TEST_P(SpeculativeIdentity, GreedyOutputsMatchWithoutSpeculation) {
+  const auto [kind, depth, seed] = GetParam();
+  const std::vector<arrival> work = random_workload(seed, 24);
+  const run_outcome plain = run_workload(spec_config(0, 256), std::nullopt, depth, work);
+  const run_outcome speculative = run_workload(spec_config(4, 256), fake_proposer(kind, kVocab, seed), depth, work);
+  expect_same_outputs(plain, speculative);
+  EXPECT_GT(speculative.metrics.spec_drafts, 0u);
+  if (kind == proposer_kind::right) EXPECT_LT(speculative.steps, plain.steps) << "right drafts save steps";
+}
+
+INSTANTIATE_TEST_SUITE_P(ProposersAndDepths, SpeculativeIdentity,
+                         ::testing::Combine(::testing::Values(proposer_kind::right, proposer_kind::wrong,
+                                                              proposer_kind::right_prefix, proposer_kind::short_right),
+                                            ::testing::Values(0, 1), ::testing::Values(1u, 2u)));
+
+using preemption_case = std::tuple<preemption_mode, int /*depth*/, proposer_kind>;
+
+class SpeculativePreemption : public ::testing::TestWithParam<preemption_case> {};
+
+TEST_P(SpeculativePreemption, GreedyOutputsMatchUnderSwapAndRecompute) {
+  const auto [mode, depth, kind] = GetParam();
+  const std::vector<arrival> work = random_workload(11, 40);
+  scheduler_config plain = spec_config(0, /*blocks=*/32, /*host_blocks=*/24);
+  plain.preemption = mode;
+  plain.swap_min_tokens = 16;
+  scheduler_config speculative = plain;
+  speculative.num_speculative_tokens = 6;
+  const run_outcome expected = run_workload(plain, std::nullopt, depth, work);
+  const run_outcome actual = run_workload(speculative, fake_proposer(kind, kVocab, 5), depth, work);
+  expect_same_outputs(expected, actual);
+  EXPECT_GT(actual.preemptions, 0) << "the pool should be small enough to preempt";
+  if (depth > 0) EXPECT_GT(actual.preempted_with_unsettled_slots, 0) << "preemptions should hit steps in flight";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ModesAndDepths, SpeculativePreemption,
+    ::testing::Combine(::testing::Values(preemption_mode::swap, preemption_mode::recompute, preemption_mode::automatic),
+                       ::testing::Values(0, 1), ::testing::Values(proposer_kind::right, proposer_kind::right_prefix)));
+
+TEST(SpeculativeScheduling, CancellationsMidRoundLeaveOtherOutputsAndThePoolsIntact) {
+  const std::vector<arrival> work = random_workload(21, 24);
+  std::map<std::size_t, int> cancels;
+  std::mt19937 rng(3);
+  for (std::size_t i = 0; i < work.size(); i += 3) cancels[i] = work[i].step + static_cast<int>(rng() % 12);
+  const run_outcome expected = run_workload(spec_config(0, 40, 16), std::nullopt, 1, work);
+  const run_outcome actual =
+      run_workload(spec_config(5, 40, 16), fake_proposer(proposer_kind::right_prefix, kVocab, 9), 1, work, cancels);
+  std::set<request_handle> cancelled_handles;
+  for (const auto& [index, step] : cancels) cancelled_handles.insert(actual.handles[index]);
+  for (const auto& [key, tokens] : expected.outputs) {
+    const std::vector<std::int32_t> got =
+        actual.outputs.count(key) ? actual.outputs.at(key) : std::vector<std::int32_t>{};
+    if (cancelled_handles.count(key.first) == 0) {
+      EXPECT_EQ(got, tokens) << "request " << key.first << " choice " << key.second;
+      continue;
+    }
+    ASSERT_LE(got.size(), tokens.size());
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), tokens.begin())) << "a cancelled choice's tokens are a prefix";
+  }
+}
+
+}  // namespace
+}  // namespace troupe::testing

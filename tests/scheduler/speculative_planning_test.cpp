@@ -1,0 +1,210 @@
+// How the scheduler plans speculative steps: which sequences get draft slots
+// and how many, what it asks of the KV manager, and what set_drafts and
+// build_step_batch make of the drafts (block size 4).
+
+#include <gtest/gtest.h>
+
+#include "tests/scheduler/spec_driver.hpp"
+
+namespace troupe::testing {
+namespace {
+
+constexpr std::int32_t kVocab = 64;
+
+/// The entry of `request` in `step` (fails the test when absent).
+const scheduled_sequence& entry(const scheduled_step& step, request_handle request) {
+  for (const auto& s : step.sequences) {
+    if (s.request == request) return s;
+  }
+  ADD_FAILURE() << "request " << request << " is not in step " << step.id;
+  return step.sequences.front();
+}
+
+/// Runs a planned step without drafts and applies its result.
+void run_plain(spec_driver& d, const scheduled_step& step) { d.deliver(d.execute(step)); }
+
+TEST(SpeculativePlanning, DecodesGetDraftSlotsAndPrefillsDoNot) {
+  spec_driver d(spec_config(3), std::nullopt);
+  const request_handle r = d.submit(make_spec({.prompt_len = 10, .max_tokens = 20}));
+  const scheduled_step prefill = d.plan();
+  EXPECT_EQ(entry(prefill, r).draft_slots, 0);
+  run_plain(d, prefill);
+  const scheduled_step decode = d.plan();
+  EXPECT_EQ(entry(decode, r).draft_slots, 3);
+  EXPECT_EQ(entry(decode, r).tokens.size(), 1u);
+  EXPECT_GE(entry(decode, r).block_table.size() * 4, 10u + 1 + 3) << "blocks for t0 and the draft slots";
+  const kv_append& append = d.kv_requests().back().appends.at(0);
+  EXPECT_EQ(append.tokens, entry(decode, r).tokens);
+  EXPECT_EQ(append.num_speculative, 3);
+  EXPECT_EQ(d.kv().num_speculative(entry(decode, r).seq), 3);
+  run_plain(d, decode);
+}
+
+TEST(SpeculativePlanning, DraftSlotsShrinkBeforeMaxTokensAndTheContextEnd) {
+  scheduler_config config = spec_config(8);
+  config.max_model_len = 20;
+  spec_driver d(config, fake_proposer(proposer_kind::right, kVocab));
+  const request_handle short_output =
+      d.submit(make_spec({.prompt_len = 4, .max_tokens = 4}));  // 3 tokens left after the first
+  const request_handle near_the_end =
+      d.submit(make_spec({.prompt_len = 14, .max_tokens = -1, .first_token = 50}));  // context 20: 5 tokens left
+  d.step();
+  const scheduled_step decode = d.plan();
+  EXPECT_EQ(entry(decode, short_output).draft_slots, 2) << "a round emits up to slots + 1 tokens";
+  EXPECT_EQ(entry(decode, near_the_end).draft_slots, 4);
+  d.deliver(d.execute(decode));
+  EXPECT_EQ(d.output(short_output).size(), 4u);
+  EXPECT_EQ(d.reason(short_output), finish_reason::length);
+  d.run();
+  EXPECT_EQ(d.output(near_the_end).size(), 6u);
+  EXPECT_EQ(d.reason(near_the_end), finish_reason::length);
+}
+
+TEST(SpeculativePlanning, RequestsThatOptOutAndForkStepsNeverSpeculate) {
+  spec_driver d(spec_config(3), std::nullopt);
+  request_spec opted_out = make_spec({.prompt_len = 6, .max_tokens = 10});
+  opted_out.speculate = false;
+  const request_handle quiet = d.submit(opted_out);
+  request_spec forked =
+      make_spec({.prompt_len = 1, .max_tokens = 10, .first_token = 40});  // the fork step is a one-token prefill
+  forked.n = 2;
+  const request_handle fork = d.submit(forked);
+  const scheduled_step first = d.plan();
+  EXPECT_EQ(entry(first, fork).num_samples, 2);
+  EXPECT_EQ(entry(first, fork).draft_slots, 0);
+  run_plain(d, first);
+  const scheduled_step second = d.plan();
+  EXPECT_EQ(entry(second, quiet).draft_slots, 0);
+  int forked_choices = 0;
+  for (const scheduled_sequence& s : second.sequences) {
+    if (s.request != fork) continue;
+    ++forked_choices;
+    EXPECT_EQ(s.draft_slots, 3) << "the forked choices decode with draft slots";
+  }
+  EXPECT_EQ(forked_choices, 2);
+  run_plain(d, second);
+  d.run();
+}
+
+TEST(SpeculativePlanning, NoSpeculationInAStepWithMoreDecodesThanTheLimit) {
+  scheduler_config config = spec_config(2);
+  config.speculative_max_batch = 2;
+  spec_driver d(config, std::nullopt);
+  for (int i = 0; i < 3; ++i) d.submit(make_spec({.prompt_len = 4, .max_tokens = 6, .first_token = 10 * i + 1}));
+  run_plain(d, d.plan());
+  const scheduled_step three = d.plan();
+  ASSERT_EQ(three.sequences.size(), 3u);
+  for (const auto& s : three.sequences) EXPECT_EQ(s.draft_slots, 0);
+  run_plain(d, three);
+  config.speculative_max_batch = 3;
+  EXPECT_EQ(d.sched().set_config(config), "");
+  const scheduled_step allowed = d.plan();
+  for (const auto& s : allowed.sequences) EXPECT_EQ(s.draft_slots, 2);
+  run_plain(d, allowed);
+  d.run();
+}
+
+TEST(SpeculativePlanning, EveryDecodeKeepsItsTokenWhenTheBudgetIsShort) {
+  spec_driver d(spec_config(4, 64, 32, /*budget=*/8), std::nullopt);
+  for (int i = 0; i < 3; ++i) d.submit(make_spec({.prompt_len = 2, .max_tokens = 10, .first_token = 10 * i + 1}));
+  run_plain(d, d.plan());
+  const scheduled_step decodes = d.plan();
+  ASSERT_EQ(decodes.sequences.size(), 3u);
+  std::int32_t planned = 0;
+  for (const auto& s : decodes.sequences) planned += 1 + s.draft_slots;
+  EXPECT_EQ(decodes.sequences[0].draft_slots, 4) << "the most urgent takes what the others leave";
+  EXPECT_EQ(decodes.sequences[1].draft_slots, 1);
+  EXPECT_EQ(decodes.sequences[2].draft_slots, 0);
+  EXPECT_EQ(planned, 8);
+  run_plain(d, decodes);
+  d.run();
+}
+
+TEST(SpeculativePlanning, DraftSlotsLeaveABlockForEveryLaterDecode) {
+  // 4 blocks, two 4-token prompts: each decode needs a new block, and the
+  // two left must serve both, so neither takes slots past its new block.
+  spec_driver d(spec_config(8, /*blocks=*/4, /*host_blocks=*/0), std::nullopt);
+  const request_handle a = d.submit(make_spec({.prompt_len = 4, .max_tokens = 20, .first_token = 1}));
+  const request_handle b = d.submit(make_spec({.prompt_len = 4, .max_tokens = 20, .first_token = 20}));
+  run_plain(d, d.plan());
+  const scheduled_step decode = d.plan();
+  EXPECT_EQ(d.preemptions, 0);
+  ASSERT_EQ(decode.sequences.size(), 2u);
+  EXPECT_EQ(entry(decode, a).draft_slots, 3) << "positions 4..7: one new block, the other kept for b";
+  EXPECT_EQ(entry(decode, b).draft_slots, 3);
+  run_plain(d, decode);
+  d.run();  // later the two outgrow the pool and take turns
+}
+
+TEST(SpeculativePlanning, AdaptiveDraftLengthFollowsTheAcceptanceRate) {
+  for (const proposer_kind kind : {proposer_kind::wrong, proposer_kind::right}) {
+    scheduler_config config = spec_config(4);
+    config.speculative_adaptive = true;
+    spec_driver d(config, fake_proposer(kind, kVocab));
+    const request_handle r = d.submit(make_spec({.prompt_len = 3, .max_tokens = 200}));
+    std::vector<std::int32_t> slots;
+    for (int i = 0; i < 12; ++i) {
+      const scheduled_step s = d.plan();
+      slots.push_back(entry(s, r).draft_slots);
+      d.deliver(d.execute(s));
+    }
+    EXPECT_EQ(slots[1], 4) << "a sequence starts at k_max";
+    if (kind == proposer_kind::wrong)
+      EXPECT_EQ(slots.back(), 1) << "every draft rejected: down to one";
+    else
+      EXPECT_EQ(slots.back(), 4);
+  }
+}
+
+TEST(SpeculativePlanning, SetDraftsAddsOneVerifiedRowPerDraft) {
+  spec_driver d(spec_config(3), std::nullopt);
+  const request_handle r = d.submit(make_spec({.prompt_len = 5, .max_tokens = 20}));
+  run_plain(d, d.plan());
+  scheduled_step step = d.plan();
+  const sequence& seq = *d.find(r);
+  const std::uint64_t base = seq.outputs.size();
+  ASSERT_EQ(step.rows.size(), 1u);
+  EXPECT_EQ(d.sched().set_drafts(step, 0, {11, 12}), "");
+  ASSERT_EQ(step.rows.size(), 3u);
+  for (std::uint64_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(step.rows[i].token_index, base + i);
+    ASSERT_EQ(step.rows[i].output_tokens.size(), base + i);
+  }
+  EXPECT_EQ(step.rows[2].output_tokens.back(), 12);
+  EXPECT_EQ(step.rows[2].output_tokens[base], 11);
+  EXPECT_EQ(step.num_tokens(), 3);
+  const step_batch batch = build_step_batch(step, 4);
+  EXPECT_EQ(batch.token_ids, (std::vector<std::int32_t>{seq.outputs.back(), 11, 12}));
+  EXPECT_EQ(batch.positions, (std::vector<std::int32_t>{5, 6, 7}));
+  EXPECT_EQ(batch.seq_lens, (std::vector<std::int32_t>{8}));
+  EXPECT_EQ(batch.logits_indices, (std::vector<std::int32_t>{0, 1, 2}));
+  ASSERT_EQ(batch.verify.size(), 1u);
+  EXPECT_EQ(batch.verify[0].first_row, 0);
+  EXPECT_EQ(batch.verify[0].drafts, (std::vector<std::int32_t>{11, 12}));
+  EXPECT_TRUE(batch.verify[0].draft_probs.empty());
+  d.deliver(d.execute(step));
+  d.run();
+}
+
+TEST(SpeculativePlanning, SetDraftsRefusesMisuseAndChangesNothing) {
+  spec_driver d(spec_config(2), std::nullopt);
+  d.submit(make_spec({.prompt_len = 5, .max_tokens = 20}));
+  run_plain(d, d.plan());
+  scheduled_step step = d.plan();
+  EXPECT_NE(d.sched().set_drafts(step, 1, {1}), "") << "no such sequence";
+  EXPECT_NE(d.sched().set_drafts(step, 0, {1, 2, 3}), "") << "more drafts than slots";
+  EXPECT_NE(d.sched().set_drafts(step, 0, {1, 2}, std::vector<float>(3, 0.5f)), "") << "not one q row per draft";
+  scheduled_step unknown = step;
+  unknown.id += 100;
+  EXPECT_NE(d.sched().set_drafts(unknown, 0, {1}), "") << "not in flight";
+  EXPECT_EQ(step.rows.size(), 1u);
+  EXPECT_EQ(d.sched().set_drafts(step, 0, {1}, std::vector<float>(kVocab, 1.0f / kVocab)), "");
+  EXPECT_NE(d.sched().set_drafts(step, 0, {1}), "") << "set twice";
+  const step_batch batch = build_step_batch(step, 4);
+  EXPECT_EQ(batch.verify.at(0).draft_probs.size(), static_cast<std::size_t>(kVocab));
+  d.deliver(d.execute(step));
+  d.run();
+}
+
+}  // namespace
+}  // namespace troupe::testing
