@@ -16,6 +16,14 @@ struct llama_model::layer {
   device_tensor k_norm;                    // [D] (Qwen3 only)
 };
 
+// What upload_weights produced; drafters built over the same model share it.
+struct llama_model::uploaded {
+  device_tensor embed_tokens;
+  device_tensor final_norm;
+  std::unique_ptr<linear_weight> lm_head;
+  std::vector<layer> layers;
+};
+
 // Activation buffers sized for the largest step seen so far.
 struct llama_model::workspace {
   std::int64_t token_capacity = 0;
@@ -57,19 +65,41 @@ llama_model::llama_model(const model_config& config, const model_weights& weight
   geometry_.scale = 1.0f / std::sqrt(static_cast<float>(config.head_dim));
   geometry_.rope = config.rope;
   upload_weights(weights);
+  active_layers_.resize(weights_->layers.size());
+  for (std::size_t i = 0; i < active_layers_.size(); ++i) active_layers_[i] = static_cast<int>(i);
+}
+
+llama_model::llama_model(const llama_model& source, backend& backend, std::vector<int> layers)
+    : config_(source.config_),
+      backend_(backend),
+      geometry_(source.geometry_),
+      weights_(source.weights_),
+      active_layers_(std::move(layers)),
+      workspace_(std::make_unique<workspace>()) {
+  if (backend.name() != source.backend_.name())
+    throw std::invalid_argument("a layer-skipping drafter runs on a " + source.backend_.name() + " backend, not " +
+                                backend.name());
+  if (active_layers_.empty()) throw std::invalid_argument("a layer-skipping drafter needs at least one layer");
+  for (std::size_t i = 0; i < active_layers_.size(); ++i) {
+    const int index = active_layers_[i];
+    if (index < 0 || index >= static_cast<int>(weights_->layers.size()) || (i > 0 && index <= active_layers_[i - 1]))
+      throw std::invalid_argument("drafter layers must be ascending indices below " +
+                                  std::to_string(weights_->layers.size()));
+  }
 }
 
 llama_model::~llama_model() = default;
 
 void llama_model::upload_weights(const model_weights& weights) {
-  embed_tokens_ = backend_.upload(*weights.embed_tokens);
-  final_norm_ = backend_.upload(*weights.final_norm);
+  auto up = std::make_shared<uploaded>();
+  up->embed_tokens = backend_.upload(*weights.embed_tokens);
+  up->final_norm = backend_.upload(*weights.final_norm);
   const host_tensor lm_head = *weights.lm_head;
-  lm_head_ = backend_.prepare_linear({&lm_head, 1}, {});
-  layers_.resize(weights.layers.size());
+  up->lm_head = backend_.prepare_linear({&lm_head, 1}, {});
+  up->layers.resize(weights.layers.size());
   for (std::size_t i = 0; i < weights.layers.size(); ++i) {
     const layer_weights& w = weights.layers[i];
-    layer& l = layers_[i];
+    layer& l = up->layers[i];
     l.qkv = backend_.prepare_linear(present({w.q_proj, w.k_proj, w.v_proj}), present({w.q_bias, w.k_bias, w.v_bias}));
     l.o = backend_.prepare_linear(present({w.o_proj}), present({w.o_bias}));
     l.gate_up = backend_.prepare_linear(present({w.gate_proj, w.up_proj}), {});
@@ -79,11 +109,12 @@ void llama_model::upload_weights(const model_weights& weights) {
     if (w.q_norm != nullptr) l.q_norm = backend_.upload(*w.q_norm);
     if (w.k_norm != nullptr) l.k_norm = backend_.upload(*w.k_norm);
   }
+  weights_ = std::move(up);
 }
 
 kv_cache_spec llama_model::kv_spec(int block_size, std::int64_t num_blocks, dtype type) const {
   kv_cache_spec spec;
-  spec.num_layers = static_cast<int>(config_.num_hidden_layers);
+  spec.num_layers = num_layers();
   spec.num_kv_heads = static_cast<int>(config_.num_key_value_heads);
   spec.head_dim = static_cast<int>(config_.head_dim);
   spec.block_size = block_size;
@@ -181,18 +212,20 @@ tensor_view llama_model::forward(const step_batch& batch, kv_cache& cache, host_
   workspace& ws = *workspace_;
   const dtype act = backend_.activation_type();
   const std::int64_t hidden = config_.hidden_size;
-  backend_.embed(*plan_, embed_tokens_.view, ws.residual.view(act, tokens, hidden));
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
-    run_layer(layers_[i], static_cast<int>(i), *plan_, cache, tokens, i == 0);
+  backend_.embed(*plan_, weights_->embed_tokens.view, ws.residual.view(act, tokens, hidden));
+  // A drafter's cache holds only the layers it runs: cache layer i is active_layers_[i].
+  for (std::size_t i = 0; i < active_layers_.size(); ++i) {
+    run_layer(weights_->layers[static_cast<std::size_t>(active_layers_[i])], static_cast<int>(i), *plan_, cache, tokens,
+              i == 0);
   }
   const tensor_view logits = ws.logits.view(dtype::f32, rows, config_.vocab_size);
   if (rows == 0) return logits;
   const tensor_view normed = ws.normed.view(act, tokens, hidden);
-  backend_.add_rms_norm(ws.residual.view(act, tokens, hidden), ws.proj.view(act, tokens, hidden), final_norm_.view,
-                        config_.rms_norm_eps, normed);
+  backend_.add_rms_norm(ws.residual.view(act, tokens, hidden), ws.proj.view(act, tokens, hidden),
+                        weights_->final_norm.view, config_.rms_norm_eps, normed);
   const tensor_view last_rows = ws.rows.view(act, rows, hidden);
   backend_.gather_logits_rows(*plan_, normed, last_rows);
-  backend_.linear(last_rows, *lm_head_, logits);
+  backend_.linear(last_rows, *weights_->lm_head, logits);
   return logits;
 }
 

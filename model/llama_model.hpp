@@ -19,6 +19,13 @@ class llama_model {
   /// checkpoint behind `weights` must outlive the model (views may point
   /// into its mapping). Throws std::runtime_error on unusable weights.
   llama_model(const model_config& config, const model_weights& weights, backend& backend);
+  /// A self-speculative drafter: `source`'s uploaded weights, shared (not
+  /// copied), with only the decoder layers `layers` (ascending indices into
+  /// source's, none repeated) run, on `backend` (a second backend of the same
+  /// kind, e.g. its own CPU threads or CUDA stream). Its KV cache holds the
+  /// kept layers only (kv_spec). `source` must outlive it. Throws
+  /// std::invalid_argument on an empty or bad layer list or a backend of another kind.
+  llama_model(const llama_model& source, backend& backend, std::vector<int> layers);
   ~llama_model();
   llama_model(const llama_model&) = delete;
   llama_model& operator=(const llama_model&) = delete;
@@ -27,6 +34,8 @@ class llama_model {
   const attention_geometry& geometry() const { return geometry_; }
   backend& device() const { return backend_; }
   std::int64_t vocab_size() const { return config_.vocab_size; }
+  /// Decoder layers this model runs (all of the checkpoint's, unless built as a layer-skipping drafter).
+  int num_layers() const { return static_cast<int>(active_layers_.size()); }
 
   /// KV pool shape for this model: `num_blocks` blocks of `block_size` tokens
   /// in `type` (f32, bf16 or f16).
@@ -47,6 +56,7 @@ class llama_model {
 
  private:
   struct layer;
+  struct uploaded;
   struct workspace;
 
   void upload_weights(const model_weights& weights);
@@ -57,10 +67,8 @@ class llama_model {
   model_config config_;
   backend& backend_;
   attention_geometry geometry_;
-  device_tensor embed_tokens_;
-  device_tensor final_norm_;
-  std::unique_ptr<linear_weight> lm_head_;
-  std::vector<layer> layers_;
+  std::shared_ptr<const uploaded> weights_;  ///< shared with layer-skipping drafters
+  std::vector<int> active_layers_;           ///< indices into weights_->layers, in run order
   std::unique_ptr<workspace> workspace_;
   std::unique_ptr<step_plan> plan_;
 };

@@ -1,0 +1,26 @@
+#pragma once
+// Prompt lookup (n-gram) speculation: the last n tokens of a sequence are
+// looked up earlier in its prompt and outputs, and the tokens that followed
+// the match are proposed as drafts. Free to compute and strong where the
+// output repeats the input (editing, summarising, code, quoting).
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace troupe {
+
+/// How the n-gram proposer matches.
+struct ngram_settings {
+  int max_ngram = 4;  ///< longest suffix tried first
+  int min_ngram = 1;  ///< shortest suffix accepted
+};
+
+/// Up to `k` draft tokens for a sequence whose tokens so far (prompt then
+/// outputs, the last one not yet fed to the model) are `tokens`: the tokens
+/// that followed the most recent earlier occurrence of the longest suffix of
+/// length max_ngram .. min_ngram. Empty when nothing matches. O(|tokens| *
+/// max_ngram) time.
+std::vector<std::int32_t> propose_ngram(std::span<const std::int32_t> tokens, int k, const ngram_settings& settings);
+
+}  // namespace troupe
