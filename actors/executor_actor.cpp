@@ -29,6 +29,8 @@ caf::result<step_result_ptr> run(executor_state& state, const scheduled_step& st
     result->step = step.id;
     if (step.sequences.empty()) {
       if (!step.copies.empty()) r.device->copy_blocks(*r.cache, r.host.get(), step.copies);
+    } else if (step.logits_only) {
+      result->logits = r.model->logits(build_step_batch(step, r.cache->spec().block_size), *r.cache, r.host.get());
     } else {
       step_batch batch = build_step_batch(step, r.cache->spec().block_size);
       fill_sampling_rows(batch, step);

@@ -14,8 +14,11 @@ namespace troupe {
 
 /// What an executor runs on; moved into the actor at spawn.
 struct executor_resources {
+  /// A layer-skip drafter's weights live in the target's backend: declared
+  /// first so that it is destroyed last, after the model that shares them.
+  std::shared_ptr<backend> weights_device;
   std::shared_ptr<const checkpoint> weights_source;  ///< keeps mapped weights alive
-  std::unique_ptr<backend> device;
+  std::shared_ptr<backend> device;
   std::unique_ptr<llama_model> model;
   std::unique_ptr<kv_cache> cache;
   std::unique_ptr<host_block_pool> host;

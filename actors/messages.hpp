@@ -10,12 +10,15 @@
 //   scheduler ── run step ──> executor ── samples ──> scheduler
 //   scheduler ── open / events ──> tokenizer (its output shard) ── events ──> sink
 //   tokenizer ── reply: choices that hit a stop string ──> scheduler
+//   scheduler ── propose (draft jobs) ──> speculator ── draft steps ──> draft executor
+//   speculator ── drafts (and their q rows) ──> scheduler
 
 #include <caf/all.hpp>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "actors/core/draft_proposer.hpp"
 #include "actors/core/output_stream.hpp"
 #include "actors/core/scheduler_types.hpp"
 #include "actors/event_sink.hpp"
@@ -34,8 +37,8 @@ struct submission {
 /// A prompt made ready by a tokenizer actor: rendered (chat) and encoded.
 struct prepared_prompt {
   std::vector<std::int32_t> ids;
-  std::string text;                    ///< the prompt as text (for echo)
-  std::optional<error_event> error;    ///< set when the prompt could not be prepared
+  std::string text;                  ///< the prompt as text (for echo)
+  std::optional<error_event> error;  ///< set when the prompt could not be prepared
 };
 
 /// A request that passed admission and tokenization, on its way to the scheduler.
@@ -83,38 +86,43 @@ using kv_reply_ptr = std::shared_ptr<const kv_reply>;
 using stop_matches_ptr = std::shared_ptr<const stop_matches>;
 using engine_stats_ptr = std::shared_ptr<const engine_stats>;
 using config_change_ptr = std::shared_ptr<const config_change>;
+using draft_request_ptr = std::shared_ptr<const draft_request>;
+using draft_reply_ptr = std::shared_ptr<const draft_reply>;
 
 }  // namespace troupe
 
 CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
-  CAF_ADD_TYPE_ID(troupe, (troupe::submission_ptr))
-  CAF_ADD_TYPE_ID(troupe, (troupe::prepared_prompt_ptr))
-  CAF_ADD_TYPE_ID(troupe, (troupe::admitted_request_ptr))
-  CAF_ADD_TYPE_ID(troupe, (troupe::stream_open_ptr))
-  CAF_ADD_TYPE_ID(troupe, (troupe::stream_batch_ptr))
-  CAF_ADD_TYPE_ID(troupe, (troupe::step_work_ptr))
-  CAF_ADD_TYPE_ID(troupe, (troupe::step_result_ptr))
-  CAF_ADD_TYPE_ID(troupe, (troupe::kv_request_ptr))
-  CAF_ADD_TYPE_ID(troupe, (troupe::kv_reply_ptr))
-  CAF_ADD_TYPE_ID(troupe, (troupe::stop_matches_ptr))
-  CAF_ADD_TYPE_ID(troupe, (troupe::engine_stats_ptr))
-  CAF_ADD_TYPE_ID(troupe, (troupe::config_change_ptr))
-  CAF_ADD_TYPE_ID(troupe, (troupe::accepted_event))
-  CAF_ADD_TYPE_ID(troupe, (troupe::delta_event))
-  CAF_ADD_TYPE_ID(troupe, (troupe::finished_event))
-  CAF_ADD_TYPE_ID(troupe, (troupe::error_event))
-  CAF_ADD_ATOM(troupe, troupe::atom, generate, "generate")
-  CAF_ADD_ATOM(troupe, troupe::atom, encode, "encode")
-  CAF_ADD_ATOM(troupe, troupe::atom, submit, "submit")
-  CAF_ADD_ATOM(troupe, troupe::atom, cancel, "cancel")
-  CAF_ADD_ATOM(troupe, troupe::atom, run_step, "runstep")
-  CAF_ADD_ATOM(troupe, troupe::atom, open, "open")
-  CAF_ADD_ATOM(troupe, troupe::atom, events, "events")
-  CAF_ADD_ATOM(troupe, troupe::atom, stats, "stats")
-  CAF_ADD_ATOM(troupe, troupe::atom, configure, "configure")
-  CAF_ADD_ATOM(troupe, troupe::atom, drain, "drain")
-  CAF_ADD_ATOM(troupe, troupe::atom, tick, "tick")
-  CAF_ADD_ATOM(troupe, troupe::atom, fail, "fail")
+CAF_ADD_TYPE_ID(troupe, (troupe::submission_ptr))
+CAF_ADD_TYPE_ID(troupe, (troupe::prepared_prompt_ptr))
+CAF_ADD_TYPE_ID(troupe, (troupe::admitted_request_ptr))
+CAF_ADD_TYPE_ID(troupe, (troupe::stream_open_ptr))
+CAF_ADD_TYPE_ID(troupe, (troupe::stream_batch_ptr))
+CAF_ADD_TYPE_ID(troupe, (troupe::step_work_ptr))
+CAF_ADD_TYPE_ID(troupe, (troupe::step_result_ptr))
+CAF_ADD_TYPE_ID(troupe, (troupe::kv_request_ptr))
+CAF_ADD_TYPE_ID(troupe, (troupe::kv_reply_ptr))
+CAF_ADD_TYPE_ID(troupe, (troupe::stop_matches_ptr))
+CAF_ADD_TYPE_ID(troupe, (troupe::engine_stats_ptr))
+CAF_ADD_TYPE_ID(troupe, (troupe::config_change_ptr))
+CAF_ADD_TYPE_ID(troupe, (troupe::draft_request_ptr))
+CAF_ADD_TYPE_ID(troupe, (troupe::draft_reply_ptr))
+CAF_ADD_TYPE_ID(troupe, (troupe::accepted_event))
+CAF_ADD_TYPE_ID(troupe, (troupe::delta_event))
+CAF_ADD_TYPE_ID(troupe, (troupe::finished_event))
+CAF_ADD_TYPE_ID(troupe, (troupe::error_event))
+CAF_ADD_ATOM(troupe, troupe::atom, generate, "generate")
+CAF_ADD_ATOM(troupe, troupe::atom, encode, "encode")
+CAF_ADD_ATOM(troupe, troupe::atom, submit, "submit")
+CAF_ADD_ATOM(troupe, troupe::atom, cancel, "cancel")
+CAF_ADD_ATOM(troupe, troupe::atom, run_step, "runstep")
+CAF_ADD_ATOM(troupe, troupe::atom, open, "open")
+CAF_ADD_ATOM(troupe, troupe::atom, events, "events")
+CAF_ADD_ATOM(troupe, troupe::atom, stats, "stats")
+CAF_ADD_ATOM(troupe, troupe::atom, configure, "configure")
+CAF_ADD_ATOM(troupe, troupe::atom, drain, "drain")
+CAF_ADD_ATOM(troupe, troupe::atom, tick, "tick")
+CAF_ADD_ATOM(troupe, troupe::atom, fail, "fail")
+CAF_ADD_ATOM(troupe, troupe::atom, propose, "propose")
 CAF_END_TYPE_ID_BLOCK(troupe)
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::submission_ptr)
@@ -129,6 +137,8 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv_reply_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::stop_matches_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::engine_stats_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::config_change_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::draft_request_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::draft_reply_ptr)
 // The four sink events go to caller-provided actors as plain values; they
 // stay in the process, so they need no serialisation either.
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::accepted_event)
@@ -176,6 +186,14 @@ using scheduler_actor = caf::typed_actor<
     caf::replies_to<atom::drain, double>::with<bool>,
     /// Internal: re-check timeouts and idle work.
     caf::reacts_to<atom::tick>>;
+
+/// Proposes draft tokens with a draft model (a smaller checkpoint, or the
+/// target with layers skipped) running on its own executor (stream).
+using speculator_actor = caf::typed_actor<
+    /// Drafts for the jobs' sequences of one planned target step, in job
+    /// order; an error when the draft executor failed (the step then runs
+    /// without drafts).
+    caf::replies_to<atom::propose, draft_request_ptr>::with<draft_reply_ptr>>;
 
 /// Front door: validates, assigns ids, has prompts prepared, submits.
 using intake_actor = caf::typed_actor<

@@ -5,6 +5,8 @@
 #include "actors/scheduler_actor.hpp"
 
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <unordered_map>
 
 #include "actors/core/scheduler_loop.hpp"
@@ -19,6 +21,7 @@ struct scheduler_state {
   std::chrono::steady_clock::time_point start;
   std::unordered_map<drain_id, caf::typed_response_promise<bool>> drains;  ///< drains the loop has not answered
   bool tick_scheduled = false;
+  bool drafting = false;  ///< a taken step waits for its drafts: nothing else may be dispatched before it
   static inline const char* name = "scheduler";
 
   double now() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
@@ -31,6 +34,7 @@ using self_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
 void try_step(self_ptr self);
 void send_kv(self_ptr self, kv_request request);
 void finish_planning(self_ptr self);
+void fill_drafts(self_ptr self, scheduled_step step);
 void dispatch(self_ptr self, scheduled_step step);
 void schedule_tick(self_ptr self, caf::timespan delay);
 void on_step_done(self_ptr self, const step_result& result);
@@ -66,6 +70,7 @@ void cancel(self_ptr self, const std::string& id) {
 // ---- plan -----------------------------------------------------------------
 
 void try_step(self_ptr self) {
+  if (self->state.drafting) return;  // the step being drafted for goes to the executor first
   if (auto request = self->state.loop->begin_step(self->state.now())) send_kv(self, std::move(*request));
 }
 
@@ -94,8 +99,7 @@ void finish_planning(self_ptr self) {
   route(self, std::move(planned.events));
   switch (planned.next) {
     case after_planning::run:
-      dispatch(self, std::move(planned.step));
-      try_step(self);
+      fill_drafts(self, std::move(planned.step));
       return;
     case after_planning::plan_again:
       try_step(self);
@@ -106,6 +110,44 @@ void finish_planning(self_ptr self) {
     case after_planning::wait:
       return;
   }
+}
+
+void drafts_done(self_ptr self, scheduled_step step) {
+  self->state.drafting = false;
+  dispatch(self, std::move(step));
+  try_step(self);
+}
+
+// Prompt lookup fills the draft slots in place; a draft model is asked
+// through the speculator, and the step waits for its answer (or its failure:
+// then it runs without drafts).
+void fill_drafts(self_ptr self, scheduled_step step) {
+  auto& state = self->state;
+  const bool has_slots = std::any_of(step.sequences.begin(), step.sequences.end(),
+                                     [](const scheduled_sequence& seq) { return seq.draft_slots > 0; });
+  if (!has_slots || state.setup.speculation == speculative_method::off) return drafts_done(self, std::move(step));
+  if (state.setup.speculation == speculative_method::ngram) {
+    for (auto& [index, drafts] : lookup_drafts(step, state.setup.lookup))
+      state.loop->set_drafts(step, index, std::move(drafts));
+    return drafts_done(self, std::move(step));
+  }
+  auto request = std::make_shared<const draft_request>(draft_jobs(step));
+  auto pending = std::make_shared<scheduled_step>(std::move(step));
+  state.drafting = true;
+  self->request(state.setup.speculator, state.setup.draft_timeout, atom::propose_v, std::move(request))
+      .then(
+          [self, pending](const draft_reply_ptr& reply) {
+            for (const drafted& out : reply->sequences) {
+              const std::string problem =
+                  self->state.loop->set_drafts(*pending, out.sequence_index, out.drafts, out.probs);
+              if (!problem.empty()) spdlog::warn("scheduler: drafts refused: {}", problem);
+            }
+            drafts_done(self, std::move(*pending));
+          },
+          [self, pending](const caf::error& error) {
+            spdlog::warn("scheduler: no drafts for step {}: {}", pending->id, caf::to_string(error));
+            drafts_done(self, std::move(*pending));
+          });
 }
 
 void dispatch(self_ptr self, scheduled_step step) {
@@ -224,7 +266,11 @@ scheduler_actor::behavior_type scheduler_behavior(self_ptr self, scheduler_setup
       [self](atom::stats) {
         return engine_stats_ptr{std::make_shared<engine_stats>(self->state.loop->stats(self->state.now()))};
       },
-      [self](atom::configure, const config_change_ptr& change) {
+      [self](atom::configure, const config_change_ptr& change) -> std::string {
+        // Draft slots nobody fills would only waste budget and blocks.
+        if (self->state.setup.speculation == speculative_method::off && change->num_speculative_tokens.value_or(0) > 0)
+          return "speculative decoding is off: start the engine with a proposer (--speculative) to use "
+                 "num_speculative_tokens";
         std::string problem = self->state.loop->configure(*change, self->state.now());
         try_step(self);
         return problem;

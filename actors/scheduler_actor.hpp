@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "actors/core/scheduler_loop.hpp"
+#include "actors/core/speculation.hpp"
 #include "actors/messages.hpp"
 
 namespace troupe {
@@ -26,7 +27,12 @@ struct scheduler_setup {
   /// answer only loses that batch's stop-string matches (logged), never the
   /// engine.
   caf::timespan events_timeout = std::chrono::seconds(10);
-  caf::timespan step_timeout = std::chrono::seconds(600);  ///< a step running longer fails the executor
+  caf::timespan step_timeout = std::chrono::seconds(600);    ///< a step running longer fails the executor
+  speculative_method speculation = speculative_method::off;  ///< who fills a planned step's draft slots
+  ngram_settings lookup;                                     ///< ngram: how prompt lookup matches
+  speculator_actor speculator;                               ///< draft, layerskip: the draft model's actor
+  /// A round of drafting slower than this is given up (the step runs without drafts).
+  caf::timespan draft_timeout = std::chrono::seconds(60);
 };
 
 /// Spawns the scheduler actor. `clock_start` is the engine's time origin.

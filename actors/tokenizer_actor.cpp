@@ -1,7 +1,7 @@
 #include "actors/tokenizer_actor.hpp"
 
-#include <map>
 #include <spdlog/spdlog.h>
+#include <map>
 
 namespace troupe {
 
@@ -44,8 +44,8 @@ void send_finishes(tokenizer_state& state, const stream_batch& batch) {
   for (const finish_event& finish : batch.finished) {
     const auto it = state.streams.find(finish.request);
     if (it == state.streams.end()) continue;
-    finish_outcome outcome = it->second.stream.on_finished(finish.choice, finish.reason, finish.usage,
-                                                           finish.request_done);
+    finish_outcome outcome =
+        it->second.stream.on_finished(finish.choice, finish.reason, finish.usage, finish.request_done);
     if (outcome.delta) it->second.sink.delta(*outcome.delta);
     if (outcome.finished) it->second.sink.finished(*outcome.finished);
     if (finish.request_done) state.streams.erase(it);

@@ -4,9 +4,11 @@
 #include <unistd.h>
 #include <random>
 
+#include "actors/drafter_loading.hpp"
 #include "actors/intake_actor.hpp"
 #include "actors/kv_manager_actor.hpp"
 #include "actors/scheduler_actor.hpp"
+#include "actors/speculator_actor.hpp"
 #include "actors/tokenizer_actor.hpp"
 #include "model/batch_runner.hpp"
 #include "model/demo_model.hpp"
@@ -80,6 +82,7 @@ loaded_engine_model load_engine_model(const engine_config& config) {
   if (loaded.num_host_blocks > 0) resources->host = resources->device->create_host_pool(spec, loaded.num_host_blocks);
   loaded.one_token_step_s = time_one_token_step(*resources);
   loaded.executor = resources;
+  loaded.drafter = load_drafter(config, *resources, loaded.num_device_blocks);
   loaded.eos_token_ids = eos_ids(*loaded.weights, *loaded.preparer->tokenizer());
   loaded.info.served_model_name = config.served_model_name.empty() ? dir.filename().string() : config.served_model_name;
   loaded.info.model_dir = dir.string();
@@ -119,6 +122,15 @@ troupe_handles spawn_troupe(caf::actor_system& system, const engine_config& conf
   setup.executor = handles.executor;
   setup.shards = handles.tokenizers;
   setup.loop.one_token_step_s = model.one_token_step_s;
+  setup.speculation = *parse_speculative_method(config.speculative);  // checked by load_drafter
+  setup.lookup = {.max_ngram = config.prompt_lookup_max, .min_ngram = config.prompt_lookup_min};
+  if (model.drafter) {
+    handles.draft_executor = spawn_executor(system, model.drafter);
+    handles.speculator = spawn_speculator(system, {.draft_executor = handles.draft_executor,
+                                                   .block_size = config.block_size,
+                                                   .vocab_size = model.drafter->model->vocab_size()});
+    setup.speculator = handles.speculator;
+  }
   handles.scheduler = spawn_scheduler(system, std::move(setup), handles.clock_start);
 
   intake_setup intake;

@@ -19,6 +19,7 @@ struct loaded_engine_model {
   std::shared_ptr<const checkpoint> weights;
   std::shared_ptr<const prompt_preparer> preparer;
   std::shared_ptr<executor_resources> executor;  ///< backend, model, KV pools
+  std::shared_ptr<executor_resources> drafter;   ///< the draft model's stream (speculative draft/layerskip), or null
   model_info info;
   std::int64_t num_device_blocks = 0;
   std::int64_t num_host_blocks = 0;
@@ -38,6 +39,8 @@ struct troupe_handles {
   scheduler_actor scheduler;
   kv_manager_actor kv;
   executor_actor executor;
+  executor_actor draft_executor;  ///< invalid unless a draft model speculates
+  speculator_actor speculator;    ///< invalid unless a draft model speculates
   std::vector<tokenizer_actor> tokenizers;
   std::chrono::steady_clock::time_point clock_start;
 

@@ -102,6 +102,11 @@ class troupe_engine final : public engine {
     self->send_exit(handles_.kv, caf::exit_reason::user_shutdown);
     self->send_exit(handles_.executor, caf::exit_reason::user_shutdown);
     self->wait_for(handles_.executor);
+    if (handles_.speculator) {
+      self->send_exit(handles_.speculator, caf::exit_reason::user_shutdown);
+      self->send_exit(handles_.draft_executor, caf::exit_reason::user_shutdown);
+      self->wait_for(handles_.draft_executor);
+    }
   }
 
  private:

@@ -96,6 +96,16 @@ std::vector<knob_spec> engine_knobs() {
           boolean("batch_invariant", false,
                   "bitwise batch-independent numerics: a seeded request gives the same tokens whatever shares "
                   "its steps (cpu; slower prefill)"),
+          text("speculative", "off", {"off", "ngram", "draft", "layerskip"},
+               "speculative decoding proposer: prompt lookup, a draft model, or the target with layers skipped "
+               "(restart to change; num_speculative_tokens turns it down live)"),
+          text("draft_model", "", {},
+               "speculative draft: Hugging Face directory of a smaller model with the target's tokenizer (empty: "
+               "the built-in demo draft, when serving the built-in demo model)"),
+          text("speculative_skip_layers", "", {},
+               "layerskip: decoder layers the drafter skips, e.g. \"4-7\" or \"1,3,5\" (empty: the upper half)"),
+          integer("prompt_lookup_max", 4, 1, 64, "tokens", "ngram: longest suffix matched against the context"),
+          integer("prompt_lookup_min", 1, 1, 64, "tokens", "ngram: shortest suffix matched against the context"),
           integer("num_speculative_tokens", 0, 0, 16, "tokens",
                   "speculative decoding: draft tokens verified per decoding sequence and step at most (0: off)", true),
           boolean("speculative_adaptive", true,

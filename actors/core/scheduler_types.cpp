@@ -82,6 +82,7 @@ request_spec make_request_spec(const generation_request& request, std::vector<st
   spec.max_tokens = request.max_tokens;
   spec.min_tokens = request.min_tokens;
   spec.ignore_eos = request.ignore_eos;
+  spec.speculate = request.speculative;
   spec.stop_token_ids = request.stop_token_ids;
   spec.n = request.n;
   spec.priority = request.priority;

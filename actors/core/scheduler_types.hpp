@@ -200,6 +200,7 @@ struct scheduled_step {
   std::vector<logits_row_hook> rows;  ///< [L] in logits_indices order
   std::vector<block_copy> copies;     ///< run in order before the forward pass
   scheduler_events events;            ///< preemptions and timeouts decided while planning
+  bool logits_only = false;           ///< return the rows' logits instead of samples (a draft model's steps)
 
   /// Tokens fed: every sequence's tokens and drafts.
   std::int32_t num_tokens() const;
@@ -211,6 +212,7 @@ struct step_result {
   std::uint64_t step = 0;
   std::vector<sample_output> samples;  ///< [L]
   std::vector<std::int32_t> accepted;  ///< [verify groups of the step] drafts accepted
+  std::vector<float> logits;           ///< [L * vocab] f32, when the step was logits_only (samples empty)
   double execute_s = 0;                ///< wall seconds the executor spent on the step (forward + sampling)
 };
 

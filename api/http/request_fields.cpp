@@ -128,6 +128,7 @@ void read_extras(const json_field& fields, generation_request& base) {
   }
   base.user = fields.get_string("user", max_user_bytes).value_or("");
   base.ignore_eos = fields.get_bool("ignore_eos").value_or(false);
+  base.speculative = fields.get_bool("speculative").value_or(true);
   base.skip_special_tokens = fields.get_bool("skip_special_tokens").value_or(true);
   base.priority = static_cast<int>(fields.get_int("priority", int32_min, int32_max).value_or(0));
   base.deadline_ms = fields.get_number("deadline_ms", 0.0, max_deadline_ms, true);

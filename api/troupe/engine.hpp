@@ -36,34 +36,39 @@ struct engine_config {
   std::string problem() const;
   bool operator==(const engine_config&) const = default;
 
-  std::string model_dir;               ///< HF directory; empty: the built-in demo model
-  std::string served_model_name;       ///< name clients use; empty: the directory's name
-  std::string device;                  ///< "cpu", "cuda" or "auto"
-  int threads;                         ///< cpu backend threads (0: all cores)
-  int max_num_batched_tokens;          ///< token budget per step
-  int max_num_seqs;                    ///< running sequences at most
-  int max_prefill_chunk;               ///< tokens of one prompt per step at most
-  int block_size;                      ///< KV tokens per block
-  std::int64_t kv_cache_bytes;         ///< device KV pool size (0: derived from free memory)
-  std::int64_t swap_space_bytes;       ///< host swap pool size
-  int max_model_len;                   ///< context length limit (0: the model's)
-  std::string policy;                  ///< fcfs | priority | mlfq | deadline | fair
-  int mlfq_quantum;                    ///< mlfq: decode steps at the top level before demotion
-  std::string preemption_mode;         ///< swap | recompute | auto
-  bool enable_prefix_caching;          ///< reuse KV blocks of identical prompt prefixes
-  int max_waiting_requests;            ///< queue bound; more is rejected as overloaded
-  int max_n;                           ///< limit on `n`
-  int max_stop_strings;                ///< limit on `stop` entries
-  int max_stop_string_bytes;           ///< limit on each stop string
-  int max_logit_bias;                  ///< limit on `logit_bias` entries
-  int max_top_logprobs;                ///< limit on `top_logprobs`
-  int tokenizer_workers;               ///< tokenizer actors in the pool
-  double request_timeout_s;            ///< default per-request timeout, seconds
-  bool batch_invariant;                ///< bitwise batch-independent numerics (slower prefill; see docs/operations.md)
-  int num_speculative_tokens;          ///< speculative decoding: draft tokens per sequence and step at most (0: off)
-  bool speculative_adaptive;           ///< speculative decoding: per-sequence draft length follows acceptance
-  int speculative_max_batch;           ///< speculative decoding: off in steps with more decoding sequences
-  int test_fail_executor_after_steps;  ///< testing hook: the executor fails after this many steps (-1: never)
+  std::string model_dir;                ///< HF directory; empty: the built-in demo model
+  std::string served_model_name;        ///< name clients use; empty: the directory's name
+  std::string device;                   ///< "cpu", "cuda" or "auto"
+  int threads;                          ///< cpu backend threads (0: all cores)
+  int max_num_batched_tokens;           ///< token budget per step
+  int max_num_seqs;                     ///< running sequences at most
+  int max_prefill_chunk;                ///< tokens of one prompt per step at most
+  int block_size;                       ///< KV tokens per block
+  std::int64_t kv_cache_bytes;          ///< device KV pool size (0: derived from free memory)
+  std::int64_t swap_space_bytes;        ///< host swap pool size
+  int max_model_len;                    ///< context length limit (0: the model's)
+  std::string policy;                   ///< fcfs | priority | mlfq | deadline | fair
+  int mlfq_quantum;                     ///< mlfq: decode steps at the top level before demotion
+  std::string preemption_mode;          ///< swap | recompute | auto
+  bool enable_prefix_caching;           ///< reuse KV blocks of identical prompt prefixes
+  int max_waiting_requests;             ///< queue bound; more is rejected as overloaded
+  int max_n;                            ///< limit on `n`
+  int max_stop_strings;                 ///< limit on `stop` entries
+  int max_stop_string_bytes;            ///< limit on each stop string
+  int max_logit_bias;                   ///< limit on `logit_bias` entries
+  int max_top_logprobs;                 ///< limit on `top_logprobs`
+  int tokenizer_workers;                ///< tokenizer actors in the pool
+  double request_timeout_s;             ///< default per-request timeout, seconds
+  bool batch_invariant;                 ///< bitwise batch-independent numerics (slower prefill; see docs/operations.md)
+  std::string speculative;              ///< speculative decoding proposer: off | ngram | draft | layerskip
+  std::string draft_model;              ///< draft: HF directory (empty: the demo draft with the demo model)
+  std::string speculative_skip_layers;  ///< layerskip: layers skipped ("4-7", "1,3,5"; empty: the upper half)
+  int prompt_lookup_max;                ///< ngram: longest suffix matched
+  int prompt_lookup_min;                ///< ngram: shortest suffix matched
+  int num_speculative_tokens;           ///< speculative decoding: draft tokens per sequence and step at most (0: off)
+  bool speculative_adaptive;            ///< speculative decoding: per-sequence draft length follows acceptance
+  int speculative_max_batch;            ///< speculative decoding: off in steps with more decoding sequences
+  int test_fail_executor_after_steps;   ///< testing hook: the executor fails after this many steps (-1: never)
 };
 
 /// Receives one request's events. Called from engine threads: return quickly

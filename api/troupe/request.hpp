@@ -29,9 +29,12 @@ enum class finish_reason : std::uint8_t {
 /// Lower-case OpenAI name: "stop", "length", "abort".
 inline const char* finish_reason_name(finish_reason reason) {
   switch (reason) {
-    case finish_reason::stop: return "stop";
-    case finish_reason::length: return "length";
-    case finish_reason::abort: return "abort";
+    case finish_reason::stop:
+      return "stop";
+    case finish_reason::length:
+      return "length";
+    case finish_reason::abort:
+      return "abort";
   }
   return "stop";
 }
@@ -44,8 +47,8 @@ struct generation_request {
   prompt_kind kind = prompt_kind::text;
   std::string prompt_text;
   std::vector<std::int32_t> prompt_token_ids;
-  std::string chat_messages_json;  ///< JSON array of {role, content, ...} messages
-  std::string chat_tools_json;     ///< JSON array of tools, or empty
+  std::string chat_messages_json;         ///< JSON array of {role, content, ...} messages
+  std::string chat_tools_json;            ///< JSON array of tools, or empty
   std::string chat_template_kwargs_json;  ///< JSON object of extra template variables, or empty
   bool add_generation_prompt = true;
 
@@ -54,16 +57,17 @@ struct generation_request {
   int max_tokens = 16;                ///< < 0: up to the context length
   int min_tokens = 0;
   bool ignore_eos = false;
-  std::vector<std::string> stop;               ///< stop strings (not included in the output)
-  std::vector<std::int32_t> stop_token_ids;    ///< extra ids that end the choice (included in usage)
+  bool speculative = true;                   ///< false: no draft tokens for this request (when the engine speculates)
+  std::vector<std::string> stop;             ///< stop strings (not included in the output)
+  std::vector<std::int32_t> stop_token_ids;  ///< extra ids that end the choice (included in usage)
   bool skip_special_tokens = true;
-  int n = 1;                                   ///< parallel samples sharing the prompt
-  bool echo = false;                           ///< completions: prepend the prompt text to the output
+  int n = 1;          ///< parallel samples sharing the prompt
+  bool echo = false;  ///< completions: prepend the prompt text to the output
 
-  int priority = 0;                     ///< lower runs first (policy `priority`)
-  std::optional<double> deadline_ms;    ///< finish within this many ms of arrival (policy `deadline`)
-  std::string user;                     ///< tenant for the `fair` policy
-  std::optional<double> timeout_s;      ///< abort after this long
+  int priority = 0;                   ///< lower runs first (policy `priority`)
+  std::optional<double> deadline_ms;  ///< finish within this many ms of arrival (policy `deadline`)
+  std::string user;                   ///< tenant for the `fair` policy
+  std::optional<double> timeout_s;    ///< abort after this long
 };
 
 /// The engine accepted the request and knows its prompt.
@@ -86,9 +90,9 @@ struct token_logprobs {
 struct delta_event {
   std::string request_id;
   int choice = 0;
-  std::string text;                       ///< may be empty while text is held back (stop strings, UTF-8)
-  std::vector<std::int32_t> token_ids;    ///< tokens sampled since the previous delta
-  std::vector<token_logprobs> logprobs;   ///< one per token when logprobs were asked for
+  std::string text;                      ///< may be empty while text is held back (stop strings, UTF-8)
+  std::vector<std::int32_t> token_ids;   ///< tokens sampled since the previous delta
+  std::vector<token_logprobs> logprobs;  ///< one per token when logprobs were asked for
 };
 
 /// Token counts for a request (all choices).

@@ -1,0 +1,144 @@
+#include "actors/core/draft_proposer.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "kernels/speculative.hpp"
+
+namespace troupe {
+
+draft_proposer::draft_proposer(std::int32_t block_size, std::int64_t vocab_size, std::size_t max_remembered)
+    : block_size_(block_size), vocab_size_(vocab_size), max_remembered_(std::max<std::size_t>(1, max_remembered)) {}
+
+std::int32_t draft_proposer::trusted_prefix(sequence_id seq, std::span<const std::int32_t> tokens,
+                                            std::span<const std::int32_t> block_table) const {
+  const auto it = written_.find(seq);
+  if (it == written_.end()) return 0;
+  const written& w = it->second;
+  const std::size_t limit = std::min(w.tokens.size(), tokens.size());
+  std::size_t n = 0;
+  while (n < limit && w.tokens[n] == tokens[n]) {
+    const std::size_t block = n / static_cast<std::size_t>(block_size_);
+    if (block >= w.blocks.size() || block >= block_table.size() || w.blocks[block] != block_table[block]) break;
+    const auto writer = last_writer_.find(block_table[block]);
+    if (writer == last_writer_.end() || writer->second != seq) break;
+    ++n;
+  }
+  return static_cast<std::int32_t>(n);
+}
+
+scheduled_step draft_proposer::begin(draft_request request) {
+  ++round_;
+  jobs_.clear();
+  for (draft_job& job : request.jobs) {
+    if (job.slots < 1 || job.tokens.empty() || job.prompt_length < 0 ||
+        job.prompt_length > static_cast<std::int32_t>(job.tokens.size()))
+      throw std::invalid_argument("draft job for sequence " + std::to_string(job.seq) + " is malformed");
+    const auto covered = static_cast<std::int64_t>(job.block_table.size()) * block_size_;
+    if (covered < static_cast<std::int64_t>(job.tokens.size()) + job.slots - 1)
+      throw std::invalid_argument("draft job for sequence " + std::to_string(job.seq) +
+                                  ": its block table does not cover the draft positions");
+    job_state state;
+    state.outputs.assign(job.tokens.begin() + job.prompt_length, job.tokens.end());
+    state.result.sequence_index = job.sequence_index;
+    state.job = std::move(job);
+    jobs_.push_back(std::move(state));
+  }
+  return next_step(true);
+}
+
+scheduled_step draft_proposer::next_step(bool first) {
+  scheduled_step step;
+  step.id = next_step_id_++;
+  step.logits_only = true;
+  stepped_.clear();
+  for (std::size_t j = 0; j < jobs_.size(); ++j) {
+    job_state& state = jobs_[j];
+    const draft_job& job = state.job;
+    const auto drawn = static_cast<std::int32_t>(state.result.drafts.size());
+    if (drawn >= job.slots) continue;
+    const auto last = static_cast<std::int32_t>(job.tokens.size()) - 1;  // t0's position
+    scheduled_sequence seq;
+    seq.seq = job.seq;
+    seq.block_table = job.block_table;
+    seq.num_samples = 1;
+    if (first) {
+      // Catch up from what the draft already holds; t0 is always fed.
+      seq.start = std::min(trusted_prefix(job.seq, job.tokens, job.block_table), last);
+      state.fed_from = seq.start;
+      seq.tokens.assign(job.tokens.begin() + seq.start, job.tokens.end());
+    } else {
+      seq.start = last + drawn;
+      seq.tokens = {state.result.drafts.back()};
+    }
+    logits_row_hook row;
+    row.sequence_index = step.sequences.size();
+    row.seq = job.seq;
+    step.sequences.push_back(std::move(seq));
+    step.rows.push_back(row);
+    stepped_.push_back(j);
+  }
+  return step;
+}
+
+void draft_proposer::draw(job_state& state, std::span<const float> logits_row) {
+  const draft_job& job = state.job;
+  const std::uint64_t index = job.token_index + state.result.drafts.size();
+  sampling_row row;
+  row.params = &job.params;
+  row.seed = job.seed;
+  row.token_index = index;
+  row.prompt_tokens = std::span<const std::int32_t>(job.tokens.data(), static_cast<std::size_t>(job.prompt_length));
+  row.output_tokens = state.outputs;
+  row.suppressed_tokens = job.suppressed;
+  const std::vector<float> q = processed_distribution(logits_row, row);
+  const std::int32_t token = draw_from_distribution(q, draft_uniform(job.seed, index));
+  state.result.drafts.push_back(token);
+  state.outputs.push_back(token);
+  const bool greedy = job.params.temperature == 0.0f || job.params.top_k == 1;
+  if (!greedy) state.result.probs.insert(state.result.probs.end(), q.begin(), q.end());
+}
+
+std::optional<scheduled_step> draft_proposer::on_logits(std::span<const float> logits) {
+  const auto vocab = static_cast<std::size_t>(vocab_size_);
+  if (logits.size() != stepped_.size() * vocab)
+    throw std::invalid_argument("draft step returned " + std::to_string(logits.size()) + " logits for " +
+                                std::to_string(stepped_.size()) + " rows of " + std::to_string(vocab));
+  for (std::size_t r = 0; r < stepped_.size(); ++r) draw(jobs_[stepped_[r]], logits.subspan(r * vocab, vocab));
+  const bool more = std::any_of(jobs_.begin(), jobs_.end(), [](const job_state& s) {
+    return static_cast<std::int32_t>(s.result.drafts.size()) < s.job.slots;
+  });
+  if (more) return next_step(false);
+  for (const job_state& state : jobs_) remember(state);
+  return std::nullopt;
+}
+
+void draft_proposer::remember(const job_state& state) {
+  const draft_job& job = state.job;
+  written& w = written_[job.seq];
+  // K/V now sit for every token up to t0 and for d1 .. d(k-1); dk was never fed.
+  w.tokens = job.tokens;
+  w.tokens.insert(w.tokens.end(), state.result.drafts.begin(), state.result.drafts.end() - 1);
+  w.blocks = job.block_table;
+  w.last_round = round_;
+  const std::size_t last_position = w.tokens.size() - 1;
+  for (std::size_t block = static_cast<std::size_t>(state.fed_from / block_size_);
+       block <= last_position / static_cast<std::size_t>(block_size_) && block < w.blocks.size(); ++block)
+    last_writer_[w.blocks[block]] = job.seq;
+  while (written_.size() > max_remembered_) {
+    const auto oldest = std::min_element(written_.begin(), written_.end(), [](const auto& a, const auto& b) {
+      return a.second.last_round < b.second.last_round;
+    });
+    written_.erase(oldest);
+  }
+}
+
+draft_reply draft_proposer::take_reply() {
+  draft_reply reply;
+  for (job_state& state : jobs_) reply.sequences.push_back(std::move(state.result));
+  jobs_.clear();
+  stepped_.clear();
+  return reply;
+}
+
+}  // namespace troupe

@@ -1,0 +1,111 @@
+#pragma once
+// Drafting with a second model (a smaller draft checkpoint, or the target
+// itself with layers skipped): the pure core of the speculator actor. For
+// the sequences of a planned target step it plans the draft model's steps
+// (a catch-up step that feeds every token the draft has not seen, ending
+// with the token the target feeds next, then one step per further draft),
+// reads their logits and draws each draft from the request's sampling rules
+// applied to the draft's logits — returning that distribution q with it,
+// which rejection sampling needs.
+//
+// The draft's KV cache has the target's block ids and block size: a
+// sequence's block table addresses both caches, so the draft needs no
+// memory management of its own. What the draft has written is remembered
+// per sequence (tokens and blocks), and for each block which sequence wrote
+// it last; a later round trusts the longest prefix whose tokens and blocks
+// are unchanged and whose blocks nobody else has written since, and
+// recomputes the rest. Trust is only ever about acceptance, never
+// correctness: verification decides what is emitted.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "actors/core/scheduler_types.hpp"
+#include "kernels/sampling.hpp"
+
+namespace troupe {
+
+/// One sequence of a planned target step to draft for.
+struct draft_job {
+  std::size_t sequence_index = 0;  ///< into the target step's sequences
+  sequence_id seq = 0;
+  std::vector<std::int32_t> tokens;       ///< prompt then outputs; the last, t0, goes at position tokens.size() - 1
+  std::int32_t prompt_length = 0;         ///< tokens[0, prompt_length) are the prompt (for penalties)
+  std::vector<std::int32_t> block_table;  ///< the target's blocks, covering t0 and the draft slots
+  std::int32_t slots = 0;                 ///< drafts wanted, >= 1
+  sampling_params params;                 ///< the request's (greedy requests get greedy drafts)
+  std::uint64_t seed = 0;                 ///< the choice's seed
+  std::uint64_t token_index = 0;          ///< index among the choice's outputs of d1 (drawn from t0's row)
+  std::vector<std::int32_t> suppressed;   ///< ids forced to -inf (eos before min_tokens)
+};
+
+/// What one round asks for.
+struct draft_request {
+  std::vector<draft_job> jobs;
+};
+
+/// The drafts of one sequence.
+struct drafted {
+  std::size_t sequence_index = 0;  ///< as in its job
+  std::vector<std::int32_t> drafts;
+  std::vector<float> probs;  ///< [drafts * vocab] q rows; empty for greedy requests (point masses)
+};
+
+/// The answer to a round.
+struct draft_reply {
+  std::vector<drafted> sequences;
+};
+
+/// Plans and reads the draft model's steps of one round at a time.
+class draft_proposer {
+ public:
+  /// `block_size` of both caches; `vocab_size` of the draft's logits rows;
+  /// at most `max_remembered` sequences' written state is kept (least recently drafted forgotten first).
+  draft_proposer(std::int32_t block_size, std::int64_t vocab_size, std::size_t max_remembered = 4096);
+
+  /// Starts a round; returns its first draft step (logits_only). Jobs must
+  /// have slots >= 1 and a block table covering tokens.size() + slots - 1 positions.
+  scheduled_step begin(draft_request request);
+  /// The logits [rows * vocab] of the last step; returns the next step, or
+  /// nullopt when every job has its drafts (then take_reply).
+  std::optional<scheduled_step> on_logits(std::span<const float> logits);
+  /// The finished round's drafts, in job order.
+  draft_reply take_reply();
+
+  /// Leading tokens of `seq` whose draft KV the next round would trust for `tokens` and `block_table`.
+  std::int32_t trusted_prefix(sequence_id seq, std::span<const std::int32_t> tokens,
+                              std::span<const std::int32_t> block_table) const;
+
+ private:
+  struct written {
+    std::vector<std::int32_t> tokens;  ///< token ids whose draft K/V sit at positions 0 .. size-1
+    std::vector<std::int32_t> blocks;  ///< the block table they were written through
+    std::uint64_t last_round = 0;
+  };
+  struct job_state {
+    draft_job job;
+    std::vector<std::int32_t> outputs;  ///< outputs so far then the drafts drawn (penalty context)
+    std::int32_t fed_from = 0;          ///< first position this round writes
+    drafted result;
+  };
+
+  scheduled_step next_step(bool first);
+  void draw(job_state& state, std::span<const float> logits_row);
+  void remember(const job_state& state);
+
+  std::int32_t block_size_;
+  std::int64_t vocab_size_;
+  std::size_t max_remembered_;
+  std::uint64_t round_ = 0;
+  std::uint64_t next_step_id_ = 1;
+  std::unordered_map<sequence_id, written> written_;
+  std::unordered_map<std::int32_t, sequence_id> last_writer_;  ///< block id -> the sequence that wrote it last
+  std::vector<job_state> jobs_;
+  std::vector<std::size_t> stepped_;  ///< jobs in the last step, in row order
+};
+
+}  // namespace troupe

@@ -1,0 +1,103 @@
+#include "actors/core/speculation.hpp"
+
+#include <charconv>
+#include <stdexcept>
+
+namespace troupe {
+
+namespace {
+
+// The row that samples a sequence's next token (before drafts, its only row).
+const logits_row_hook* token_row(const scheduled_step& step, std::size_t sequence_index) {
+  for (const logits_row_hook& row : step.rows) {
+    if (row.sequence_index == sequence_index) return &row;
+  }
+  return nullptr;
+}
+
+std::vector<std::int32_t> context_of(const logits_row_hook& row) {
+  std::vector<std::int32_t> tokens(row.prompt_tokens.begin(), row.prompt_tokens.end());
+  tokens.insert(tokens.end(), row.output_tokens.begin(), row.output_tokens.end());
+  return tokens;
+}
+
+int parse_layer(std::string_view text, int num_layers) {
+  int value = -1;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || value < 0 || value >= num_layers)
+    throw std::runtime_error("knob 'speculative_skip_layers': '" + std::string(text) + "' is not a layer in [0, " +
+                             std::to_string(num_layers) + ")");
+  return value;
+}
+
+}  // namespace
+
+std::optional<speculative_method> parse_speculative_method(std::string_view name) {
+  if (name == "off") return speculative_method::off;
+  if (name == "ngram") return speculative_method::ngram;
+  if (name == "draft") return speculative_method::draft;
+  if (name == "layerskip") return speculative_method::layerskip;
+  return std::nullopt;
+}
+
+std::vector<std::pair<std::size_t, std::vector<std::int32_t>>> lookup_drafts(const scheduled_step& step,
+                                                                             const ngram_settings& settings) {
+  std::vector<std::pair<std::size_t, std::vector<std::int32_t>>> out;
+  for (std::size_t i = 0; i < step.sequences.size(); ++i) {
+    const scheduled_sequence& seq = step.sequences[i];
+    if (seq.draft_slots <= 0) continue;
+    const logits_row_hook* row = token_row(step, i);
+    if (row == nullptr) continue;
+    std::vector<std::int32_t> drafts = propose_ngram(context_of(*row), seq.draft_slots, settings);
+    if (!drafts.empty()) out.emplace_back(i, std::move(drafts));
+  }
+  return out;
+}
+
+draft_request draft_jobs(const scheduled_step& step) {
+  draft_request request;
+  for (std::size_t i = 0; i < step.sequences.size(); ++i) {
+    const scheduled_sequence& seq = step.sequences[i];
+    const logits_row_hook* row = token_row(step, i);
+    if (seq.draft_slots <= 0 || row == nullptr || row->params == nullptr) continue;
+    draft_job job;
+    job.sequence_index = i;
+    job.seq = seq.seq;
+    job.tokens = context_of(*row);
+    job.prompt_length = static_cast<std::int32_t>(row->prompt_tokens.size());
+    job.block_table = seq.block_table;
+    job.slots = seq.draft_slots;
+    job.params = *row->params;
+    job.seed = row->seed;
+    job.token_index = row->token_index;
+    job.suppressed.assign(row->suppressed_tokens.begin(), row->suppressed_tokens.end());
+    request.jobs.push_back(std::move(job));
+  }
+  return request;
+}
+
+std::vector<int> kept_layers(std::string_view skip, int num_layers) {
+  std::vector<bool> skipped(static_cast<std::size_t>(num_layers), false);
+  if (skip.empty()) {
+    for (int layer = (num_layers + 1) / 2; layer < num_layers; ++layer) skipped[static_cast<std::size_t>(layer)] = true;
+  }
+  while (!skip.empty()) {
+    const std::size_t comma = skip.find(',');
+    const std::string_view item = skip.substr(0, comma);
+    skip = comma == std::string_view::npos ? std::string_view() : skip.substr(comma + 1);
+    const std::size_t dash = item.find('-');
+    const int first = parse_layer(item.substr(0, dash), num_layers);
+    const int last = dash == std::string_view::npos ? first : parse_layer(item.substr(dash + 1), num_layers);
+    if (last < first)
+      throw std::runtime_error("knob 'speculative_skip_layers': '" + std::string(item) + "' is an empty range");
+    for (int layer = first; layer <= last; ++layer) skipped[static_cast<std::size_t>(layer)] = true;
+  }
+  std::vector<int> kept;
+  for (int layer = 0; layer < num_layers; ++layer) {
+    if (!skipped[static_cast<std::size_t>(layer)]) kept.push_back(layer);
+  }
+  if (kept.empty()) throw std::runtime_error("knob 'speculative_skip_layers': every layer is skipped");
+  return kept;
+}
+
+}  // namespace troupe

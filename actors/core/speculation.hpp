@@ -1,0 +1,41 @@
+#pragma once
+// What the scheduler actor does with a planned step's draft slots, as pure
+// functions: which proposer fills them, the prompt-lookup drafts (computed
+// in place: microseconds, no message), the jobs a draft model is sent, and
+// which layers a layer-skipping drafter keeps.
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "actors/core/draft_proposer.hpp"
+#include "actors/core/ngram_proposer.hpp"
+#include "actors/core/scheduler_types.hpp"
+
+namespace troupe {
+
+/// Who proposes drafts (the `speculative` knob).
+enum class speculative_method : std::uint8_t { off, ngram, draft, layerskip };
+
+/// Parses "off", "ngram", "draft", "layerskip".
+std::optional<speculative_method> parse_speculative_method(std::string_view name);
+
+/// Prompt-lookup drafts for every sequence of `step` with draft slots:
+/// (sequence index, drafts), only where the lookup found something.
+std::vector<std::pair<std::size_t, std::vector<std::int32_t>>> lookup_drafts(const scheduled_step& step,
+                                                                             const ngram_settings& settings);
+
+/// The draft-model jobs of `step`: one per sequence with draft slots, with
+/// copies of its tokens, block table and sampling settings (the message
+/// must not point into the scheduler's state).
+draft_request draft_jobs(const scheduled_step& step);
+
+/// The layers a layer-skipping drafter of a `num_layers`-layer model runs,
+/// given the `speculative_skip_layers` knob ("4-7", "1,3,5", "0,6-7"; empty:
+/// skip the upper half). Throws std::runtime_error naming the knob when the
+/// text is malformed, names a layer out of range, or skips every layer.
+std::vector<int> kept_layers(std::string_view skip, int num_layers);
+
+}  // namespace troupe

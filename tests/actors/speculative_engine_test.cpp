@@ -1,0 +1,167 @@
+// Speculative decoding on the real troupe: for every proposer on every
+// fixture architecture (CPU backend, batch-invariant numerics), greedy
+// requests of mixed lengths (some repetitive, so prompt lookup finds
+// matches) with chunked prefill and a KV pool small enough to force swap or
+// recompute preemption give exactly the tokens each request gives run alone
+// without speculation; drafts were made and some accepted; cancellations
+// end; and the pool is whole again at the end.
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <thread>
+
+#include "engine_fixture.hpp"
+#include "model/batch_runner.hpp"
+#include "model/checkpoint.hpp"
+#include "tests/model/model_test_util.hpp"
+
+namespace troupe {
+namespace {
+
+constexpr int num_requests = 48;
+
+// A fixture checkpoint (tests/fixtures/models, made by transformers) with the
+// tiny test model's tokenizer beside it, which the engine needs to run; the
+// fixtures' ids stay inside that tokenizer's range.
+std::filesystem::path servable_fixture(const std::string& name) {
+  const auto source = std::filesystem::path(TROUPE_FIXTURES_DIR) / "models" / name;
+  const auto dir = std::filesystem::temp_directory_path() / ("troupe-spec-" + name + "-" + std::to_string(::getpid()));
+  if (std::filesystem::exists(dir / "tokenizer.json")) return dir;
+  std::filesystem::create_directories(dir);
+  for (const char* file : {"config.json", "generation_config.json", "model.safetensors"})
+    std::filesystem::copy_file(source / file, dir / file, std::filesystem::copy_options::overwrite_existing);
+  for (const char* file : {"tokenizer.json", "tokenizer_config.json"})
+    std::filesystem::copy_file(testing::tiny_model_dir() / file, dir / file,
+                               std::filesystem::copy_options::overwrite_existing);
+  return dir;
+}
+
+struct planned_request {
+  generation_request request;
+  bool cancel = false;
+  std::vector<std::int32_t> expected;  ///< greedy, run alone without speculation
+};
+
+std::vector<planned_request> make_workload(const std::filesystem::path& dir) {
+  const checkpoint ckpt = checkpoint::open(dir, {.show_progress = false});
+  const auto vocab = static_cast<int>(ckpt.config().vocab_size);
+  const auto context = static_cast<int>(ckpt.config().max_position_embeddings);  // qwen2's fixtures: 40
+  std::mt19937 rng(11);
+  const auto uniform = [&](int low, int high) { return std::uniform_int_distribution<int>(low, high)(rng); };
+  std::vector<planned_request> plan(num_requests);
+  for (int i = 0; i < num_requests; ++i) {
+    generation_request& r = plan[static_cast<std::size_t>(i)].request;
+    r.kind = prompt_kind::token_ids;
+    std::vector<std::int32_t> piece(static_cast<std::size_t>(uniform(3, std::min(40, context / 4))));
+    for (auto& id : piece) id = uniform(0, vocab - 1);
+    // Half the prompts repeat themselves: material for prompt lookup.
+    r.prompt_token_ids = piece;
+    if (i % 2 == 0) r.prompt_token_ids.insert(r.prompt_token_ids.end(), piece.begin(), piece.end());
+    r.max_tokens = uniform(1, std::min(40, context - static_cast<int>(r.prompt_token_ids.size())));
+    r.sampling.temperature = 0.0f;
+    r.speculative = i % 7 != 3;  // a few opt out
+    plan[static_cast<std::size_t>(i)].cancel = i % 11 == 5;
+  }
+  backend_options device_options;
+  device_options.threads = 2;
+  device_options.batch_invariant = true;
+  auto cpu = make_backend("cpu", device_options);
+  llama_model model(ckpt.config(), ckpt.weights(), *cpu);
+  std::vector<std::int32_t> eos;
+  for (auto id : ckpt.generation().eos_token_ids) eos.push_back(static_cast<std::int32_t>(id));
+  batch_runner runner(model, runner_options{});
+  for (auto& planned : plan) {
+    runner_request alone;
+    alone.prompt = planned.request.prompt_token_ids;
+    alone.params = planned.request.sampling;
+    alone.max_tokens = planned.request.max_tokens;
+    alone.stop_token_ids = eos;
+    planned.expected = runner.generate({alone})[0].tokens;
+  }
+  return plan;
+}
+
+using speculative_case = std::tuple<std::string, std::string, std::string>;  // fixture, proposer, preemption
+
+class SpeculativeEngine : public ::testing::TestWithParam<speculative_case> {};
+
+TEST_P(SpeculativeEngine, GreedyOutputsEqualTheirRunsAloneWithoutSpeculation) {
+  const auto& [fixture, proposer, preemption] = GetParam();
+  const auto dir = servable_fixture(fixture);
+  const std::vector<planned_request> plan = make_workload(dir);
+  engine_config config = testing::tiny_engine_config();
+  config.model_dir = dir.string();
+  config.batch_invariant = true;
+  config.speculative = proposer;
+  config.num_speculative_tokens = 4;
+  if (proposer == "draft") config.draft_model = dir.string();  // the target as its own draft: the best case
+  config.preemption_mode = preemption;
+  config.block_size = 4;
+  const checkpoint ckpt = checkpoint::open(dir, {.show_progress = false});
+  const std::int64_t block_bytes = 2 * ckpt.config().num_hidden_layers * ckpt.config().num_key_value_heads *
+                                   ckpt.config().head_dim * 4 * (fixture.ends_with("f32") ? 4 : 2);
+  // Far less than the load needs (preemption), yet room for the longest request.
+  const std::int64_t pool_blocks = std::min<std::int64_t>(48, ckpt.config().max_position_embeddings / 2 + 4);
+  config.kv_cache_bytes = pool_blocks * block_bytes;
+  config.swap_space_bytes = 400 * block_bytes;
+  config.max_num_seqs = 12;
+  config.max_num_batched_tokens = 96;
+  config.max_prefill_chunk = 16;
+  config.speculative_max_batch = 16;
+  auto engine = engine::start(config);
+  const engine_stats idle = engine->stats();
+
+  std::vector<std::shared_ptr<testing::recording_sink>> sinks;
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    sinks.push_back(std::make_shared<testing::recording_sink>());
+    const std::string id = engine->submit(plan[i].request, sinks.back());
+    if (plan[i].cancel) engine->cancel(id);
+    if (i % 12 == 11) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    ASSERT_TRUE(sinks[i]->wait(std::chrono::seconds(120))) << "request " << i << " never ended";
+    ASSERT_FALSE(sinks[i]->error) << sinks[i]->error->message;
+    ASSERT_EQ(sinks[i]->choices.size(), 1u);
+    const auto& got = sinks[i]->choices[0].tokens;
+    const auto& want = plan[i].expected;
+    if (plan[i].cancel) {
+      ASSERT_LE(got.size(), want.size());
+      EXPECT_TRUE(std::equal(got.begin(), got.end(), want.begin())) << "cancelled request " << i;
+    } else {
+      EXPECT_EQ(got, want) << "request " << i;
+    }
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  engine_stats end = engine->stats();
+  while ((end.kv_blocks_free != idle.kv_blocks_free || end.host_kv_cache_usage > 0) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    end = engine->stats();
+  }
+  EXPECT_EQ(end.kv_blocks_free, idle.kv_blocks_free) << "leaked blocks";
+  EXPECT_EQ(end.host_kv_cache_usage, 0.0);
+  EXPECT_GT(end.spec_decode_num_drafts, 0u) << "no round had drafts";
+  EXPECT_GT(end.spec_decode_num_accepted_tokens, 0u) << "no draft was ever accepted";
+  if (proposer == "draft") {
+    EXPECT_EQ(end.spec_decode_num_accepted_tokens, end.spec_decode_num_draft_tokens)
+        << "a model drafting for itself is always right";
+  }
+  std::uint64_t preemptions = 0;
+  for (const auto& [kind, count] : end.preemptions) preemptions += count;
+  EXPECT_GT(preemptions, 0u) << "the pool was meant to force preemption";
+  EXPECT_TRUE(end.healthy);
+}
+
+INSTANTIATE_TEST_SUITE_P(FixturesProposersAndPreemption, SpeculativeEngine,
+                         ::testing::Combine(::testing::Values("llama_f32", "llama_bf16", "mistral_f32", "mistral_bf16",
+                                                              "qwen2_f32", "qwen2_bf16", "qwen3_f32", "qwen3_bf16"),
+                                            ::testing::Values("ngram", "draft", "layerskip"),
+                                            ::testing::Values("swap", "recompute")),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + std::get<1>(info.param) + "_" +
+                                  std::get<2>(info.param);
+                         });
+
+}  // namespace
+}  // namespace troupe

@@ -1,0 +1,220 @@
+// The draft proposer against a fake draft model with a real paged cache of
+// token ids: its drafts must be the model's chain on the true context, so a
+// catch-up that trusted the wrong cache contents shows up as wrong drafts.
+
+#include "actors/core/draft_proposer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+namespace troupe {
+namespace {
+
+constexpr std::int32_t kBlockSize = 4;
+constexpr std::int64_t kVocab = 50;
+constexpr std::int32_t kBlocks = 64;
+
+// The fake draft model: the next token after a context is a fixed function
+// of the whole context, read from the paged cache through the block table.
+class fake_draft_model {
+ public:
+  fake_draft_model() : slots_(static_cast<std::size_t>(kBlocks * kBlockSize), -1) {}
+
+  static std::int32_t next_after(std::span<const std::int32_t> context) {
+    std::int64_t h = 17;
+    for (std::size_t i = 0; i < context.size(); ++i)
+      h = (h * 31 + context[i] * 7 + static_cast<std::int64_t>(i)) % 9973;
+    return static_cast<std::int32_t>(h % kVocab);
+  }
+
+  /// Writes the step's tokens into the cache and returns each row's logits (a peak at next_after).
+  std::vector<float> run(const scheduled_step& step) {
+    ++steps;
+    std::vector<float> logits;
+    for (const scheduled_sequence& seq : step.sequences) {
+      for (std::size_t i = 0; i < seq.tokens.size(); ++i) {
+        slot(seq.block_table, seq.start + static_cast<std::int32_t>(i)) = seq.tokens[i];
+        ++tokens_fed;
+      }
+      const std::int32_t last = seq.start + static_cast<std::int32_t>(seq.tokens.size()) - 1;
+      std::vector<std::int32_t> context;
+      for (std::int32_t pos = 0; pos <= last; ++pos) context.push_back(slot(seq.block_table, pos));
+      std::vector<float> row(static_cast<std::size_t>(kVocab));
+      for (std::int64_t v = 0; v < kVocab; ++v)
+        row[static_cast<std::size_t>(v)] = std::sin(0.3f * static_cast<float>(v));
+      row[static_cast<std::size_t>(next_after(context))] = 10.0f;
+      logits.insert(logits.end(), row.begin(), row.end());
+    }
+    return logits;
+  }
+
+  std::int32_t& slot(const std::vector<std::int32_t>& table, std::int32_t pos) {
+    return slots_[static_cast<std::size_t>(table[static_cast<std::size_t>(pos / kBlockSize)] * kBlockSize +
+                                           pos % kBlockSize)];
+  }
+
+  int steps = 0;
+  int tokens_fed = 0;
+
+ private:
+  std::vector<std::int32_t> slots_;
+};
+
+draft_job greedy_job(sequence_id seq, std::vector<std::int32_t> tokens, std::int32_t slots,
+                     std::vector<std::int32_t> blocks) {
+  draft_job job;
+  job.seq = seq;
+  job.tokens = std::move(tokens);
+  job.prompt_length = 2;
+  job.slots = slots;
+  job.block_table = std::move(blocks);
+  job.params.temperature = 0.0f;
+  return job;
+}
+
+std::vector<std::int32_t> blocks_from(std::int32_t first, int count) {
+  std::vector<std::int32_t> blocks(static_cast<std::size_t>(count));
+  std::iota(blocks.begin(), blocks.end(), first);
+  return blocks;
+}
+
+// What the drafts must be: the model's greedy chain on the true context.
+std::vector<std::int32_t> expected_chain(std::vector<std::int32_t> context, int count) {
+  std::vector<std::int32_t> chain;
+  for (int i = 0; i < count; ++i) {
+    chain.push_back(fake_draft_model::next_after(context));
+    context.push_back(chain.back());
+  }
+  return chain;
+}
+
+draft_reply run_round(draft_proposer& proposer, fake_draft_model& model, draft_request request) {
+  std::optional<scheduled_step> step = proposer.begin(std::move(request));
+  while (step) {
+    EXPECT_TRUE(step->logits_only);
+    step = proposer.on_logits(model.run(*step));
+  }
+  return proposer.take_reply();
+}
+
+TEST(DraftProposer, TheFirstRoundFeedsTheContextAndDraftsTheModelsChain) {
+  draft_proposer proposer(kBlockSize, kVocab);
+  fake_draft_model model;
+  const std::vector<std::int32_t> tokens = {5, 9, 13, 2, 8, 1, 4};
+  const draft_reply reply = run_round(proposer, model, {{greedy_job(1, tokens, 3, blocks_from(0, 3))}});
+  ASSERT_EQ(reply.sequences.size(), 1u);
+  EXPECT_EQ(reply.sequences[0].drafts, expected_chain(tokens, 3));
+  EXPECT_TRUE(reply.sequences[0].probs.empty()) << "greedy drafts are point masses";
+  EXPECT_EQ(model.steps, 3);
+  EXPECT_EQ(model.tokens_fed, 7 + 2);  // the whole context, then d1 and d2
+}
+
+TEST(DraftProposer, ALaterRoundTrustsWhatItWroteAndCatchesUpTheRest) {
+  draft_proposer proposer(kBlockSize, kVocab);
+  fake_draft_model model;
+  std::vector<std::int32_t> tokens = {5, 9, 13, 2, 8, 1, 4};
+  const auto blocks = blocks_from(10, 5);
+  const auto first = run_round(proposer, model, {{greedy_job(1, tokens, 4, blocks)}}).sequences[0].drafts;
+  // The target accepted two drafts and emitted a token of its own.
+  tokens.insert(tokens.end(), first.begin(), first.begin() + 2);
+  tokens.push_back(first[2] == 42 ? 43 : 42);
+  EXPECT_EQ(proposer.trusted_prefix(1, tokens, blocks), 9) << "context and the two accepted drafts";
+  model.tokens_fed = 0;
+  const auto second = run_round(proposer, model, {{greedy_job(1, tokens, 2, blocks)}}).sequences[0].drafts;
+  EXPECT_EQ(second, expected_chain(tokens, 2));
+  EXPECT_EQ(model.tokens_fed, 1 + 1);  // only the new token, then d1
+}
+
+TEST(DraftProposer, NewBlocksMeanAFullCatchUp) {
+  draft_proposer proposer(kBlockSize, kVocab);
+  fake_draft_model model;
+  std::vector<std::int32_t> tokens = {3, 1, 4, 1, 5, 9};
+  const auto first = run_round(proposer, model, {{greedy_job(7, tokens, 2, blocks_from(0, 2))}}).sequences[0].drafts;
+  tokens.push_back(first[0]);
+  tokens.push_back(11);
+  // Recomputed into other blocks; the old ones now hold someone else's tokens.
+  run_round(proposer, model, {{greedy_job(8, {20, 21, 22, 23, 24, 25, 26, 27}, 1, blocks_from(0, 3))}});
+  EXPECT_EQ(proposer.trusted_prefix(7, tokens, blocks_from(30, 3)), 0);
+  model.tokens_fed = 0;
+  const auto again = run_round(proposer, model, {{greedy_job(7, tokens, 2, blocks_from(30, 3))}}).sequences[0].drafts;
+  EXPECT_EQ(again, expected_chain(tokens, 2));
+  EXPECT_EQ(model.tokens_fed, 8 + 1);
+}
+
+TEST(DraftProposer, ABlockAnotherSequenceWroteIsNoLongerTrusted) {
+  draft_proposer proposer(kBlockSize, kVocab);
+  fake_draft_model model;
+  const std::vector<std::int32_t> tokens = {3, 1, 4, 1, 5, 9, 2, 6, 5};
+  const auto blocks = blocks_from(0, 3);
+  run_round(proposer, model, {{greedy_job(7, tokens, 1, blocks)}});
+  ASSERT_EQ(proposer.trusted_prefix(7, tokens, blocks), 9);
+  // Sequence 7 was preempted; its second block went to sequence 8 and came back.
+  run_round(proposer, model, {{greedy_job(8, {20, 21, 22, 23, 24, 25}, 1, {9, 1})}});
+  EXPECT_EQ(proposer.trusted_prefix(7, tokens, blocks), kBlockSize) << "only the block nobody else wrote";
+  model.tokens_fed = 0;
+  const auto again = run_round(proposer, model, {{greedy_job(7, tokens, 2, blocks)}}).sequences[0].drafts;
+  EXPECT_EQ(again, expected_chain(tokens, 2));
+  EXPECT_EQ(model.tokens_fed, 5 + 1);
+}
+
+TEST(DraftProposer, JobsOfDifferentLengthsShareSteps) {
+  draft_proposer proposer(kBlockSize, kVocab);
+  fake_draft_model model;
+  const std::vector<std::int32_t> a = {1, 2, 3}, b = {7, 7, 7, 7, 7};
+  draft_request request;
+  request.jobs.push_back(greedy_job(1, a, 1, blocks_from(0, 1)));
+  request.jobs.push_back(greedy_job(2, b, 4, blocks_from(1, 3)));
+  request.jobs[0].sequence_index = 3;
+  request.jobs[1].sequence_index = 0;
+  const draft_reply reply = run_round(proposer, model, request);
+  ASSERT_EQ(reply.sequences.size(), 2u);
+  EXPECT_EQ(reply.sequences[0].sequence_index, 3u);
+  EXPECT_EQ(reply.sequences[0].drafts, expected_chain(a, 1));
+  EXPECT_EQ(reply.sequences[1].drafts, expected_chain(b, 4));
+  EXPECT_EQ(model.steps, 4);
+}
+
+TEST(DraftProposer, SampledDraftsComeWithTheDistributionTheyWereDrawnFrom) {
+  draft_proposer proposer(kBlockSize, kVocab);
+  fake_draft_model model;
+  draft_job job = greedy_job(1, {4, 4, 6, 8}, 3, blocks_from(0, 2));
+  job.params.temperature = 1.5f;
+  job.params.top_p = 0.9f;
+  job.seed = 99;
+  job.token_index = 2;
+  const draft_reply reply = run_round(proposer, model, {{job}});
+  const drafted& out = reply.sequences[0];
+  ASSERT_EQ(out.drafts.size(), 3u);
+  ASSERT_EQ(out.probs.size(), 3u * kVocab);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const auto q = std::span<const float>(out.probs).subspan(i * kVocab, kVocab);
+    EXPECT_NEAR(std::accumulate(q.begin(), q.end(), 0.0), 1.0, 1e-5);
+    EXPECT_GT(q[static_cast<std::size_t>(out.drafts[i])], 0.0f) << "draft " << i << " has probability under its q";
+  }
+  // Seeded: the same round drafts the same tokens.
+  draft_proposer again(kBlockSize, kVocab);
+  fake_draft_model fresh;
+  EXPECT_EQ(run_round(again, fresh, {{job}}).sequences[0].drafts, out.drafts);
+}
+
+TEST(DraftProposer, ForgetsTheLeastRecentlyDraftedSequences) {
+  draft_proposer proposer(kBlockSize, kVocab, /*max_remembered=*/1);
+  fake_draft_model model;
+  const std::vector<std::int32_t> tokens = {1, 2, 3, 4, 5};
+  run_round(proposer, model, {{greedy_job(1, tokens, 1, blocks_from(0, 2))}});
+  EXPECT_EQ(proposer.trusted_prefix(1, tokens, blocks_from(0, 2)), 5);
+  run_round(proposer, model, {{greedy_job(2, tokens, 1, blocks_from(2, 2))}});
+  EXPECT_EQ(proposer.trusted_prefix(1, tokens, blocks_from(0, 2)), 0);
+}
+
+TEST(DraftProposer, MalformedJobsAreRefused) {
+  draft_proposer proposer(kBlockSize, kVocab);
+  EXPECT_THROW(proposer.begin({{greedy_job(1, {1, 2, 3}, 0, blocks_from(0, 1))}}), std::invalid_argument);
+  EXPECT_THROW(proposer.begin({{greedy_job(1, {1, 2, 3, 4}, 2, blocks_from(0, 1))}}), std::invalid_argument)
+      << "slots past the block table";
+}
+
+}  // namespace
+}  // namespace troupe
