@@ -9,14 +9,17 @@ std::vector<std::int32_t> propose_ngram(std::span<const std::int32_t> tokens, in
   if (k <= 0 || size < 2) return {};
   for (int n = std::min<std::ptrdiff_t>(settings.max_ngram, size - 1); n >= std::max(1, settings.min_ngram); --n) {
     const std::span<const std::int32_t> suffix = tokens.last(static_cast<std::size_t>(n));
-    // The most recent occurrence wins: it is the likeliest to continue the
-    // same way (a loop, a quoted passage being copied).
-    for (std::ptrdiff_t start = size - n - 1; start >= 0; --start) {
+    // The most recent occurrence with k tokens after it wins: it is the
+    // likeliest to continue the same way (a loop, a quoted passage being
+    // copied). One too close to the end has fewer; the longest such is kept.
+    std::ptrdiff_t best_from = -1, best_count = 0;
+    for (std::ptrdiff_t start = size - n - 1; start >= 0 && best_count < k; --start) {
       if (!std::equal(suffix.begin(), suffix.end(), tokens.begin() + start)) continue;
       const std::ptrdiff_t from = start + n;
       const std::ptrdiff_t count = std::min<std::ptrdiff_t>(k, size - from);
-      return {tokens.begin() + from, tokens.begin() + from + count};
+      if (count > best_count) best_from = from, best_count = count;
     }
+    if (best_from >= 0) return {tokens.begin() + best_from, tokens.begin() + best_from + best_count};
   }
   return {};
 }

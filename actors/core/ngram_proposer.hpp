@@ -19,8 +19,8 @@ struct ngram_settings {
 /// Up to `k` draft tokens for a sequence whose tokens so far (prompt then
 /// outputs, the last one not yet fed to the model) are `tokens`: the tokens
 /// that followed the most recent earlier occurrence of the longest suffix of
-/// length max_ngram .. min_ngram. Empty when nothing matches. O(|tokens| *
-/// max_ngram) time.
+/// length max_ngram .. min_ngram that has k tokens after it (else the one
+/// with the most). Empty when nothing matches. O(|tokens| * max_ngram) time.
 std::vector<std::int32_t> propose_ngram(std::span<const std::int32_t> tokens, int k, const ngram_settings& settings);
 
 }  // namespace troupe

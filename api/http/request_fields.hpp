@@ -13,12 +13,12 @@ namespace troupe::api {
 /// Keys every generation endpoint accepts (harmless OpenAI bookkeeping
 /// fields such as `metadata` and `store` are accepted and ignored).
 // clang-format off
-inline constexpr std::array<std::string_view, 25> common_request_keys = {
+inline constexpr std::array<std::string_view, 26> common_request_keys = {
     "model", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "stop",
     "presence_penalty", "frequency_penalty", "logit_bias", "seed", "user",
     // vLLM's extras, then Troupe's own
     "top_k", "min_p", "repetition_penalty", "ignore_eos", "min_tokens", "stop_token_ids",
-    "skip_special_tokens", "priority", "deadline_ms",
+    "skip_special_tokens", "priority", "deadline_ms", "speculative",
     // accepted and ignored
     "metadata", "store", "service_tier"};
 // clang-format on

@@ -28,6 +28,13 @@ TEST(NgramProposer, PrefersTheMostRecentOccurrence) {
   EXPECT_EQ(propose_ngram(tokens, 1, {.max_ngram = 1, .min_ngram = 1}), (ids{20}));
 }
 
+TEST(NgramProposer, InALoopTheOccurrenceWithKTokensAfterItWins) {
+  // The most recent "7" is followed by one token only; three back give three.
+  EXPECT_EQ(propose_ngram(ids{7, 7, 7, 7, 7, 7}, 3, {.max_ngram = 1, .min_ngram = 1}), (ids{7, 7, 7}));
+  const ids cycle = {1, 2, 3, 1, 2, 3, 1};  // "1" at 3 leaves 2 3 1; at 0, 2 3 1 2
+  EXPECT_EQ(propose_ngram(cycle, 3, {.max_ngram = 1, .min_ngram = 1}), (ids{2, 3, 1}));
+}
+
 TEST(NgramProposer, StopsAtTheEndOfTheKnownTokens) {
   // The match is right before the suffix: only the suffix itself follows it.
   const ids tokens = {3, 3, 3};

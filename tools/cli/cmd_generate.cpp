@@ -9,28 +9,10 @@
 #include "model/batch_runner.hpp"
 #include "tools/cli/cli_model.hpp"
 #include "tools/cli/command_registry.hpp"
+#include "tools/cli/generate_flags.hpp"
 
 namespace troupe::cli {
-namespace {
 
-struct generate_flags {
-  model_flags model;
-  std::vector<std::string> prompts;
-  std::vector<std::string> prompt_ids;
-  int max_tokens = 64;
-  int min_tokens = 0;
-  std::optional<float> temperature, top_p, min_p, repetition_penalty;
-  std::optional<int> top_k;
-  float presence_penalty = 0.0f;
-  float frequency_penalty = 0.0f;
-  std::optional<std::uint64_t> seed;
-  bool ignore_eos = false;
-  std::string stop_token_ids;
-  int logprobs = -1;
-  bool json = false;
-};
-
-// generation_config.json supplies the defaults a flag does not override.
 sampling_params sampling_from(const generate_flags& flags, const generation_config& defaults) {
   sampling_params p;
   const bool greedy_by_default = defaults.do_sample.has_value() && !*defaults.do_sample;
@@ -47,6 +29,8 @@ sampling_params sampling_from(const generate_flags& flags, const generation_conf
   p.top_logprobs = std::max(flags.logprobs, 0);
   return p;
 }
+
+namespace {
 
 std::vector<std::int32_t> eos_ids(const loaded_model& loaded) {
   std::vector<std::int32_t> ids;
@@ -104,6 +88,7 @@ void print_json(const loaded_model& loaded, const runner_request& request, const
 }
 
 void run(const generate_flags& flags) {
+  if (flags.speculation.speculative != "off") return generate_with_engine(flags);
   loaded_model loaded = load_model(flags.model);
   const std::vector<runner_request> requests = build_requests(flags, loaded);
   batch_runner runner(*loaded.model, runner_options{});
@@ -143,6 +128,13 @@ void setup(CLI::App& root) {
   cmd->add_option("--logprobs", flags->logprobs, "report logprobs (and this many alternatives)")
       ->check(CLI::Range(0, 20));
   cmd->add_flag("--json", flags->json, "one JSON object per prompt");
+  cmd->add_option("--speculative", flags->speculation.speculative,
+                  "off, ngram, draft or layerskip (other than off: the prompts run through the engine)");
+  cmd->add_option("--num-speculative-tokens", flags->speculation.num_speculative_tokens,
+                  "drafts per sequence and step at most (default 4 here)");
+  cmd->add_option("--draft-model", flags->speculation.draft_model, "draft: HF directory (default: the demo draft)");
+  cmd->add_option("--speculative-skip-layers", flags->speculation.speculative_skip_layers,
+                  "layerskip: layers skipped, e.g. 4-7 or 1,3,5 (default: the upper half)");
   cmd->callback([flags] { run(*flags); });
 }
 

@@ -1,0 +1,103 @@
+"""Speculative decoding through `troupe serve`: with prompt lookup and with
+layer skipping (batch-invariant numerics on both sides), greedy outputs are
+those of a server that does not speculate, streamed or not; drafts are made
+and accepted and counted in /metrics; a request can opt out; speculation can
+be turned down live; bad speculation flags stop the server with a message
+naming the knob."""
+
+import json
+import os
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import requests
+
+from conftest import LiveServer, SERVE_FLAGS
+
+PROMPTS = [
+    "one two three four one two three four one two three four one two",
+    "In the beginning",
+    "the cat sat on the mat; the cat sat on the mat; the cat",
+    "Quote Genesis 1:3.",
+]
+MAX_TOKENS = 40
+
+
+@pytest.fixture(scope="module")
+def plain():
+    live = LiveServer(["--batch-invariant"])
+    yield live
+    live.stop()
+
+
+@pytest.fixture(scope="module", params=["ngram", "layerskip"])
+def speculating(request):
+    live = LiveServer(["--batch-invariant", "--speculative", request.param, "--num-speculative-tokens", "4"])
+    yield live
+    live.stop()
+
+
+def complete(server, prompt, **extra):
+    body = {"prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0, **extra}
+    response = requests.post(server.base_url + "/v1/completions", json=body, timeout=120)
+    assert response.status_code == 200, response.text
+    return response.json()["choices"][0]["text"]
+
+
+def complete_streamed(server, prompt):
+    body = {"prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0, "stream": True}
+    text = ""
+    with requests.post(server.base_url + "/v1/completions", json=body, stream=True, timeout=120) as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            if line.startswith(b"data: {"):
+                text += json.loads(line[len(b"data: "):])["choices"][0]["text"]
+    return text
+
+
+def test_greedy_outputs_equal_a_server_that_does_not_speculate(plain, speculating):
+    want = [complete(plain, p) for p in PROMPTS]
+    drafts_before = speculating.metric("troupe:spec_decode_num_draft_tokens_total")
+    with ThreadPoolExecutor(len(PROMPTS)) as pool:  # concurrently: verify groups share steps
+        got = list(pool.map(lambda p: complete(speculating, p), PROMPTS))
+    assert got == want
+    assert [complete_streamed(speculating, p) for p in PROMPTS] == want
+    assert speculating.metric("troupe:spec_decode_num_draft_tokens_total") > drafts_before
+    assert speculating.metric("troupe:spec_decode_num_accepted_tokens_total") > 0
+    assert plain.metric("troupe:spec_decode_num_draft_tokens_total") == 0
+
+
+def test_a_request_can_opt_out(speculating):
+    before = speculating.metric("troupe:spec_decode_num_draft_tokens_total")
+    complete(speculating, PROMPTS[0], speculative=False)
+    assert speculating.metric("troupe:spec_decode_num_draft_tokens_total") == before
+
+
+def test_speculation_is_turned_down_live(speculating):
+    url = speculating.base_url + "/admin/config"
+    original = requests.get(url, timeout=10).json()["settings"]["num_speculative_tokens"]
+    try:
+        requests.patch(url, json={"num_speculative_tokens": 0}, timeout=10).raise_for_status()
+        before = speculating.metric("troupe:spec_decode_num_draft_tokens_total")
+        complete(speculating, PROMPTS[0])
+        assert speculating.metric("troupe:spec_decode_num_draft_tokens_total") == before
+    finally:
+        requests.patch(url, json={"num_speculative_tokens": original}, timeout=10).raise_for_status()
+
+
+@pytest.mark.parametrize("flags, knob", [
+    (["--speculative", "medusa", "--num-speculative-tokens", "4"], "speculative"),
+    (["--speculative", "ngram", "--num-speculative-tokens", "0"], "num_speculative_tokens"),
+    (["--speculative", "draft", "--num-speculative-tokens", "4", "--draft-model", "/nonexistent"], "/nonexistent"),
+    (["--speculative", "layerskip", "--num-speculative-tokens", "2", "--speculative-skip-layers", "99"],
+     "speculative_skip_layers"),
+])
+def test_bad_speculation_flags_stop_the_server_naming_the_knob(flags, knob):
+    binary = os.environ.get("TROUPE_BIN")
+    if not binary:
+        pytest.skip("TROUPE_BIN is not set")
+    done = subprocess.run([binary, "serve", "--port", "0", *SERVE_FLAGS, *flags], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode != 0
+    assert knob in done.stderr + done.stdout
