@@ -88,7 +88,7 @@ void print_json(const loaded_model& loaded, const runner_request& request, const
 }
 
 void run(const generate_flags& flags) {
-  if (flags.speculation.speculative != "off") return generate_with_engine(flags);
+  if (flags.engine || flags.speculation.speculative != "off") return generate_with_engine(flags);
   loaded_model loaded = load_model(flags.model);
   const std::vector<runner_request> requests = build_requests(flags, loaded);
   batch_runner runner(*loaded.model, runner_options{});
@@ -128,6 +128,8 @@ void setup(CLI::App& root) {
   cmd->add_option("--logprobs", flags->logprobs, "report logprobs (and this many alternatives)")
       ->check(CLI::Range(0, 20));
   cmd->add_flag("--json", flags->json, "one JSON object per prompt");
+  cmd->add_flag("--engine", flags->engine,
+                "run through the embedded engine (implied by --speculative); speed on stderr");
   cmd->add_option("--speculative", flags->speculation.speculative,
                   "off, ngram, draft or layerskip (other than off: the prompts run through the engine)");
   cmd->add_option("--num-speculative-tokens", flags->speculation.num_speculative_tokens,

@@ -65,7 +65,7 @@ engine_config config_from(const generate_flags& flags) {
   config.device = flags.model.device;
   config.threads = flags.model.threads;
   config.speculative = flags.speculation.speculative;
-  config.num_speculative_tokens = flags.speculation.num_speculative_tokens;
+  config.num_speculative_tokens = flags.speculation.speculative == "off" ? 0 : flags.speculation.num_speculative_tokens;
   config.draft_model = flags.speculation.draft_model;
   config.speculative_skip_layers = flags.speculation.speculative_skip_layers;
   config.max_num_seqs =

@@ -37,6 +37,7 @@ struct generate_flags {
   std::string stop_token_ids;
   int logprobs = -1;
   bool json = false;
+  bool engine = false;  ///< through the embedded engine even without speculation
 };
 
 /// The flags' sampling rules; generation_config.json supplies what a flag does not set.

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Speculative decoding speed: decode tokens/s with and without each
+proposer at batch 1, 8 and 32 on (a) an input-grounded workload and (b) free
+generation, with acceptance alongside; and output tokens/s through
+`troupe serve` at 8 concurrent streams. Greedy, ignore_eos, so every run
+generates the same tokens with and without speculation.
+
+Offline rows drive `troupe generate --speculative P --json` (all prompts
+submitted at once; it reports decode speed and acceptance on stderr). The
+grounded prompt is a passage of the demo's held-out text followed by the
+opening words of one of its paragraphs, so the continuation can be copied
+(BENCHMARKS.md W5, shortened to fit the demo's context); free prompts are
+short openings.
+
+Usage: tools/bench/speculation.py --troupe build/troupe [--model DIR --draft-model DIR]
+           [--text tests/fixtures/demo/heldout.txt] [--batches 1,8,32] [--proposers off,ngram,draft]
+"""
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+FREE = ["In the beginning", "The Python interpreter", "A hacker is", "Debian is", "And it came to pass",
+        "To install a package", "The list type", "Blessed are"]
+
+
+def grounded_prompts(text: str, count: int, passage_words: int) -> list:
+    paragraphs = [p.strip() for p in text.split("\n\n") if len(p.split()) >= 40]
+    prompts = []
+    for i in range(count):
+        start = (i * 3) % max(1, len(paragraphs) - 4)
+        passage = paragraphs[start:start + 4]
+        words = " ".join(passage).split()[:passage_words]
+        body = " ".join(words)
+        cue = " ".join(passage[1].split()[:8])
+        prompts.append(body + "\n\n" + cue)
+    return prompts
+
+
+def offline(args, proposer, prompts):
+    command = [args.troupe, "generate", "--json", "--temperature", "0", "--ignore-eos", "--max-tokens",
+               str(args.max_tokens), "--speculative", proposer, "--threads", str(args.threads)]
+    if args.model:
+        command += ["--model", args.model]
+    if proposer != "off":
+        command += ["--num-speculative-tokens", str(args.k)]
+    if proposer == "draft" and args.draft_model:
+        command += ["--draft-model", args.draft_model]
+    if proposer == "off":  # the engine path without speculation, for a like-for-like baseline
+        command.append("--engine")
+    for p in prompts:
+        command += ["--prompt", p]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(command[:12])} ...: {done.stderr[-2000:]}")
+    line = next(l for l in done.stderr.splitlines() if l.startswith("generated"))
+    decode = float(re.search(r"decode ([0-9.e+]+) tokens/s", line).group(1))
+    accepted = re.search(r"drafts: (\d+) runs, (\d+) tokens, (\d+) accepted", line)
+    runs, drafted, ok = (int(x) for x in accepted.groups())
+    outputs = [json.loads(l)["token_ids"] for l in done.stdout.splitlines() if l.startswith("{")]
+    return decode, runs, drafted, ok, outputs
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--troupe", required=True)
+    ap.add_argument("--model", default="")
+    ap.add_argument("--draft-model", default="")
+    ap.add_argument("--text", default="tests/fixtures/demo/heldout.txt")
+    ap.add_argument("--batches", default="1,8,32")
+    ap.add_argument("--proposers", default="off,ngram,draft,layerskip")
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--passage-words", type=int, default=300)
+    ap.add_argument("--k", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=0)
+    args = ap.parse_args()
+    text = open(args.text, encoding="utf-8").read()
+    print("| workload | batch | proposer | decode tok/s | speed-up | drafts accepted | mean accepted per run | same tokens |")
+    print("|---|---|---|---|---|---|---|---|")
+    for workload in ("grounded", "free"):
+        for batch in (int(b) for b in args.batches.split(",")):
+            prompts = grounded_prompts(text, batch, args.passage_words) if workload == "grounded" else \
+                [FREE[i % len(FREE)] + " " * (i // len(FREE)) for i in range(batch)]
+            base = None
+            for proposer in args.proposers.split(","):
+                decode, runs, drafted, ok, outputs = offline(args, proposer, prompts)
+                if proposer == "off":
+                    base = (decode, outputs)
+                rate = f"{100.0 * ok / drafted:.0f}% of {drafted}" if drafted else "-"
+                per_run = f"{ok / runs:.2f}" if runs else "-"
+                same = "yes" if base and outputs == base[1] else ("-" if not base else "NO")
+                ratio = f"{decode / base[0]:.2f}x" if base else "-"
+                print(f"| {workload} | {batch} | {proposer} | {decode:.1f} | {ratio} | {rate} | {per_run} | {same} |",
+                      flush=True)
+
+
+if __name__ == "__main__":
+    main()
