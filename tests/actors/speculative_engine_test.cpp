@@ -4,8 +4,8 @@
 // matches) with chunked prefill and a KV pool small enough to force swap or
 // recompute preemption give exactly the tokens each request gives run alone
 // without speculation; drafts were made (and all accepted where the target
-// drafts for itself); cancellations
-// end; and the pool is whole again at the end.
+// drafts for itself); cancellations end; and the pool is whole again at the
+// end.
 
 #include <gtest/gtest.h>
 
