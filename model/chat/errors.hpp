@@ -6,6 +6,7 @@
 // Internal to model/chat.
 
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -32,6 +33,19 @@ class limit_error : public script_error {
  public:
   explicit limit_error(const std::string& message) : script_error("LimitExceeded", message) {}
 };
+
+/// Whether a string of `fixed_bytes` plus `count` repetitions of `unit_bytes`
+/// (padding, indentation, repeated text) fits in `max_bytes`; computed without
+/// overflow, so callers check before they allocate.
+constexpr bool fits_in(std::size_t fixed_bytes, std::uint64_t count, std::size_t unit_bytes, std::size_t max_bytes) {
+  return fixed_bytes <= max_bytes && (unit_bytes == 0 || count <= (max_bytes - fixed_bytes) / unit_bytes);
+}
+
+/// The limit error for a string that would not fit: "<what> exceeds the string
+/// limit of N bytes", `what` naming the request ("width 99").
+[[noreturn]] inline void raise_string_limit(const std::string& what, std::size_t max_bytes) {
+  throw limit_error(what + " exceeds the string limit of " + std::to_string(max_bytes) + " bytes");
+}
 
 /// A compile-time error at a byte offset of the (newline-normalised) source:
 /// TemplateSyntaxError, or TemplateAssertionError for an unknown filter or test.

@@ -73,18 +73,23 @@ value f_replace(render_state& st, const value& v, call_args& args) {
                                   count, st.options().limits.max_output_bytes));
 }
 
+/// `' ' * width` (empty for a negative width, as in Python), refused past the
+/// string limit before it is allocated; `what` names the argument.
+std::string repeated_spaces(const render_state& st, std::int64_t width, const std::string& what) {
+  std::uint64_t n = width > 0 ? static_cast<std::uint64_t>(width) : 0;
+  std::size_t max_bytes = st.options().limits.max_output_bytes;
+  if (!fits_in(0, n, 1, max_bytes)) raise_string_limit(what + " " + std::to_string(width), max_bytes);
+  return std::string(static_cast<std::size_t>(n), ' ');
+}
+
 value f_tojson(render_state& st, const value& v, call_args& args) {
   bound_args a(args, "tojson", {"ensure_ascii", "indent", "separators", "sort_keys"});
   json_dump_options o;
   o.ensure_ascii = flag(a, 0, false);
+  o.max_bytes = st.options().limits.max_output_bytes;
   if (a.has(1) && !a.get(1)->is_none()) {
     const value& indent = *a.get(1);
-    if (indent.is_string()) {
-      o.indent = indent.as_string();
-    } else {
-      std::int64_t n = require_index(indent, "indent");
-      o.indent = std::string(static_cast<std::size_t>(std::max<std::int64_t>(n, 0)), ' ');
-    }
+    o.indent = indent.is_string() ? indent.as_string() : repeated_spaces(st, require_index(indent, "indent"), "indent");
   }
   if (a.has(2) && !a.get(2)->is_none()) {
     std::vector<value> seps = py_iterate(*a.get(2));
@@ -103,22 +108,31 @@ value f_indent(render_state& st, const value& v, call_args& args) {
   bound_args a(args, "do_indent", {"width", "first", "blank"});
   value width = a.get_or(0, value::integer(4));
   std::string indention =
-      width.is_string()
-          ? width.as_string()
-          : std::string(static_cast<std::size_t>(std::max<std::int64_t>(require_index(width, "width"), 0)), ' ');
+      width.is_string() ? width.as_string() : repeated_spaces(st, require_index(width, "width"), "indent width");
   if (v.is_undefined()) raise_undefined(v);
   if (!v.is_string())
     throw script_error("TypeError", "unsupported operand type(s) for +=: '" + python_type_name(v) + "' and 'str'");
   std::vector<std::string> lines = py_splitlines(v.as_string() + "\n", false);
-  std::string rv;
-  if (flag(a, 2, false)) {
-    for (std::size_t i = 0; i < lines.size(); ++i) rv += (i > 0 ? "\n" + indention : "") + lines[i];
-  } else {
-    rv = lines.empty() ? "" : lines.front();
-    for (std::size_t i = 1; i < lines.size(); ++i) rv += "\n" + (lines[i].empty() ? "" : indention) + lines[i];
+  bool first = flag(a, 1, false), blank = flag(a, 2, false);
+  auto indents = [&](std::size_t i) { return i == 0 ? first : blank || !lines[i].empty(); };
+  // Sized first: a wide indent times many lines must fail before allocating.
+  std::size_t bytes = lines.size() - 1, indented = 0;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    bytes += lines[i].size();
+    indented += indents(i) ? 1 : 0;
   }
-  if (flag(a, 1, false)) rv = indention + rv;
-  st.check_string_size(rv.size());
+  std::size_t max_bytes = st.options().limits.max_output_bytes;
+  if (!fits_in(bytes, indented, indention.size(), max_bytes))
+    raise_string_limit(
+        "indenting " + std::to_string(indented) + " lines by " + std::to_string(indention.size()) + " bytes",
+        max_bytes);
+  std::string rv;
+  rv.reserve(bytes + indented * indention.size());
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (i > 0) rv += '\n';
+    if (indents(i)) rv += indention;
+    rv += lines[i];
+  }
   return same_kind(v, std::move(rv));
 }
 
@@ -133,7 +147,7 @@ value f_truncate(render_state&, const value& v, call_args& args) {
     throw script_error("AssertionError",
                        "expected length >= " + std::to_string(end_len) + ", got " + std::to_string(length));
   if (leeway < 0) throw script_error("AssertionError", "expected leeway >= 0, got " + std::to_string(leeway));
-  if (static_cast<std::int64_t>(code_point_count(text)) <= length + leeway) return value::string(text);
+  if (static_cast<std::int64_t>(code_point_count(text)) - leeway <= length) return value::string(text);
   std::string head = py_substring(text, 0, length - end_len);
   if (flag(a, 1, false)) return value::string(head + end);
   return value::string(py_split(head, std::string(" "), 1, true).front() + end);
@@ -151,10 +165,11 @@ value f_wordcount(render_state&, const value& v, call_args& args) {
   return value::integer(words);
 }
 
-value f_center(render_state&, const value& v, call_args& args) {
+value f_center(render_state& st, const value& v, call_args& args) {
   bound_args a(args, "do_center", {"width"});
   value s = soft_str(v);
-  return same_kind(s, py_justify(s.as_string(), require_index(a.get_or(0, value::integer(80)), "width"), ' ', '^'));
+  return same_kind(s, py_justify(s.as_string(), require_index(a.get_or(0, value::integer(80)), "width"), ' ', '^',
+                                 st.options().limits.max_output_bytes));
 }
 
 value f_format(render_state& st, const value& v, call_args& args) {

@@ -33,7 +33,16 @@ std::vector<value> attribute_parts(const value& attribute) {
   std::vector<value> parts;
   for (std::string& p : py_split(attribute.as_string(), std::string("."), -1, false)) {
     bool digits = !p.empty() && std::all_of(p.begin(), p.end(), [](char c) { return c >= '0' && c <= '9'; });
-    parts.push_back(digits ? value::integer(std::stoll(p)) : value::string(std::move(p)));
+    if (!digits) {
+      parts.push_back(value::string(std::move(p)));
+      continue;
+    }
+    std::size_t i = 0;
+    std::optional<std::int64_t> index = read_decimal(std::string_view(p), i);
+    if (!index)
+      throw script_error("OverflowError",
+                         "integer " + p + " does not fit in 64 bits (the template engine's int range)");
+    parts.push_back(value::integer(*index));
   }
   return parts;
 }
@@ -260,6 +269,8 @@ value chunks(render_state& st, const value& v, call_args& args, bool batch) {
   std::vector<value> out;
   if (batch) {
     if (n <= 0) throw script_error("ValueError", "batch size must be positive");
+    // The last batch is filled up to n items: refuse a fill past the list limit before building it.
+    if (fill != nullptr && !items.empty()) st.check_items(static_cast<std::size_t>(n));
     for (std::size_t i = 0; i < items.size(); i += static_cast<std::size_t>(n)) {
       std::vector<value> chunk(
           items.begin() + static_cast<std::ptrdiff_t>(i),

@@ -54,6 +54,7 @@ std::string render_state::run() {
   std::string out;
   out_ = &out;
   iteration_limit_scope string_limit(options_.limits.max_collection_items);
+  repr_limit_scope repr_limit(options_.limits.max_output_bytes);
   scope_lease root(std::make_shared<scope>(nullptr));
   exec(ast_.body, root.get());
   return out;
@@ -87,7 +88,7 @@ void render_state::charge(const value& v) {
 void render_state::check_string_size(std::size_t bytes) const {
   if (bytes > options_.limits.max_output_bytes)
     throw limit_error("string of " + std::to_string(bytes) + " bytes exceeds the limit of " +
-                      std::to_string(options_.limits.max_output_bytes));
+                      std::to_string(options_.limits.max_output_bytes) + " bytes");
 }
 
 void render_state::check_items(std::size_t items) const {

@@ -117,19 +117,19 @@ class json_writer {
   void write(const value& v, std::size_t level) {
     switch (v.kind()) {
       case value_kind::none:
-        out += "null";
+        put("null");
         return;
       case value_kind::boolean:
-        out += v.as_bool() ? "true" : "false";
+        put(v.as_bool() ? "true" : "false");
         return;
       case value_kind::integer:
-        out += std::to_string(v.as_int());
+        put(std::to_string(v.as_int()));
         return;
       case value_kind::floating:
-        out += float_text(v.as_float());
+        put(float_text(v.as_float()));
         return;
       case value_kind::string:
-        append_escaped(out, v.as_string(), options_.ensure_ascii);
+        write_string(v.as_string());
         return;
       case value_kind::sequence:
         if (v.is_list_or_tuple()) return write_array(v.items(), level);
@@ -145,8 +145,28 @@ class json_writer {
   std::string out;
 
  private:
+  /// Escaping only lengthens a string, so its raw size is checked before the
+  /// copy and the escaped size after.
+  void write_string(std::string_view text) {
+    require_room(2 + text.size());
+    append_escaped(out, text, options_.ensure_ascii);
+    require_room(0);
+  }
+
+  /// Appends separators and scalars, whose sizes the template controls.
+  void put(std::string_view text) {
+    require_room(text.size());
+    out += text;
+  }
+
+  void require_room(std::size_t more) const {
+    if (!fits_in(out.size(), more, 1, options_.max_bytes)) raise_string_limit("tojson text", options_.max_bytes);
+  }
+
   void newline(std::size_t level) {
     if (!options_.indent) return;
+    if (!fits_in(out.size() + 1, level, options_.indent->size(), options_.max_bytes))
+      raise_string_limit("tojson indent at depth " + std::to_string(level), options_.max_bytes);
     out.push_back('\n');
     for (std::size_t i = 0; i < level; ++i) out += *options_.indent;
   }
@@ -158,7 +178,7 @@ class json_writer {
     }
     out.push_back('[');
     for (std::size_t i = 0; i < items.size(); ++i) {
-      if (i > 0) out += item_sep_;
+      if (i > 0) put(item_sep_);
       newline(level + 1);
       write(items[i], level + 1);
     }
@@ -195,10 +215,10 @@ class json_writer {
       std::stable_sort(entries.begin(), entries.end(), [](auto* a, auto* b) { return py_less(a->first, b->first); });
     out.push_back('{');
     for (std::size_t i = 0; i < entries.size(); ++i) {
-      if (i > 0) out += item_sep_;
+      if (i > 0) put(item_sep_);
       newline(level + 1);
-      append_escaped(out, key_text(entries[i]->first), options_.ensure_ascii);
-      out += key_sep_;
+      write_string(key_text(entries[i]->first));
+      put(key_sep_);
       write(entries[i]->second, level + 1);
     }
     newline(level);

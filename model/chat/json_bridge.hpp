@@ -4,6 +4,8 @@
 // transformers' arguments. Internal to model/chat.
 
 #include <boost/json/value.hpp>
+#include <cstddef>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -25,6 +27,9 @@ struct json_dump_options {
   std::optional<std::string> item_separator;  ///< default ", " (or "," with indent)
   std::optional<std::string> key_separator;   ///< default ": "
   bool sort_keys = false;
+  /// Longest text the dump may build: limit_error (before each indent or
+  /// string is appended) past it. Indents nest, so `indent` alone cannot bound it.
+  std::size_t max_bytes = std::numeric_limits<std::size_t>::max();
 };
 
 /// json.dumps(v, ...); TypeError "Object of type X is not JSON serializable"

@@ -41,8 +41,11 @@ const char* op_symbol(binary_op op) {
   throw script_error("OverflowError", "integer result does not fit in 64 bits (the template engine's int range)");
 }
 
-void check_size(std::size_t size, std::size_t max_size) {
-  if (size > max_size) throw limit_error("value of " + std::to_string(size) + " bytes/items exceeds the render limit");
+/// Refuses a value of `size` bytes or items (`unit`) past the render's limit.
+void check_size(std::size_t size, std::size_t max_size, const std::string& unit) {
+  if (size > max_size)
+    throw limit_error("value of " + std::to_string(size) + " " + unit + " exceeds the limit of " +
+                      std::to_string(max_size) + " " + unit);
 }
 
 bool is_integral(const value& v) { return v.is_int() || v.is_bool(); }
@@ -50,7 +53,7 @@ bool is_integral(const value& v) { return v.is_int() || v.is_bool(); }
 value markup_or_string(std::string text, bool markup) { return value::string(std::move(text), markup); }
 
 value add_strings(const value& a, const value& b, const size_limits& limits) {
-  check_size(a.as_string().size() + b.as_string().size(), limits.string_bytes);
+  check_size(a.as_string().size() + b.as_string().size(), limits.string_bytes, "bytes");
   if (a.is_markup() && !b.is_markup()) return markup_or_string(a.as_string() + html_escape(b.as_string()), true);
   if (!a.is_markup() && b.is_markup()) return markup_or_string(html_escape(a.as_string()) + b.as_string(), true);
   return markup_or_string(a.as_string() + b.as_string(), a.is_markup());
@@ -66,7 +69,7 @@ value add(const value& a, const value& b, const size_limits& limits) {
   if (a.is_string() && b.is_string()) return add_strings(a, b, limits);
   if (a.is_sequence() && b.is_sequence() && a.flavor() == b.flavor() &&
       (a.flavor() == sequence_flavor::list || a.flavor() == sequence_flavor::tuple)) {
-    check_size(a.items().size() + b.items().size(), limits.items);
+    check_size(a.items().size() + b.items().size(), limits.items, "items");
     std::vector<value> items = a.items();
     items.insert(items.end(), b.items().begin(), b.items().end());
     return a.flavor() == sequence_flavor::list ? value::list(std::move(items)) : value::tuple(std::move(items));
@@ -82,10 +85,13 @@ value add(const value& a, const value& b, const size_limits& limits) {
 
 value repeat(const value& seq, std::int64_t count, const size_limits& limits) {
   std::size_t n = count > 0 ? static_cast<std::size_t>(count) : 0;
-  std::size_t max_size = seq.is_string() ? limits.string_bytes : limits.items;
+  // Repeating nothing is nothing, however large the count (which could otherwise loop for ages).
+  if (seq.is_string() ? seq.as_string().empty() : seq.items().empty()) n = 0;
   if (seq.is_string()) {
     const std::string& s = seq.as_string();
-    if (!s.empty() && n > max_size / s.size()) check_size(max_size + 1, max_size);
+    if (!fits_in(0, n, s.size(), limits.string_bytes))
+      raise_string_limit("repeating " + std::to_string(s.size()) + " bytes " + std::to_string(n) + " times",
+                         limits.string_bytes);
     std::string out;
     if (s.size() == 1) {
       out.assign(n, s[0]);
@@ -96,7 +102,9 @@ value repeat(const value& seq, std::int64_t count, const size_limits& limits) {
     return markup_or_string(std::move(out), seq.is_markup());
   }
   const std::vector<value>& items = seq.items();
-  if (!items.empty() && n > max_size / items.size()) check_size(max_size + 1, max_size);
+  if (!items.empty() && n > limits.items / items.size())
+    throw limit_error("repeating " + std::to_string(items.size()) + " items " + std::to_string(n) +
+                      " times exceeds the limit of " + std::to_string(limits.items) + " items");
   std::vector<value> out;
   out.reserve(items.size() * n);
   for (std::size_t i = 0; i < n; ++i) out.insert(out.end(), items.begin(), items.end());
@@ -199,8 +207,8 @@ value escaped_format_args(const value& args) {
 
 value modulo(const value& a, const value& b, const size_limits& limits) {
   if (a.is_string()) {
-    std::string out = percent_format(a.as_string(), a.is_markup() ? escaped_format_args(b) : b);
-    check_size(out.size(), limits.string_bytes);
+    std::string out = percent_format(a.as_string(), a.is_markup() ? escaped_format_args(b) : b, limits.string_bytes);
+    check_size(out.size(), limits.string_bytes, "bytes");
     return value::string(std::move(out), a.is_markup());
   }
   if (is_integral(a) && is_integral(b)) return value::integer(floor_mod(a.as_integral(), b.as_integral()));

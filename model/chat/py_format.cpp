@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "model/chat/errors.hpp"
 #include "model/chat/unicode.hpp"
@@ -19,6 +20,9 @@ constexpr int max_repr_depth = static_cast<int>(max_value_depth) + 16;
 
 /// repr depth across namespace objects, which call py_repr recursively.
 thread_local int repr_nesting = 0;
+
+/// The longest container text repr may build (repr_limit_scope).
+thread_local std::size_t repr_byte_limit = std::numeric_limits<std::size_t>::max();
 
 struct repr_nesting_guard {
   repr_nesting_guard() {
@@ -36,6 +40,14 @@ void append_hex(std::string& out, char32_t c, int digits) {
 }
 
 std::string sequence_repr(const value& v);
+std::string repr_at(const value& v);
+
+/// Appends an item's repr to its container's, checked as it goes: a list
+/// holding one big string many times must fail before it is printed whole.
+void append_item_repr(std::string& out, const value& item) {
+  out += repr_at(item);
+  if (out.size() > repr_byte_limit) raise_string_limit("the text of a list or dict", repr_byte_limit);
+}
 
 std::string repr_at(const value& v) {
   repr_nesting_guard guard;
@@ -60,9 +72,9 @@ std::string repr_at(const value& v) {
       for (const auto& [k, item] : v.as_dict().entries) {
         if (!first) out += ", ";
         first = false;
-        out += repr_at(k);
+        append_item_repr(out, k);
         out += ": ";
-        out += repr_at(item);
+        append_item_repr(out, item);
       }
       return out + "}";
     }
@@ -76,7 +88,7 @@ std::string join_reprs(const std::vector<value>& items) {
   std::string out;
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (i > 0) out += ", ";
-    out += repr_at(items[i]);
+    append_item_repr(out, items[i]);
   }
   return out;
 }
@@ -107,6 +119,10 @@ std::string sequence_repr(const value& v) {
 }
 
 }  // namespace
+
+repr_limit_scope::repr_limit_scope(std::size_t max_bytes) : saved_(repr_byte_limit) { repr_byte_limit = max_bytes; }
+
+repr_limit_scope::~repr_limit_scope() { repr_byte_limit = saved_; }
 
 std::string py_repr(const value& v) { return repr_at(v); }
 

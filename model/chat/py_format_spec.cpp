@@ -1,7 +1,10 @@
 // printf-style `%` formatting and the str.format spec mini-language.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
+#include <optional>
 
 #include "model/chat/errors.hpp"
 #include "model/chat/py_format.hpp"
@@ -18,10 +21,11 @@ struct spec {
   char sign = '-';
   bool alternate = false;
   bool zero = false;
-  int width = -1;
+  std::int64_t width = -1;
   char grouping = 0;
-  int precision = -1;
+  std::int64_t precision = -1;
   char type = 0;
+  std::size_t max_bytes = 0;  ///< longest text the conversion may build
 };
 
 std::string c_format(const char* pattern, int precision, double v) {
@@ -76,24 +80,26 @@ std::string group_digits(const std::string& body, char separator, std::size_t ev
   return out + body.substr(end);
 }
 
-/// Pads `sign + body` to the spec's width with its fill and alignment.
+/// Pads `sign + body` to the spec's width with its fill and alignment; a
+/// result past the spec's max_bytes is refused before the fill is built.
 std::string pad(const std::string& sign, const std::string& body, const spec& s, char default_align) {
   char align = s.align != 0 ? s.align : default_align;
-  auto len = static_cast<int>(code_point_count(sign) + code_point_count(body));
+  auto len = static_cast<std::int64_t>(code_point_count(sign) + code_point_count(body));
   if (s.width <= len) return sign + body;
   auto missing = static_cast<std::size_t>(s.width - len);
-  std::string fill;
-  for (std::size_t i = 0; i < missing; ++i) append_utf8(fill, s.fill);
-  if (align == '<') return sign + body + fill;
-  if (align == '=') return sign + fill + body;
-  if (align == '^') {
-    std::size_t left = missing / 2;
-    std::string l, r;
-    for (std::size_t i = 0; i < left; ++i) append_utf8(l, s.fill);
-    for (std::size_t i = left; i < missing; ++i) append_utf8(r, s.fill);
-    return l + sign + body + r;
-  }
-  return fill + sign + body;
+  std::string fill_char;
+  append_utf8(fill_char, s.fill);
+  if (!fits_in(sign.size() + body.size(), missing, fill_char.size(), s.max_bytes))
+    raise_string_limit("format width " + std::to_string(s.width), s.max_bytes);
+  auto fill = [&](std::size_t n) {
+    std::string f;
+    f.reserve(n * fill_char.size());
+    for (std::size_t i = 0; i < n; ++i) f += fill_char;
+    return f;
+  };
+  if (align == '=') return sign + fill(missing) + body;
+  std::size_t left = align == '<' ? 0 : align == '^' ? missing / 2 : missing;
+  return fill(left) + sign + body + fill(missing - left);
 }
 
 std::string sign_of(bool negative, char sign) {
@@ -103,15 +109,16 @@ std::string sign_of(bool negative, char sign) {
   return "";
 }
 
-std::string truncate_code_points(const std::string& text, int precision) {
+std::string truncate_code_points(const std::string& text, std::int64_t precision) {
   if (precision < 0) return text;
   std::u32string cps = to_code_points(text);
   if (cps.size() <= static_cast<std::size_t>(precision)) return text;
   return to_utf8(std::u32string_view(cps).substr(0, static_cast<std::size_t>(precision)));
 }
 
-spec parse_spec(std::string_view text) {
+spec parse_spec(std::string_view text, std::size_t max_bytes) {
   spec s;
+  s.max_bytes = max_bytes;
   std::u32string cps = to_code_points(text);
   std::size_t i = 0;
   auto is_align = [](char32_t c) { return c == '<' || c == '>' || c == '=' || c == '^'; };
@@ -130,9 +137,9 @@ spec parse_spec(std::string_view text) {
     ++i;
   }
   auto read_int = [&]() {
-    int n = -1;
-    while (i < cps.size() && cps[i] >= '0' && cps[i] <= '9') n = std::max(n, 0) * 10 + static_cast<int>(cps[i++] - '0');
-    return n;
+    std::optional<std::int64_t> n = read_decimal(std::u32string_view(cps), i);
+    if (!n) throw script_error("ValueError", "Too many decimal digits in format string");
+    return *n;
   };
   s.width = read_int();
   if (i < cps.size() && (cps[i] == ',' || cps[i] == '_')) s.grouping = static_cast<char>(cps[i++]);
@@ -153,16 +160,19 @@ spec parse_spec(std::string_view text) {
 std::string format_float_spec(double v, spec s) {
   char type = s.type;
   bool repr_like = type == 0 && s.precision < 0;
+  auto precision = [&](char printf_type, std::int64_t absent) {
+    return printf_float_precision(printf_type, s.alternate, s.precision < 0 ? absent : s.precision, s.max_bytes);
+  };
   std::string body;
   if (type == '%') {
-    body = float_body(v * 100.0, 'f', s.precision < 0 ? 6 : s.precision, s.alternate) + "%";
+    body = float_body(v * 100.0, 'f', precision('f', 6), s.alternate) + "%";
   } else if (repr_like) {
     body = py_float_repr(std::fabs(v));
   } else if (type == 0 || type == 'n') {
-    body = float_body(v, 'g', s.precision < 0 ? 12 : std::max(s.precision, 1), s.alternate);
+    body = float_body(v, 'g', std::max(precision('g', 12), 1), s.alternate);
     if (type == 0 && body.find_first_of(".eni") == std::string::npos) body += ".0";
   } else {
-    body = float_body(v, type, s.precision < 0 ? 6 : s.precision, s.alternate);
+    body = float_body(v, type, precision(type, 6), s.alternate);
   }
   if (s.grouping != 0) body = group_digits(body, s.grouping, 3);
   return pad(sign_of(std::signbit(v) && !std::isnan(v), s.sign), body, s, '>');
@@ -189,9 +199,19 @@ std::string format_int_spec(std::int64_t v, const spec& s) {
 
 }  // namespace
 
-std::string format_with_spec(const value& v, std::string_view spec_text) {
+int printf_float_precision(char type, bool alternate, std::int64_t precision, std::size_t max_bytes) {
+  if (precision > std::numeric_limits<int>::max()) throw script_error("ValueError", "precision too big");
+  constexpr std::int64_t all_significant_digits = 800;  // a double's exact decimal form has at most 767
+  bool drops_trailing_zeros = (type == 'g' || type == 'G') && !alternate;
+  if (drops_trailing_zeros) return static_cast<int>(std::min(precision, all_significant_digits));
+  if (!fits_in(0, static_cast<std::uint64_t>(precision), 1, max_bytes))
+    raise_string_limit("format precision " + std::to_string(precision), max_bytes);
+  return static_cast<int>(precision);
+}
+
+std::string format_with_spec(const value& v, std::string_view spec_text, std::size_t max_bytes) {
   if (spec_text.empty()) return py_str(v);
-  spec s = parse_spec(spec_text);
+  spec s = parse_spec(spec_text, max_bytes);
   if (v.is_string()) {
     if (s.type != 0 && s.type != 's')
       throw script_error("ValueError", std::string("Unknown format code '") + s.type + "' for object of type 'str'");

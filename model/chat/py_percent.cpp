@@ -1,7 +1,10 @@
 // printf-style `str % args`, as CPython's PyUnicode_Format does it.
 
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <optional>
 
 #include "model/chat/errors.hpp"
 #include "model/chat/py_format.hpp"
@@ -13,9 +16,10 @@ namespace {
 
 struct conversion {
   bool left = false, plus = false, space = false, alternate = false, zero = false;
-  int width = -1;
-  int precision = -1;
+  std::int64_t width = -1;
+  std::int64_t precision = -1;
   char32_t type = 0;
+  std::size_t max_bytes = 0;  ///< longest text the conversion may build
 };
 
 /// Hands out the arguments of one `%` operation in order.
@@ -60,8 +64,10 @@ class argument_source {
 };
 
 std::string pad_conversion(const std::string& sign, const std::string& body, const conversion& c, bool numeric) {
-  auto len = static_cast<int>(code_point_count(sign) + code_point_count(body));
+  auto len = static_cast<std::int64_t>(code_point_count(sign) + code_point_count(body));
   if (c.width <= len) return sign + body;
+  if (!fits_in(sign.size() + body.size(), static_cast<std::uint64_t>(c.width - len), 1, c.max_bytes))
+    raise_string_limit("%-format width " + std::to_string(c.width), c.max_bytes);
   std::string fill(static_cast<std::size_t>(c.width - len), (numeric && c.zero && !c.left) ? '0' : ' ');
   if (c.left) return sign + body + fill;
   if (numeric && c.zero) return sign + fill + body;
@@ -97,8 +103,11 @@ std::string format_integer(const value& v, const conversion& c) {
     body.insert(body.begin(), digits[m % static_cast<std::uint64_t>(base)]);
     m /= static_cast<std::uint64_t>(base);
   } while (m != 0);
-  if (c.precision > static_cast<int>(body.size()))
+  if (c.precision > static_cast<std::int64_t>(body.size())) {
+    if (!fits_in(0, static_cast<std::uint64_t>(c.precision), 1, c.max_bytes))
+      raise_string_limit("%-format precision " + std::to_string(c.precision), c.max_bytes);
     body.insert(0, static_cast<std::size_t>(c.precision) - body.size(), '0');
+  }
   std::string sign = number_sign(n < 0, c);
   if (c.alternate && base != 10) sign += c.type == 'o' ? "0o" : (c.type == 'X' ? "0X" : "0x");
   return pad_conversion(sign, body, c, true);
@@ -115,7 +124,9 @@ std::string format_float(const value& v, const conversion& c) {
     std::string pattern = c.alternate ? "%#.*" : "%.*";
     pattern.push_back(static_cast<char>(c.type));
     char buf[512];
-    int n = std::snprintf(buf, sizeof buf, pattern.c_str(), c.precision < 0 ? 6 : c.precision, std::fabs(d));
+    int precision =
+        printf_float_precision(static_cast<char>(c.type), c.alternate, c.precision < 0 ? 6 : c.precision, c.max_bytes);
+    int n = std::snprintf(buf, sizeof buf, pattern.c_str(), precision, std::fabs(d));
     if (n < 0 || static_cast<std::size_t>(n) >= sizeof buf)
       throw script_error("OverflowError", "formatted float is too long (precision too large?)");
     body.assign(buf, static_cast<std::size_t>(n));
@@ -171,17 +182,19 @@ std::string convert(const value& v, const conversion& c) {
   throw script_error("ValueError", buf);
 }
 
-/// A width or precision: digits, or "*" taking the next argument; -1 when absent.
-int read_number(const std::u32string& f, std::size_t& i, argument_source& source) {
-  if (i < f.size() && f[i] == '*') {
-    ++i;
-    value n = source.next();
-    if (!n.is_int()) throw script_error("TypeError", "* wants int");
-    return static_cast<int>(n.as_int());
-  }
-  int n = -1;
-  while (i < f.size() && f[i] >= '0' && f[i] <= '9') n = std::max(n, 0) * 10 + static_cast<int>(f[i++] - '0');
-  return n;
+/// A '*' width or precision: the next argument, which must be an int.
+std::int64_t star_argument(argument_source& source) {
+  value n = source.next();
+  if (!n.is_int()) throw script_error("TypeError", "* wants int");
+  return n.as_int();
+}
+
+/// Digits of a width or precision, -1 when absent; past `max`, ValueError
+/// "<what> too big" as CPython says (Py_ssize_t widths, int precisions).
+std::int64_t digits_at(const std::u32string& f, std::size_t& i, std::int64_t max, const char* what) {
+  std::optional<std::int64_t> n = read_decimal(std::u32string_view(f), i);
+  if (!n || *n > max) throw script_error("ValueError", std::string(what) + " too big");
+  return *n;
 }
 
 /// Parses "[flags][width][.precision][length]type" starting at f[i].
@@ -201,14 +214,26 @@ conversion parse_conversion(const std::u32string& f, std::size_t& i, argument_so
     else
       break;
   }
-  c.width = read_number(f, i, source);
-  if (c.width < -1) {
-    c.left = true;
-    c.width = -c.width;
+  if (i < f.size() && f[i] == '*') {
+    ++i;
+    std::int64_t width = star_argument(source);
+    // A negative width left-aligns; -INT64_MIN does not fit, and is past any limit anyway.
+    c.left = c.left || width < 0;
+    c.width = width >= 0 ? width : width == INT64_MIN ? INT64_MAX : -width;
+  } else {
+    c.width = digits_at(f, i, INT64_MAX, "width");
   }
   if (i < f.size() && f[i] == '.') {
     ++i;
-    c.precision = std::max(read_number(f, i, source), 0);
+    if (i < f.size() && f[i] == '*') {
+      ++i;
+      std::int64_t precision = star_argument(source);
+      if (precision > INT_MAX || precision < INT_MIN)
+        throw script_error("OverflowError", "Python int too large to convert to C int");
+      c.precision = std::max<std::int64_t>(precision, 0);
+    } else {
+      c.precision = std::max<std::int64_t>(digits_at(f, i, INT_MAX, "precision"), 0);
+    }
   }
   while (i < f.size() && (f[i] == 'h' || f[i] == 'l' || f[i] == 'L')) ++i;
   if (i >= f.size()) throw script_error("ValueError", "incomplete format");
@@ -218,7 +243,7 @@ conversion parse_conversion(const std::u32string& f, std::size_t& i, argument_so
 
 }  // namespace
 
-std::string percent_format(std::string_view format, const value& args) {
+std::string percent_format(std::string_view format, const value& args, std::size_t max_bytes) {
   std::u32string f = to_code_points(format);
   argument_source source(args);
   std::string out;
@@ -243,17 +268,21 @@ std::string percent_format(std::string_view format, const value& args) {
       i = close + 1;
     }
     conversion c = parse_conversion(f, i, source);
+    c.max_bytes = max_bytes;
     if (c.type == '%') {
       out.push_back('%');
       continue;
     }
     try {
       out += convert(keyed ? *keyed : source.next(), c);
+    } catch (const limit_error&) {
+      throw;
     } catch (const script_error& e) {
       std::string message = e.what();
       if (message.rfind("unsupported format character", 0) == 0) message += " at index " + std::to_string(i - 1);
       throw script_error(e.python_type(), message);
     }
+    if (out.size() > max_bytes) raise_string_limit("%-formatted string", max_bytes);
   }
   source.check_all_used();
   return out;

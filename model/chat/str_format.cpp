@@ -41,12 +41,21 @@ class formatter {
       }
       std::size_t close = matching_brace(fmt, i);
       out += field(fmt.substr(i + 1, close - i - 1), depth);
+      st_.check_string_size(out.size());
       i = close + 1;
     }
     return out;
   }
 
  private:
+  /// A field number or [index] of digits only, as CPython's get_integer reads it.
+  static std::int64_t field_index(std::string_view digits) {
+    std::size_t i = 0;
+    std::optional<std::int64_t> n = read_decimal(digits, i);
+    if (!n) throw script_error("ValueError", "Too many decimal digits in format string");
+    return *n;
+  }
+
   static std::size_t matching_brace(std::string_view fmt, std::size_t open) {
     int level = 0;
     for (std::size_t j = open; j < fmt.size(); ++j) {
@@ -60,30 +69,28 @@ class formatter {
     std::size_t name_end = body.find_first_of("!:");
     std::string_view name = body.substr(0, name_end);
     char conversion = 0;
-    std::string spec;
-    if (name_end != std::string_view::npos) {
-      std::size_t spec_start = name_end;
-      if (body[name_end] == '!') {
-        if (name_end + 1 >= body.size())
-          throw script_error("ValueError", "end of string while looking for conversion specifier");
-        conversion = body[name_end + 1];
-        spec_start = name_end + 2;
-        if (spec_start < body.size() && body[spec_start] != ':')
-          throw script_error("ValueError", "expected ':' after conversion specifier");
-      }
-      if (spec_start < body.size()) spec = run(body.substr(spec_start + 1), depth + 1);
+    std::size_t spec_start = std::min(name_end, body.size());
+    if (name_end != std::string_view::npos && body[name_end] == '!') {
+      if (name_end + 1 >= body.size())
+        throw script_error("ValueError", "end of string while looking for conversion specifier");
+      conversion = body[name_end + 1];
+      spec_start = name_end + 2;
+      if (spec_start < body.size() && body[spec_start] != ':')
+        throw script_error("ValueError", "expected ':' after conversion specifier");
     }
+    // string.Formatter's order: the field's object (taking its automatic
+    // number first), its conversion, then the nested fields of its spec.
     value v = resolve(name);
-    std::string text;
+    value converted = v;
     if (conversion == 'r' || conversion == 'a') {
-      text = format_with_spec(value::string(py_repr(v)), spec);
+      converted = value::string(py_repr(v));
     } else if (conversion == 's') {
-      text = format_with_spec(value::string(py_str(v)), spec);
+      converted = value::string(py_str(v));
     } else if (conversion != 0) {
       throw script_error("ValueError", std::string("Unknown conversion specifier ") + conversion);
-    } else {
-      text = format_with_spec(v, spec);
     }
+    std::string spec = spec_start < body.size() ? run(body.substr(spec_start + 1), depth + 1) : std::string();
+    std::string text = format_with_spec(converted, spec, st_.options().limits.max_output_bytes);
     if (escape_ && !(v.is_markup() && conversion == 0)) return html_escape(text);
     return text;
   }
@@ -106,7 +113,7 @@ class formatter {
         if (close == std::string_view::npos) throw script_error("ValueError", "Missing ']' in format string");
         std::string key(name.substr(i + 1, close - i - 1));
         bool digits = !key.empty() && key.find_first_not_of("0123456789") == std::string::npos;
-        obj = st_.getitem(obj, digits ? value::integer(std::stoll(key)) : value::string(key));
+        obj = st_.getitem(obj, digits ? value::integer(field_index(key)) : value::string(key));
         i = close + 1;
       }
     }
@@ -124,7 +131,7 @@ class formatter {
       if (automatic_)
         throw script_error("ValueError", "cannot switch from automatic field numbering to manual field specification");
       manual_ = true;
-      return positional(std::stoull(std::string(first)));
+      return positional(static_cast<std::size_t>(field_index(first)));
     }
     for (const auto& [k, v] : args_.keywords)
       if (k == first) return v;

@@ -98,7 +98,7 @@ value find_method_impl(const value& self, call_args& args, std::string_view name
   return value::integer(at);
 }
 
-value justify_method(const value& self, call_args& args, std::string_view name) {
+value justify_method(render_state& st, const value& self, call_args& args, std::string_view name) {
   bound_args a(args, name, {"width", "fillchar"});
   std::int64_t width = require_index(a.get_or(0, value::integer(0)), "width");
   char32_t fill = ' ';
@@ -108,7 +108,7 @@ value justify_method(const value& self, call_args& args, std::string_view name) 
     fill = f[0];
   }
   char how = name == "ljust" ? '<' : name == "rjust" ? '>' : '^';
-  return wrap(self, py_justify(self.as_string(), width, fill, how));
+  return wrap(self, py_justify(self.as_string(), width, fill, how, st.options().limits.max_output_bytes));
 }
 
 value partition_method(const value& self, call_args& args, bool right) {
@@ -204,9 +204,9 @@ void add_text_methods(method_table& table) {
       {"index", [](render_state&, const value& s, call_args& a) { return find_method_impl(s, a, "index"); }},
       {"rindex", [](render_state&, const value& s, call_args& a) { return find_method_impl(s, a, "rindex"); }},
       {"count", [](render_state&, const value& s, call_args& a) { return find_method_impl(s, a, "count"); }},
-      {"center", [](render_state&, const value& s, call_args& a) { return justify_method(s, a, "center"); }},
-      {"ljust", [](render_state&, const value& s, call_args& a) { return justify_method(s, a, "ljust"); }},
-      {"rjust", [](render_state&, const value& s, call_args& a) { return justify_method(s, a, "rjust"); }},
+      {"center", [](render_state& st, const value& s, call_args& a) { return justify_method(st, s, a, "center"); }},
+      {"ljust", [](render_state& st, const value& s, call_args& a) { return justify_method(st, s, a, "ljust"); }},
+      {"rjust", [](render_state& st, const value& s, call_args& a) { return justify_method(st, s, a, "rjust"); }},
       {"partition", [](render_state&, const value& s, call_args& a) { return partition_method(s, a, false); }},
       {"rpartition", [](render_state&, const value& s, call_args& a) { return partition_method(s, a, true); }},
       {"join", join_method},
@@ -232,14 +232,16 @@ void add_editing_methods(method_table& table) {
          return wrap(s, py_replace(s.as_string(), old_text, new_text, count, st.options().limits.max_output_bytes));
        }},
       {"zfill",
-       [](render_state&, const value& s, call_args& a) {
+       [](render_state& st, const value& s, call_args& a) {
          bound_args b(a, "zfill", {"width"});
-         return wrap(s, py_zfill(s.as_string(), require_index(b.get_or(0, value::integer(0)), "width")));
+         return wrap(s, py_zfill(s.as_string(), require_index(b.get_or(0, value::integer(0)), "width"),
+                                 st.options().limits.max_output_bytes));
        }},
       {"expandtabs",
-       [](render_state&, const value& s, call_args& a) {
+       [](render_state& st, const value& s, call_args& a) {
          bound_args b(a, "expandtabs", {"tabsize"});
-         return wrap(s, py_expandtabs(s.as_string(), require_index(b.get_or(0, value::integer(8)), "tabsize")));
+         return wrap(s, py_expandtabs(s.as_string(), require_index(b.get_or(0, value::integer(8)), "tabsize"),
+                                      st.options().limits.max_output_bytes));
        }},
       {"removeprefix",
        [](render_state&, const value& s, call_args& a) {

@@ -1,6 +1,7 @@
 #include "model/chat/str_ops.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "model/chat/errors.hpp"
 #include "model/chat/unicode.hpp"
@@ -52,6 +53,23 @@ std::vector<std::string> split_whitespace(const std::u32string& s, std::int64_t 
   }
   std::reverse(out.begin(), out.end());
   return out;
+}
+
+/// Walks str.expandtabs' result: `keep(c)` for each code point other than a
+/// tab, `spaces(n)` for the n spaces each tab becomes (none when tabsize <= 0).
+template <typename Keep, typename Spaces>
+void walk_expandtabs(const std::u32string& s, std::int64_t tabsize, Keep keep, Spaces spaces) {
+  std::int64_t column = 0;
+  for (char32_t c : s) {
+    if (c != '\t') {
+      keep(c);
+      column = (c == '\n' || c == '\r') ? 0 : column + 1;
+    } else if (tabsize > 0) {
+      std::int64_t n = tabsize - column % tabsize;
+      spaces(n);
+      column += n;
+    }
+  }
 }
 
 }  // namespace
@@ -188,42 +206,52 @@ std::string py_substring(std::string_view text, std::optional<std::int64_t> star
   return to_utf8(std::u32string_view(s).substr(b, e - b));
 }
 
-std::string py_justify(std::string_view text, std::int64_t width, char32_t fill, char how) {
+std::string py_justify(std::string_view text, std::int64_t width, char32_t fill, char how, std::size_t max_bytes) {
   auto len = static_cast<std::int64_t>(code_point_count(text));
   if (width <= len) return std::string(text);
   std::int64_t margin = width - len;
+  std::string fill_text;
+  append_utf8(fill_text, fill);
+  if (!fits_in(text.size(), static_cast<std::uint64_t>(margin), fill_text.size(), max_bytes))
+    raise_string_limit("width " + std::to_string(width), max_bytes);
   std::int64_t left = how == '<' ? 0 : how == '>' ? margin : margin / 2 + (margin & width & 1);
   std::string out;
-  for (std::int64_t i = 0; i < left; ++i) append_utf8(out, fill);
+  out.reserve(text.size() + static_cast<std::size_t>(margin) * fill_text.size());
+  for (std::int64_t i = 0; i < left; ++i) out += fill_text;
   out += text;
-  for (std::int64_t i = left; i < margin; ++i) append_utf8(out, fill);
+  for (std::int64_t i = left; i < margin; ++i) out += fill_text;
   return out;
 }
 
-std::string py_zfill(std::string_view text, std::int64_t width) {
+std::string py_zfill(std::string_view text, std::int64_t width, std::size_t max_bytes) {
   auto len = static_cast<std::int64_t>(code_point_count(text));
   if (width <= len) return std::string(text);
+  if (!fits_in(text.size(), static_cast<std::uint64_t>(width - len), 1, max_bytes))
+    raise_string_limit("width " + std::to_string(width), max_bytes);
   std::string zeros(static_cast<std::size_t>(width - len), '0');
   if (!text.empty() && (text[0] == '+' || text[0] == '-'))
     return std::string(1, text[0]) + zeros + std::string(text.substr(1));
   return zeros + std::string(text);
 }
 
-std::string py_expandtabs(std::string_view text, std::int64_t tabsize) {
+std::string py_expandtabs(std::string_view text, std::int64_t tabsize, std::size_t max_bytes) {
+  if (tabsize > std::numeric_limits<int>::max() || tabsize < std::numeric_limits<int>::min())
+    throw script_error("OverflowError", "Python int too large to convert to C int");  // CPython's int tabsize
+  std::u32string s = to_code_points(text);
+  // Sized first: a few tabs with a huge tabsize must fail before allocating.
+  auto bytes = text.size() - static_cast<std::size_t>(std::count(text.begin(), text.end(), '\t'));
+  walk_expandtabs(
+      s, tabsize, [](char32_t) {},
+      [&](std::int64_t spaces) {
+        if (!fits_in(bytes, static_cast<std::uint64_t>(spaces), 1, max_bytes))
+          raise_string_limit("expandtabs(" + std::to_string(tabsize) + ")", max_bytes);
+        bytes += static_cast<std::size_t>(spaces);
+      });
   std::string out;
-  std::int64_t column = 0;
-  for (char32_t c : to_code_points(text)) {
-    if (c == '\t') {
-      if (tabsize > 0) {
-        std::int64_t spaces = tabsize - column % tabsize;
-        out.append(static_cast<std::size_t>(spaces), ' ');
-        column += spaces;
-      }
-    } else {
-      append_utf8(out, c);
-      column = (c == '\n' || c == '\r') ? 0 : column + 1;
-    }
-  }
+  out.reserve(bytes);
+  walk_expandtabs(
+      s, tabsize, [&](char32_t c) { append_utf8(out, c); },
+      [&](std::int64_t spaces) { out.append(static_cast<std::size_t>(spaces), ' '); });
   return out;
 }
 

@@ -3,6 +3,7 @@
 // strip, split, replace, find, count, justify, splitlines, expandtabs.
 // Internal to model/chat.
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -29,11 +30,14 @@ std::int64_t py_count(std::string_view text, std::string_view sub, std::optional
                       std::optional<std::int64_t> end);
 /// text[start:end] by code points, with slice clamping.
 std::string py_substring(std::string_view text, std::optional<std::int64_t> start, std::optional<std::int64_t> end);
-/// str.center / ljust / rjust with one fill code point.
-std::string py_justify(std::string_view text, std::int64_t width, char32_t fill, char how);
-/// str.zfill.
-std::string py_zfill(std::string_view text, std::int64_t width);
-/// str.expandtabs.
-std::string py_expandtabs(std::string_view text, std::int64_t tabsize);
+/// str.center / ljust / rjust with one fill code point ('^', '<', '>'); widths
+/// count code points. Throws limit_error, before building it, for a result
+/// longer than `max_bytes`.
+std::string py_justify(std::string_view text, std::int64_t width, char32_t fill, char how, std::size_t max_bytes);
+/// str.zfill; limit_error for a result longer than `max_bytes`.
+std::string py_zfill(std::string_view text, std::int64_t width, std::size_t max_bytes);
+/// str.expandtabs; limit_error, before building it, for a result longer than
+/// `max_bytes`; OverflowError for a tabsize outside C int, as CPython.
+std::string py_expandtabs(std::string_view text, std::int64_t tabsize, std::size_t max_bytes);
 
 }  // namespace troupe::jinja
