@@ -118,6 +118,7 @@ class http_session final : public closable, public job_listener, public std::ena
 
   void on_read_header(beast::error_code ec, std::size_t) {
     if (ec) return on_read_failed(ec);
+    if (beast::websocket::is_upgrade(parser_->get()) && !parser_->is_done()) return refuse_upgrade_body();
     const auto expect = parser_->get()[http::field::expect];
     if (!beast::iequals(expect, "100-continue") || parser_->is_done()) return do_read_body();
     net::async_write(stream_, net::buffer(continue_line_),
@@ -162,13 +163,25 @@ class http_session final : public closable, public job_listener, public std::ena
     do_route(std::move(view));
   }
 
+  /// An upgrade request has no use for a body: refuse it unread rather than
+  /// buffer up to the body limit for a handshake.
+  void refuse_upgrade_body() {
+    keep_alive_ = false;  // the unread body would be taken for the next request
+    request_id_ = request_id_for(parser_->get()["X-Request-Id"]);
+    parser_.reset();
+    do_write_reply(error_reply(api_error(400, "invalid_request_error",
+                                         "a WebSocket upgrade request must not have a body", {}, "upgrade_with_body")));
+  }
+
   void upgrade(http::request<http::string_body> request, const http_request_view& view) {
     if (std::optional<http_reply> refusal = check_websocket_upgrade(view, state_->routes)) {
       keep_alive_ = false;
       return do_write_reply(std::move(*refusal));
     }
     closed_ = true;  // the socket now belongs to the WebSocket session
-    start_ws_session(std::move(stream_), std::move(request), request_id_, state_);
+    // Only the header goes on: the session keeps it until the handshake is done.
+    start_ws_session(std::move(stream_), http::request<http::empty_body>(std::move(request.base())), request_id_,
+                     state_);
   }
 
   // --- routing (off the I/O threads) ---------------------------------------

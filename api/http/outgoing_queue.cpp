@@ -94,4 +94,9 @@ void outgoing_queue::drop_stream(std::uint64_t stream) {
   }
 }
 
+void outgoing_queue::replace_frame(std::uint64_t stream, std::string bytes) {
+  drop_stream(stream);
+  push_frame(stream, -1, std::move(bytes));
+}
+
 }  // namespace troupe::api

@@ -55,6 +55,10 @@ class outgoing_queue {
   std::optional<std::string> pop();
   /// Removes everything queued for `stream` (cancelled or failed).
   void drop_stream(std::uint64_t stream);
+  /// Queues `bytes` as the only frame waiting for `stream`, dropping an
+  /// unsent earlier one: for frames where only the newest matters (a pong
+  /// answers the latest ping), so they never pile up.
+  void replace_frame(std::uint64_t stream, std::string bytes);
 
   bool empty() const { return items_.empty(); }
   std::size_t size() const { return items_.size(); }

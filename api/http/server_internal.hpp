@@ -7,6 +7,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <cstdint>
@@ -104,8 +105,9 @@ class connection_slot {
 void start_http_session(tcp::socket socket, std::shared_ptr<server_state> state);
 
 /// Takes over a connection whose request asked for a WebSocket upgrade
-/// (ws_session.cpp). `request_id` is echoed in the handshake response.
-void start_ws_session(beast::tcp_stream stream, beast::http::request<beast::http::string_body> upgrade,
+/// (ws_session.cpp). `handshake` is that request's header only, released
+/// once the handshake completes; `request_id` is echoed in the response.
+void start_ws_session(beast::tcp_stream stream, beast::http::request<beast::http::empty_body> handshake,
                       std::string request_id, std::shared_ptr<server_state> state);
 
 }  // namespace troupe::api::detail

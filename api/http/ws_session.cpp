@@ -1,12 +1,16 @@
 // One WebSocket connection at /v1/ws: many generations multiplexed by client
-// id over one socket, a bounded outgoing queue, keep-alive pings. Runs on the
-// connection's strand; handlers come in do_/on_ pairs.
+// id over one socket, an outgoing queue bounded in bytes for every kind of
+// frame, timed writes, keep-alive pings. Runs on the connection's strand;
+// handlers come in do_/on_ pairs.
 
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/bind_handler.hpp>
 #include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/websocket/stream.hpp>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -18,14 +22,18 @@ namespace troupe::api::detail {
 namespace http = beast::http;
 namespace websocket = beast::websocket;
 
+/// The queue's stream key of JSON pongs (generation keys count up from 1).
+constexpr std::uint64_t pong_stream = std::numeric_limits<std::uint64_t>::max();
+
 class ws_session final : public closable, public job_listener, public std::enable_shared_from_this<ws_session> {
  public:
   ws_session(beast::tcp_stream&& stream, std::shared_ptr<server_state> state)
       : ws_(std::move(stream)),
         state_(std::move(state)),
+        write_timer_(ws_.get_executor()),
         queue_(std::make_shared<outgoing_queue>(state_->config.max_stream_queue_bytes)) {}
 
-  void run(http::request<http::string_body> upgrade, std::string request_id) {
+  void run(http::request<http::empty_body> handshake, std::string request_id) {
     slot_.emplace(*state_, weak_from_this());
     beast::get_lowest_layer(ws_).expires_never();  // the websocket's own timeouts take over
     websocket::stream_base::timeout timeouts{};
@@ -39,9 +47,9 @@ class ws_session final : public closable, public job_listener, public std::enabl
     }));
     ws_.read_message_max(state_->config.max_body_bytes);
     ws_.auto_fragment(false);  // one frame per message: merged deltas can be large
-    upgrade_ = std::move(upgrade);
+    handshake_.emplace(std::move(handshake));
     net::dispatch(ws_.get_executor(), [self = shared_from_this()] {
-      self->ws_.async_accept(self->upgrade_, beast::bind_front_handler(&ws_session::on_accept, self));
+      self->ws_.async_accept(*self->handshake_, beast::bind_front_handler(&ws_session::on_accept, self));
     });
   }
 
@@ -52,10 +60,7 @@ class ws_session final : public closable, public job_listener, public std::enabl
   void job_reply(generation_job&, http_reply) override {}  // websocket jobs answer in frames
   void job_stream_started(generation_job&) override {}
 
-  void job_frames_queued(generation_job&) override {
-    if (queue_->over_limit()) shed_load();
-    do_write();
-  }
+  void job_frames_queued(generation_job&) override { flush(); }
 
   void job_finished(generation_job& job) override {
     for (auto it = jobs_.begin(); it != jobs_.end(); ++it) {
@@ -68,6 +73,7 @@ class ws_session final : public closable, public job_listener, public std::enabl
 
  private:
   void on_accept(beast::error_code ec) {
+    handshake_.reset();  // its headers are not needed for the socket's lifetime
     if (ec) return abandon();
     do_read();
   }
@@ -83,7 +89,7 @@ class ws_session final : public closable, public job_listener, public std::enabl
     } else {
       handle_message(text);
     }
-    do_read();
+    if (!closed_) do_read();
   }
 
   void handle_message(std::string_view text) {
@@ -95,7 +101,7 @@ class ws_session final : public closable, public job_listener, public std::enabl
     }
     switch (message.type) {
       case ws_client_message::kind::ping:
-        return send(ws_pong_frame(message.ping_data));
+        return send_pong(ws_pong_frame(message.ping_data));
       case ws_client_message::kind::cancel:
         return cancel(message);
       case ws_client_message::kind::generate:
@@ -165,7 +171,25 @@ class ws_session final : public closable, public job_listener, public std::enabl
 
   void send(std::string frame) {
     queue_->push_frame(0, -1, std::move(frame));
+    flush();
+  }
+
+  /// A newer ping supersedes an unanswered one (RFC 6455 5.5.3 allows
+  /// answering only the latest), so at most one pong waits.
+  void send_pong(std::string frame) {
+    queue_->replace_frame(pong_stream, std::move(frame));
+    flush();
+  }
+
+  /// Writes what is queued and keeps the queue within its bound: past it,
+  /// the generations are shed first (their frames are what grows); if
+  /// pongs and errors alone still exceed it, the client does not read at
+  /// all and the socket is closed.
+  void flush() {
     do_write();
+    if (!queue_->over_limit()) return;
+    if (!jobs_.empty()) shed_load();
+    if (queue_->over_limit()) abandon();
   }
 
   void do_write() {
@@ -174,12 +198,24 @@ class ws_session final : public closable, public job_listener, public std::enabl
     if (!frame) return;
     write_data_ = std::move(*frame);
     writing_ = true;
+    do_time_write();
     ws_.text(true);
     ws_.async_write(net::buffer(write_data_), beast::bind_front_handler(&ws_session::on_write, shared_from_this()));
   }
 
+  /// A write that does not complete within the write timeout means the
+  /// client stopped reading: close rather than hold its frames.
+  void do_time_write() {
+    const std::uint64_t write = ++write_count_;
+    write_timer_.expires_after(state_->config.write_timeout);
+    write_timer_.async_wait([self = shared_from_this(), write](beast::error_code ec) {
+      if (!ec && self->writing_ && write == self->write_count_) self->abandon();
+    });
+  }
+
   void on_write(beast::error_code ec, std::size_t) {
     writing_ = false;
+    write_timer_.cancel();
     if (ec) return abandon();
     do_write();
   }
@@ -191,6 +227,7 @@ class ws_session final : public closable, public job_listener, public std::enabl
     std::map<std::string, std::shared_ptr<generation_job>> jobs = std::move(jobs_);
     jobs_.clear();
     for (auto& [key, job] : jobs) job->cancel();
+    write_timer_.cancel();
     beast::error_code ignored;
     beast::get_lowest_layer(ws_).socket().shutdown(tcp::socket::shutdown_both, ignored);
     beast::get_lowest_layer(ws_).close();
@@ -199,18 +236,20 @@ class ws_session final : public closable, public job_listener, public std::enabl
   websocket::stream<beast::tcp_stream> ws_;
   std::shared_ptr<server_state> state_;
   std::optional<connection_slot> slot_;
-  http::request<http::string_body> upgrade_;
+  net::steady_timer write_timer_;
+  std::optional<http::request<http::empty_body>> handshake_;  ///< until the handshake completes
   beast::flat_buffer read_buffer_;
   std::shared_ptr<outgoing_queue> queue_;
   std::map<std::string, std::shared_ptr<generation_job>> jobs_;  ///< running requests by client id (JSON)
   std::string write_data_;
   bool writing_ = false;
+  std::uint64_t write_count_ = 0;  ///< tells a stale write timeout from the current one
   bool closed_ = false;
 };
 
-void start_ws_session(beast::tcp_stream stream, http::request<http::string_body> upgrade, std::string request_id,
+void start_ws_session(beast::tcp_stream stream, http::request<http::empty_body> handshake, std::string request_id,
                       std::shared_ptr<server_state> state) {
-  std::make_shared<ws_session>(std::move(stream), std::move(state))->run(std::move(upgrade), std::move(request_id));
+  std::make_shared<ws_session>(std::move(stream), std::move(state))->run(std::move(handshake), std::move(request_id));
 }
 
 }  // namespace troupe::api::detail

@@ -71,5 +71,19 @@ TEST(OutgoingQueue, OverLimitWhenTheReaderFallsBehindAndDropStreamRecovers) {
   EXPECT_EQ(drain(queue), (std::vector<std::string>{"0:new:1"}));
 }
 
+TEST(OutgoingQueue, AReplacedFrameKeepsOnlyTheNewestOneWaiting) {
+  outgoing_queue queue(1'000);
+  queue.push_frame(0, -1, "error");
+  for (int i = 0; i < 1'000; ++i) queue.replace_frame(9, "pong" + std::to_string(i) + std::string(100, '.'));
+  EXPECT_EQ(queue.size(), 2u);  // a thousand pings, one pending pong
+  EXPECT_FALSE(queue.over_limit());
+  EXPECT_EQ(queue.queued_bytes(), 5u + 107u);
+  const std::vector<std::string> frames = drain(queue);
+  ASSERT_EQ(frames.size(), 2u);
+  EXPECT_EQ(frames[0], "error");
+  EXPECT_EQ(frames[1].substr(0, 7), "pong999");
+  EXPECT_EQ(queue.queued_bytes(), 0u);
+}
+
 }  // namespace
 }  // namespace troupe::api

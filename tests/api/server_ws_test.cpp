@@ -32,6 +32,25 @@ class WebSocketServer : public server_fixture {
     server_fixture::TearDown();
   }
 
+  /// Sends `frame` again and again without reading until the server closes
+  /// the socket: true when it did within `limit`.
+  bool flood_until_closed(const std::string& frame, std::chrono::seconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (!client->ws_send_text(frame)) return true;
+    }
+    return false;
+  }
+
+  /// A second client on a fresh socket gets its pong.
+  void expect_other_socket_served() {
+    socket_client other(port);
+    ASSERT_EQ(other.websocket_handshake().status, 101);
+    ASSERT_TRUE(other.ws_send_text(R"({"type":"ping","data":"other"})"));
+    const ws_frame pong = other.ws_read();
+    EXPECT_EQ(pong.payload, R"({"type":"pong","data":"other"})");
+  }
+
   std::unique_ptr<socket_client> client;
 };
 
@@ -162,6 +181,45 @@ TEST_F(WebSocketServer, AMessageOverTheBodyLimitClosesWith1009) {
   EXPECT_EQ((static_cast<unsigned char>(close.payload[0]) << 8) | static_cast<unsigned char>(close.payload[1]), 1009);
   client.reset();
   expect_still_serving();
+}
+
+TEST_F(WebSocketServer, APingerThatNeverReadsIsClosedAfterTheWriteTimeout) {
+  connect();
+  send(R"({"type":"generate","id":"g","endpoint":"completions","prompt":"endless"})");
+  // Each pong fits the queue (a newer ping replaces a waiting pong), so
+  // only the stalled write can end this; the fixture's write timeout is 2 s.
+  const std::string ping = R"({"type":"ping","data":")" + std::string(16 << 10, 'p') + "\"}";
+  EXPECT_TRUE(flood_until_closed(ping, std::chrono::seconds(15)));
+  EXPECT_TRUE(fake_engine::eventually([&] { return engine.cancelled().size() == 1; }));
+  expect_still_serving();
+  expect_other_socket_served();
+}
+
+TEST_F(WebSocketServer, FramesTheClientNeverReadsAreBoundedInBytes) {
+  api::server_config config = test_server_config();
+  config.write_timeout = std::chrono::seconds(600);  // only the queue bound can close these sockets
+  start(config);
+  // Error frames, then pongs larger than the 256 KiB bound: neither may pile up.
+  for (const std::string& frame :
+       {std::string("not json"), R"({"type":"ping","data":")" + std::string(300 << 10, 'p') + "\"}"}) {
+    connect();
+    EXPECT_TRUE(flood_until_closed(frame, std::chrono::seconds(15))) << frame.substr(0, 20);
+    expect_still_serving();
+    expect_other_socket_served();
+  }
+}
+
+TEST_F(WebSocketServer, AnUpgradeRequestWithABodyIsRefusedUnread) {
+  socket_client refused(port);
+  refused.send_all(
+      "GET /v1/ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nContent-Length: 900000\r\n\r\n" +
+      std::string(1000, 'b'));
+  const http_response response = refused.read_response();
+  EXPECT_EQ(response.status, 400);
+  EXPECT_EQ(error_of(response).at("code").as_string(), "upgrade_with_body");
+  EXPECT_TRUE(refused.wait_closed(std::chrono::seconds(5)));
+  expect_other_socket_served();
 }
 
 TEST_F(WebSocketServer, UpgradeNeedsTheApiKey) {

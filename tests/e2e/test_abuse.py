@@ -2,6 +2,7 @@
 and error JSON, then that the server still serves the next request."""
 
 import json
+import os
 import socket
 import time
 
@@ -106,3 +107,62 @@ def test_a_client_that_never_reads_does_not_stall_others(server, model_name, lon
         assert time.monotonic() - started < 30
     stalled.close()
     assert wait_for(lambda: server.metric("troupe:num_requests_running") == 0, timeout_s=30)
+
+
+def masked_text_frame(payload):
+    size = len(payload)
+    if size < 126:
+        length = bytes([0x80 | size])
+    elif size <= 0xFFFF:
+        length = bytes([0x80 | 126]) + size.to_bytes(2, "big")
+    else:
+        length = bytes([0x80 | 127]) + size.to_bytes(8, "big")
+    mask = os.urandom(4)
+    return bytes([0x81]) + length + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def websocket_upgrade(server):
+    s = socket.create_connection(("127.0.0.1", server.port))
+    s.sendall(b"GET /v1/ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+              b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+    response = b""
+    while b"\r\n\r\n" not in response:
+        response += s.recv(4096)
+    assert response.startswith(b"HTTP/1.1 101"), response
+    return s
+
+
+def test_a_websocket_pinger_that_never_reads_is_dropped(server, model_name):
+    pinger = websocket_upgrade(server)
+    pinger.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    frame = masked_text_frame(json.dumps({"type": "ping", "data": "p" * (64 << 10)}).encode())
+    started = time.monotonic()
+    dropped = False
+    while not dropped and time.monotonic() - started < 60:  # the suite's --write-timeout is 5
+        try:
+            pinger.sendall(frame)
+        except OSError:
+            dropped = True
+    pinger.close()
+    assert dropped
+    assert time.monotonic() - started < 30  # within the write timeout once the socket buffers are full
+    assert requests.get(server.base_url + "/health", timeout=10).status_code == 200
+    still_serving(server, model_name)
+
+
+def test_a_websocket_upgrade_with_a_body_is_refused(server, model_name):
+    s = socket.create_connection(("127.0.0.1", server.port))
+    s.sendall(b"GET /v1/ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+              b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+              b"Content-Length: 1000000\r\n\r\n" + b"b" * 4096)
+    s.settimeout(10)
+    response = b""
+    try:
+        while chunk := s.recv(4096):  # the server answers, then closes without reading the body
+            response += chunk
+    except OSError:
+        pass
+    s.close()
+    assert response.startswith(b"HTTP/1.1 400"), response
+    assert json.loads(response.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "upgrade_with_body"
+    still_serving(server, model_name)
