@@ -6,10 +6,12 @@
 #include <spdlog/spdlog.h>
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <stdexcept>
 #include <thread>
 
+#include "api/http/fd_budget.hpp"
 #include "api/http/server_internal.hpp"
 
 namespace troupe::api {
@@ -90,19 +92,36 @@ connection_slot::~connection_slot() {
   state_.remove_session(ticket_);
 }
 
+namespace {
+
+/// `config` with max_connections lowered to what the open-file limit (raised
+/// first where the hard limit allows) can carry.
+server_config within_fd_budget(server_config config) {
+  config.max_connections = raise_open_file_limit(config.max_connections).connection_cap;
+  return config;
+}
+
+}  // namespace
+
 struct http_server::impl {
   impl(engine& engine, server_config config)
-      : state(std::make_shared<server_state>(engine, std::move(config))), acceptor(net::make_strand(io)) {}
+      : state(std::make_shared<server_state>(engine, within_fd_budget(std::move(config)))),
+        acceptor(net::make_strand(io)),
+        accept_timer(acceptor.get_executor()) {}
 
   void listen();
   void do_accept();
   void on_accept(beast::error_code ec, tcp::socket socket);
+  void on_accept_failed(beast::error_code ec);
 
   // Destroyed in reverse order: the io_context (and every session still in
   // it) goes before the state the sessions point into.
   std::shared_ptr<server_state> state;
   net::io_context io;
   tcp::acceptor acceptor;
+  net::steady_timer accept_timer;  ///< the back-off after a failed accept (on the acceptor's strand)
+  accept_backoff backoff;
+  std::atomic<std::uint64_t> accept_failures{0};
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   std::vector<std::thread> threads;
   std::once_flag stopped;
@@ -129,12 +148,28 @@ void http_server::impl::do_accept() {
 
 void http_server::impl::on_accept(beast::error_code ec, tcp::socket socket) {
   if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
-  if (ec) {
-    spdlog::warn("accept failed: {}", ec.message());  // e.g. out of file descriptors: keep serving
-  } else {
-    start_http_session(std::move(socket), state);
+  if (ec) return on_accept_failed(ec);
+  if (const std::uint64_t failures = backoff.on_success()) {
+    spdlog::info("accepting connections again after {} failed accepts", failures);
   }
+  start_http_session(std::move(socket), state);
   do_accept();
+}
+
+/// Out of file descriptors (or another accept error): the pending connection
+/// stays in the backlog and would fail again at once, so wait before the
+/// next try instead of spinning; one log line per episode.
+void http_server::impl::on_accept_failed(beast::error_code ec) {
+  ++accept_failures;
+  if (!backoff.in_episode()) {
+    spdlog::warn("accept failed: {} ({} connections open); retrying with back-off until it succeeds", ec.message(),
+                 state->connections.load());
+  }
+  accept_timer.expires_after(backoff.on_failure());
+  accept_timer.async_wait([this](beast::error_code wait_ec) {
+    if (wait_ec == net::error::operation_aborted || !acceptor.is_open()) return;
+    do_accept();
+  });
 }
 
 http_server::http_server(engine& engine, server_config config)
@@ -163,6 +198,7 @@ void http_server::stop_accepting() {
   net::post(impl_->acceptor.get_executor(), [this] {
     beast::error_code ec;
     impl_->acceptor.close(ec);
+    impl_->accept_timer.cancel();
   });
 }
 
@@ -198,5 +234,9 @@ void http_server::stop() {
 std::int64_t http_server::active_requests() const { return impl_->state->in_flight->load(); }
 
 int http_server::active_connections() const { return impl_->state->connections.load(); }
+
+int http_server::max_connections() const { return impl_->state->config.max_connections; }
+
+std::uint64_t http_server::accept_failures() const { return impl_->accept_failures.load(); }
 
 }  // namespace troupe::api

@@ -38,7 +38,7 @@ struct server_config {
   std::chrono::milliseconds idle_timeout;   ///< keep-alive wait for a request; WebSocket idle (pinged)
   std::chrono::milliseconds read_timeout;   ///< a request's first byte to its last (slowloris bound)
   std::chrono::milliseconds write_timeout;  ///< one write to a client that does not read
-  int max_connections;                      ///< more: 503 and close
+  int max_connections;                      ///< more: 503 and close (lowered when the open-file limit is short)
   std::string api_key;                      ///< empty: no authentication
   std::size_t max_stream_queue_bytes;       ///< outgoing queue per SSE response or WebSocket
   int max_ws_requests;                      ///< concurrent requests per WebSocket
@@ -49,8 +49,10 @@ struct server_config {
 /// See the file comment. Thread-safe.
 class http_server {
  public:
-  /// Binds and listens (throws std::runtime_error naming host:port when it
-  /// cannot); serving starts with start(). `engine` must outlive the server.
+  /// Raises the open-file limit for `config.max_connections` (lowering the
+  /// cap when it cannot, see fd_budget.hpp), binds and listens (throws
+  /// std::runtime_error naming host:port when it cannot); serving starts
+  /// with start(). `engine` must outlive the server.
   http_server(engine& engine, server_config config);
   ~http_server();
   http_server(const http_server&) = delete;
@@ -74,6 +76,10 @@ class http_server {
   std::int64_t active_requests() const;
   /// Open client connections (HTTP and WebSocket).
   int active_connections() const;
+  /// The connection cap in force: max_connections, or less when the open-file limit is short.
+  int max_connections() const;
+  /// Accepts that failed (out of file descriptors and the like), each followed by a back-off.
+  std::uint64_t accept_failures() const;
 
  private:
   struct impl;

@@ -19,6 +19,7 @@
 #include <cctype>
 #include <optional>
 
+#include "api/http/disconnect_watch.hpp"
 #include "api/http/response_render.hpp"
 #include "api/http/server_internal.hpp"
 
@@ -328,30 +329,15 @@ class http_session final : public closable, public job_listener, public std::ena
   }
 
   // --- disconnects ------------------------------------------------------------
-  /// While a job runs nothing is read, so wait for readability: EOF or a
-  /// reset means the client left and its engine requests must be cancelled.
+  /// While a job runs nothing is read: EOF or a reset means the client left
+  /// and its engine requests must be cancelled. Bytes it pipelined meanwhile
+  /// (up to one more request's worth) are kept for the next request.
   void do_watch_disconnect() {
-    const std::uint64_t watch = ++watch_id_;
-    stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this(), watch](beast::error_code ec) {
-      self->on_watch_disconnect(ec, watch);
-    });
-  }
-
-  void on_watch_disconnect(beast::error_code ec, std::uint64_t watch) {
-    if (watch != watch_id_ || closed_ || (!job_ && !streaming_)) return;
-    if (ec == net::error::operation_aborted) return;
-    if (!ec) {
-      // Never block the strand here: a readiness report can be stale, and a
-      // blocking peek would then hold this connection's replies until the
-      // client gives up.
-      stream_.socket().non_blocking(true, ec);
-      char byte = 0;
-      const std::size_t peeked =
-          ec ? 0 : stream_.socket().receive(net::buffer(&byte, 1), tcp::socket::message_peek, ec);
-      if (ec == net::error::would_block || ec == net::error::try_again) return do_watch_disconnect();
-      if (!ec && peeked > 0) return;  // a pipelined request: it waits in the socket for its turn
-    }
-    abandon();
+    const std::size_t limit = state_->config.max_header_bytes + state_->config.max_body_bytes;
+    auto self = shared_from_this();
+    watch_.start(
+        stream_.socket(), buffer_, limit, [self] { return !self->closed_ && (self->job_ || self->streaming_); },
+        [self] { self->abandon(); });
   }
 
   void finish_response() {
@@ -392,7 +378,7 @@ class http_session final : public closable, public job_listener, public std::ena
   std::string write_data_;
   bool writing_ = false;
   bool streaming_ = false;
-  std::uint64_t watch_id_ = 0;
+  disconnect_watch watch_;
 };
 
 void start_http_session(tcp::socket socket, std::shared_ptr<server_state> state) {

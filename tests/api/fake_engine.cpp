@@ -4,6 +4,7 @@
 //                 ("stop" when unlimited)
 //   stop-early    every choice stops after 2 tokens: reason stop, stop_reason "\n"
 //   endless       a token every 2 ms until cancelled; then finish "abort"
+//   slow          as (none), a token every 10 ms
 //   flood         16 KiB deltas every millisecond until cancelled
 //   fail-midway   2 deltas, then an internal error
 //   overloaded    error overloaded before anything else
@@ -100,6 +101,7 @@ void fake_engine::run_script(generation_request request, std::shared_ptr<request
     }
     if (has(prompt, "endless")) std::this_thread::sleep_for(std::chrono::milliseconds(2));
     if (has(prompt, "flood")) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (has(prompt, "slow")) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   const finish_reason reason = live->cancelled             ? finish_reason::abort
                                : has(prompt, "stop-early") ? finish_reason::stop

@@ -123,6 +123,33 @@ TEST_F(SseStream, DisconnectCancelsAWaitingNonStreamingRequest) {
   EXPECT_TRUE(fake_engine::eventually([&] { return engine.running() == 0 && server->active_requests() == 0; }));
 }
 
+// Issue 15, defect 7: a byte pipelined behind the request used to end the
+// watch (it only looked for "nothing readable"), so the close went unnoticed.
+TEST_F(SseStream, DisconnectCancelsANonStreamingRequestWithPipelinedBytes) {
+  {
+    socket_client client(port);
+    client.send_all(post_request("/v1/completions", R"({"prompt":"endless"})"));
+    ASSERT_TRUE(fake_engine::eventually([&] { return engine.running() == 1; }));
+    client.send_all("G");                                        // the start of a pipelined next request
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let the server see it before the close
+  }
+  ASSERT_TRUE(fake_engine::eventually([&] { return engine.cancelled().size() == 1; }));
+  EXPECT_TRUE(fake_engine::eventually([&] { return engine.running() == 0 && server->active_requests() == 0; }));
+  expect_still_serving();
+}
+
+TEST_F(SseStream, APipelinedRequestIsServedAfterANonStreamingOne) {
+  socket_client client(port);
+  client.send_all(post_request("/v1/completions", R"({"prompt":"slow","max_tokens":50})"));  // 0.5 s
+  ASSERT_TRUE(fake_engine::eventually([&] { return engine.running() == 1; }));
+  client.send_all("GET /version HTTP/1.1\r\nHost: h\r\n\r\n");  // arrives while the first one runs
+  const http_response completion = client.read_response();
+  EXPECT_EQ(completion.status, 200) << completion.body;
+  EXPECT_NE(completion.body.find("\"finish_reason\":\"length\""), std::string::npos) << completion.body;
+  EXPECT_EQ(client.read_response().status, 200);
+  EXPECT_TRUE(engine.cancelled().empty());
+}
+
 TEST_F(SseStream, AClientThatNeverReadsIsCutOffWithoutStallingOthers) {
   socket_client stalled(port);
   stalled.send_all(post_request("/v1/completions", R"({"prompt":"flood","stream":true})"));
