@@ -25,6 +25,10 @@ digest128 block_digest(const siphash_key& key, const digest128& parent, std::int
   return siphash24_128(bytes, key);
 }
 
+/// The parent of a chain's first block: the partition's salt, so equal
+/// tokens under different salts give different digests all along the chain.
+digest128 chain_root(std::uint64_t cache_salt) { return {cache_salt, 0}; }
+
 }  // namespace
 
 block_manager_config::block_manager_config()
@@ -32,7 +36,10 @@ block_manager_config::block_manager_config()
       enable_prefix_caching(knob_defaults().get_bool("enable_prefix_caching")) {}
 
 block_manager::block_manager(const block_manager_config& config)
-    : config_(config), pool_(config.num_device_blocks, config.block_size), host_(config.num_host_blocks) {
+    : config_(config),
+      hash_key_(config.hash_key ? *config.hash_key : random_siphash_key()),
+      pool_(config.num_device_blocks, config.block_size),
+      host_(config.num_host_blocks) {
   if (config.block_size <= 0) throw std::invalid_argument("block_manager: block_size must be positive");
   if (config.num_device_blocks <= 0) throw std::invalid_argument("block_manager: num_device_blocks must be positive");
   if (config.num_host_blocks < 0) throw std::invalid_argument("block_manager: num_host_blocks must not be negative");
@@ -72,25 +79,24 @@ std::int32_t block_manager::blocks_for(std::int64_t tokens) const {
 cached_block_key block_manager::block_key(const sequence_kv& seq, std::size_t index,
                                           std::span<const std::int32_t> tokens) const {
   cached_block_key key;
-  key.parent = index == 0 ? digest128{} : seq.digests[index - 1];
+  key.parent = index == 0 ? chain_root(seq.cache_salt) : seq.digests[index - 1];
   key.adapter_id = seq.adapter_id;
   key.tokens = tokens;
-  key.digest = block_digest(config_.hash_key, key.parent, key.adapter_id, tokens);
+  key.digest = block_digest(hash_key_, key.parent, key.adapter_id, tokens);
   return key;
 }
 
-std::vector<std::int32_t> block_manager::find_cached_prefix(std::span<const std::int32_t> tokens,
-                                                            std::int32_t adapter_id, std::int32_t max_blocks,
+std::vector<std::int32_t> block_manager::find_cached_prefix(const kv_allocate& op, std::int32_t max_blocks,
                                                             std::vector<digest128>& digests) const {
   std::vector<std::int32_t> hits;
   const auto bs = static_cast<std::size_t>(config_.block_size);
-  digest128 parent{};
+  digest128 parent = chain_root(op.cache_salt);
   for (std::int32_t i = 0; i < max_blocks; ++i) {
     cached_block_key key;
     key.parent = parent;
-    key.adapter_id = adapter_id;
-    key.tokens = tokens.subspan(static_cast<std::size_t>(i) * bs, bs);
-    key.digest = block_digest(config_.hash_key, parent, adapter_id, key.tokens);
+    key.adapter_id = op.adapter_id;
+    key.tokens = std::span(op.tokens).subspan(static_cast<std::size_t>(i) * bs, bs);
+    key.digest = block_digest(hash_key_, parent, op.adapter_id, key.tokens);
     const auto block = pool_.lookup(key, plan_counter_);
     if (!block) break;
     hits.push_back(*block);
@@ -279,7 +285,7 @@ void block_manager::do_allocate(const kv_allocate& op, kv_reply& reply) {
   const auto length = static_cast<std::int64_t>(op.tokens.size());
   const std::int32_t max_blocks = use_cache ? static_cast<std::int32_t>((length - 1) / config_.block_size) : 0;
   std::vector<digest128> digests;
-  const std::vector<std::int32_t> hits = find_cached_prefix(op.tokens, op.adapter_id, max_blocks, digests);
+  const std::vector<std::int32_t> hits = find_cached_prefix(op, max_blocks, digests);
   const std::int64_t cached = static_cast<std::int64_t>(hits.size()) * config_.block_size;
   const std::int64_t end = std::min(cached + op.num_new_tokens, length);
   const std::int32_t hits_free = static_cast<std::int32_t>(
@@ -293,6 +299,7 @@ void block_manager::do_allocate(const kv_allocate& op, kv_reply& reply) {
   seq.tokens.assign(op.tokens.begin(), op.tokens.begin() + cached);
   seq.digests = std::move(digests);
   seq.adapter_id = op.adapter_id;
+  seq.cache_salt = op.cache_salt;
   seq.cache_blocks = use_cache;
   grow(op.seq, seq,
        std::span(op.tokens).subspan(static_cast<std::size_t>(cached), static_cast<std::size_t>(end - cached)), 0, 0,

@@ -6,6 +6,7 @@
 // one kv_reply out (kv_protocol.hpp).
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -22,11 +23,11 @@ struct block_manager_config {
   /// knobs of those names (config/knobs.cpp); no pools.
   block_manager_config();
 
-  std::int32_t block_size;             ///< tokens per block
-  std::int32_t num_device_blocks = 0;  ///< device pool size in blocks
-  std::int32_t num_host_blocks = 0;    ///< host swap pool size in blocks (0: no swapping)
-  bool enable_prefix_caching;          ///< reuse full blocks of identical prefixes
-  siphash_key hash_key;                ///< key of the block digests (vary it to make digests unpredictable)
+  std::int32_t block_size;              ///< tokens per block
+  std::int32_t num_device_blocks = 0;   ///< device pool size in blocks
+  std::int32_t num_host_blocks = 0;     ///< host swap pool size in blocks (0: no swapping)
+  bool enable_prefix_caching;           ///< reuse full blocks of identical prefixes
+  std::optional<siphash_key> hash_key;  ///< key of the block digests; none: a random key per manager
 };
 
 /// Block tables, prefix cache, copy-on-write and swap planning.
@@ -42,6 +43,8 @@ class block_manager final : public kv_planner {
   kv_usage usage() const;
   /// The sizes it was built with.
   const block_manager_config& config() const { return config_; }
+  /// The key of its block digests: config().hash_key, or the random one it drew.
+  const siphash_key& hash_key() const { return hash_key_; }
   /// The device block table of a resident sequence (empty when swapped or unknown).
   std::span<const std::int32_t> block_table(sequence_id seq) const;
   /// The host slots of a swapped sequence (empty otherwise).
@@ -74,6 +77,7 @@ class block_manager final : public kv_planner {
     std::int32_t speculative = 0;      ///< unsettled slots after `tokens` (resident only)
     std::vector<digest128> digests;    ///< chain digest of each block full of settled tokens
     std::int32_t adapter_id = 0;
+    std::uint64_t cache_salt = 0;  ///< prefix-cache partition (kv_allocate::cache_salt)
     bool cache_blocks = true;
   };
   void do_settle(const kv_settle& op, kv_reply& reply);
@@ -89,8 +93,8 @@ class block_manager final : public kv_planner {
   /// Key of full block `index` of `seq` given its token ids.
   cached_block_key block_key(const sequence_kv& seq, std::size_t index, std::span<const std::int32_t> tokens) const;
   /// Leading blocks of `tokens` found in the cache (at most `max_blocks`).
-  std::vector<std::int32_t> find_cached_prefix(std::span<const std::int32_t> tokens, std::int32_t adapter_id,
-                                               std::int32_t max_blocks, std::vector<digest128>& digests) const;
+  std::vector<std::int32_t> find_cached_prefix(const kv_allocate& op, std::int32_t max_blocks,
+                                               std::vector<digest128>& digests) const;
   /// Adds slots for `tokens`, then `speculative` unsettled ones, to a
   /// resident sequence whose capacity and copy-on-write were already
   /// checked; records the table change.
@@ -107,6 +111,7 @@ class block_manager final : public kv_planner {
   void release_device_blocks(sequence_kv& seq, bool forget_prefix);
 
   block_manager_config config_;
+  siphash_key hash_key_;
   device_block_pool pool_;
   host_slot_pool host_;
   std::unordered_map<sequence_id, sequence_kv> seqs_;

@@ -88,6 +88,8 @@ struct kv_allocate {
   std::int32_t num_new_tokens = 0;   ///< tokens to compute this step after the cached prefix, >= 1
   std::int32_t adapter_id = 0;       ///< LoRA adapter (0: none); part of every block's cache key
   bool use_prefix_cache = true;      ///< false: no lookup and no caching of this sequence's blocks
+  std::uint64_t cache_salt = 0;      ///< prefix-cache partition: blocks are shared only between equal salts
+                                     ///< (mixed into the first block's chain, so whole chains diverge)
 };
 
 /// Everything one step needs from KV memory.

@@ -1,5 +1,7 @@
 #include "memory/siphash.hpp"
 
+#include <random>
+
 namespace troupe {
 
 namespace {
@@ -62,6 +64,12 @@ digest128 siphash24_128(std::span<const std::uint8_t> bytes, const siphash_key& 
   out.lo = s.finish_half(0xee, 0);
   out.hi = s.finish_half(0xdd, 1);
   return out;
+}
+
+siphash_key random_siphash_key() {
+  std::random_device source;
+  const auto draw = [&source] { return (static_cast<std::uint64_t>(source()) << 32) ^ source(); };
+  return {draw(), draw()};
 }
 
 }  // namespace troupe

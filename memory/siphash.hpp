@@ -30,6 +30,10 @@ struct siphash_key {
   std::uint64_t k1 = 0x0f0e0d0c0b0a0908ull;
 };
 
+/// A key drawn from std::random_device, so digests (and which prefixes
+/// collide in the cache's index) cannot be predicted from outside the process.
+siphash_key random_siphash_key();
+
 /// SipHash-2-4-128 of `bytes` under `key`.
 digest128 siphash24_128(std::span<const std::uint8_t> bytes, const siphash_key& key);
 

@@ -1,6 +1,7 @@
 #include "actors/core/admission.hpp"
 
 #include <cmath>
+#include <sstream>
 #include <string>
 
 namespace troupe {
@@ -78,6 +79,18 @@ std::optional<admission_error> check_stops(const generation_request& r, const ad
   return std::nullopt;
 }
 
+/// The operator's bounds on how urgent a client may make its request.
+std::optional<admission_error> check_urgency(const generation_request& r, const admission_limits& limits) {
+  if (r.priority < limits.min_priority)
+    return invalid("priority must be at least " + std::to_string(limits.min_priority) + " on this server", "priority");
+  if (r.deadline_ms && *r.deadline_ms < limits.min_deadline_ms) {
+    std::ostringstream bound;
+    bound << limits.min_deadline_ms;
+    return invalid("deadline_ms must be at least " + bound.str() + " on this server", "deadline_ms");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 admission_limits::admission_limits() : admission_limits(engine_config{}) {}
@@ -87,7 +100,9 @@ admission_limits::admission_limits(const engine_config& engine)
       max_stop_strings(engine.max_stop_strings),
       max_stop_string_bytes(engine.max_stop_string_bytes),
       max_logit_bias(engine.max_logit_bias),
-      max_top_logprobs(engine.max_top_logprobs) {}
+      max_top_logprobs(engine.max_top_logprobs),
+      min_priority(engine.min_request_priority),
+      min_deadline_ms(engine.min_request_deadline_ms) {}
 
 std::optional<admission_error> check_request(const generation_request& r, const admission_limits& limits) {
   if (auto error = check_prompt_form(r, limits)) return error;
@@ -100,6 +115,7 @@ std::optional<admission_error> check_request(const generation_request& r, const 
   if (auto error = check_stops(r, limits)) return error;
   if (r.deadline_ms && !(std::isfinite(*r.deadline_ms) && *r.deadline_ms > 0))
     return invalid("deadline_ms must be positive", "deadline_ms");
+  if (auto error = check_urgency(r, limits)) return error;
   if (r.timeout_s && !(std::isfinite(*r.timeout_s) && *r.timeout_s > 0))
     return invalid("timeout must be positive", "timeout");
   if (r.user.size() > 256) return invalid("user is longer than 256 bytes", "user");

@@ -24,6 +24,8 @@ struct admission_limits {
   int max_stop_string_bytes;                 ///< bytes per stop string at most
   int max_logit_bias;                        ///< `logit_bias` entries at most
   int max_top_logprobs;                      ///< `top_logprobs` at most
+  int min_priority;                          ///< `priority` at least (lower is more urgent)
+  double min_deadline_ms;                    ///< `deadline_ms` at least
   int max_model_len = 4096;                  ///< prompt + generated tokens at most
   std::int64_t vocab_size = 0;               ///< token ids must be below this
   std::size_t max_prompt_bytes = 32u << 20;  ///< text / chat JSON size at most

@@ -42,6 +42,8 @@ const std::pair<const char*, engine_field> engine_fields[] = {
     {"max_stop_string_bytes", &engine_config::max_stop_string_bytes},
     {"max_logit_bias", &engine_config::max_logit_bias},
     {"max_top_logprobs", &engine_config::max_top_logprobs},
+    {"min_request_priority", &engine_config::min_request_priority},
+    {"min_request_deadline_ms", &engine_config::min_request_deadline_ms},
     {"tokenizer_workers", &engine_config::tokenizer_workers},
     {"request_timeout", &engine_config::request_timeout_s},
     {"batch_invariant", &engine_config::batch_invariant},

@@ -5,12 +5,15 @@
 // its state from the live requests (on_attach).
 
 #include <cstdint>
+#include <list>
 #include <map>
 #include <memory>
 #include <set>
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <utility>
 
 #include "actors/core/request_state.hpp"
 
@@ -115,8 +118,12 @@ class deadline_policy final : public scheduling_policy {
 /// Serving Large Language Models", OSDI'24): the tenant with the least
 /// weighted service goes first. A tenant whose queue was empty is lifted, on
 /// its next arrival, to the least counter among backlogged tenants (or the
-/// greatest counter when none is backlogged), so service it did not ask for
-/// is not banked.
+/// greatest counter ever reached when none is backlogged), so service it did
+/// not ask for is not banked. Its state is O(tenants with live requests):
+/// a tenant whose last request left is kept idle (counter remembered) until
+/// more than policy_config::fair_idle_tenants are idle, then the least
+/// recently active idle tenants are forgotten (at the next arrival or step).
+/// Per-request work is O(log tenants).
 class fair_policy final : public scheduling_policy {
  public:
   explicit fair_policy(const policy_config& config) : config_(config) {}
@@ -125,18 +132,34 @@ class fair_policy final : public scheduling_policy {
   double sort_key(const request_state& request) const override;
   void on_attach(request_state& request, double now) override;
   void on_detach(const request_state& request) override;
+  void on_step_begin(double now, std::span<request_state* const> requests) override;
   bool on_scheduled(request_state& request, std::int64_t prompt_tokens, double now) override;
   void on_served(request_state& request, std::int64_t generated_tokens, double now) override;
   /// The tenant's counter (0 for an unknown tenant).
   double counter(const std::string& user) const;
+  /// Tenants it holds state for: those with live requests plus the idle ones kept.
+  std::size_t num_tenants() const { return tenants_.size(); }
 
  private:
   struct tenant {
     double counter = 0;
-    std::set<request_handle> queued;  ///< requests not yet started
+    std::set<request_handle> queued;                     ///< requests not yet started
+    std::int64_t live = 0;                               ///< attached requests
+    std::list<const std::string*>::iterator idle_entry;  ///< its place in idle_ while live == 0
   };
+  using tenant_map = std::unordered_map<std::string, tenant>;
+  /// Sets a tenant's counter, keeping the backlog index and the greatest counter.
+  void set_counter(tenant_map::iterator it, double value);
+  /// Drops `handle` from the tenant's queue (and the tenant from the backlog when it empties).
+  void leave_queue(tenant_map::iterator it, request_handle handle);
+  /// Forgets the least recently active idle tenants beyond the bound.
+  void trim_idle();
+
   policy_config config_;
-  std::map<std::string, tenant> tenants_;
+  tenant_map tenants_;                                       ///< node-based: the key pointers below stay valid
+  std::set<std::pair<double, const std::string*>> backlog_;  ///< (counter, name) of tenants with queued requests
+  std::list<const std::string*> idle_;                       ///< tenants without live requests, latest first
+  double greatest_counter_ = 0;                              ///< greatest counter any tenant reached
 };
 
 /// Builds a policy by name; nullptr when the name is unknown.

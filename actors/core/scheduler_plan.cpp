@@ -305,7 +305,8 @@ void scheduler::assemble_grants() {
         break;
       case grant_kind::allocate:
         request.allocations.push_back({seq.id, token_range(seq, 0, seq.total_tokens()), g.tokens,
-                                       seq.request->spec.adapter_id, config_.enable_prefix_caching});
+                                       seq.request->spec.adapter_id, config_.enable_prefix_caching,
+                                       seq.request->spec.cache_salt});
         break;
     }
   }

@@ -88,6 +88,7 @@ request_spec make_request_spec(const generation_request& request, std::vector<st
   spec.priority = request.priority;
   if (request.deadline_ms) spec.deadline_s = *request.deadline_ms / 1000.0;
   spec.user = request.user;
+  spec.cache_salt = request.cache_salt;
   spec.timeout_s = request.timeout_s;
   return spec;
 }

@@ -54,8 +54,9 @@ struct policy_config {
   int mlfq_entry_prompt_tokens = 256;  ///< level i admits prompts up to this * growth^i tokens
   double mlfq_promote_after_s = 30.0;  ///< unserved this long: back to level 0
   // fair (virtual token counters per tenant)
-  double fair_prompt_weight = 1.0;  ///< service per computed prompt token
-  double fair_output_weight = 2.0;  ///< service per generated token
+  double fair_prompt_weight = 1.0;       ///< service per computed prompt token
+  double fair_output_weight = 2.0;       ///< service per generated token
+  std::size_t fair_idle_tenants = 1024;  ///< tenants without live requests whose counters are kept at most
 };
 
 /// Knobs of the scheduler. All but the pool sizes may change between steps.
@@ -91,7 +92,7 @@ struct scheduler_config {
 };
 
 /// The KV manager's configuration that matches `config`: its block size,
-/// pool sizes and prefix caching (the hash key keeps its default).
+/// pool sizes and prefix caching (no hash key: the manager draws a random one).
 block_manager_config kv_manager_config(const scheduler_config& config);
 
 /// What the scheduler needs of one request (make_request_spec builds it
@@ -111,6 +112,7 @@ struct request_spec {
   std::string user;                  ///< tenant (policy fair)
   std::optional<double> timeout_s;   ///< abort this many seconds after arrival
   std::int32_t adapter_id = 0;       ///< LoRA adapter slot (0: none)
+  std::uint64_t cache_salt = 0;      ///< prefix-cache partition (generation_request::cache_salt)
   bool speculate = true;             ///< false: never speculative decoding for this request
 };
 

@@ -53,6 +53,8 @@ server_state::server_state(engine& engine, server_config server_config)
   routes.limits = config.limits;
   routes.model = engine.info();
   routes.api_key = config.api_key;
+  routes.isolation = parse_cache_isolation(config.prefix_cache_isolation, !config.api_key.empty());
+  routes.api_key_salt = config.api_key.empty() ? 0 : cache_salt_of("api_key", config.api_key);
   routes.version = config.version;
   routes.started_at =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();

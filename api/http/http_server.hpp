@@ -40,6 +40,8 @@ struct server_config {
   std::chrono::milliseconds write_timeout;  ///< one write to a client that does not read
   int max_connections;                      ///< more: 503 and close (lowered when the open-file limit is short)
   std::string api_key;                      ///< empty: no authentication
+  std::string prefix_cache_isolation;       ///< "none", "api_key" or "user": who shares cached prompt prefixes;
+                                            ///< empty (knob left at its default): "api_key" when a key is set
   std::size_t max_stream_queue_bytes;       ///< outgoing queue per SSE response or WebSocket
   int max_ws_requests;                      ///< concurrent requests per WebSocket
   request_limits limits;                    ///< usually request_limits::from_engine_config

@@ -1,6 +1,9 @@
 #include "api/http/routes.hpp"
 
 #include <boost/json/serialize.hpp>
+#include <functional>
+#include <stdexcept>
+#include <string>
 
 #include "api/http/admin.hpp"
 #include "api/http/api_error.hpp"
@@ -40,6 +43,7 @@ routed_request handle_completions(const http_request_view& request, const route_
   if (context.draining->load()) throw shutting_down();
   routed_request routed;
   routed.generation = parse_completions_request(parse_json_object(request.body), context.limits, context.model);
+  apply_cache_isolation(*routed.generation, context);
   return routed;
 }
 
@@ -47,6 +51,7 @@ routed_request handle_chat(const http_request_view& request, const route_context
   if (context.draining->load()) throw shutting_down();
   routed_request routed;
   routed.generation = parse_chat_request(parse_json_object(request.body), context.limits, context.model);
+  apply_cache_isolation(*routed.generation, context);
   return routed;
 }
 
@@ -242,6 +247,37 @@ routed_request run_route(const http_request_view& request, const route_context& 
 }
 
 }  // namespace
+
+cache_isolation parse_cache_isolation(std::string_view name, bool has_api_key) {
+  if (name.empty()) return has_api_key ? cache_isolation::api_key : cache_isolation::none;
+  if (name == "none") return cache_isolation::none;
+  if (name == "api_key") return cache_isolation::api_key;
+  if (name == "user") return cache_isolation::user;
+  throw std::invalid_argument("unknown prefix cache isolation '" + std::string(name) + "'");
+}
+
+std::uint64_t cache_salt_of(std::string_view domain, std::string_view tenant) {
+  std::string named(domain);
+  named.push_back('\0');  // "api_key" + "x" and "user" + "x" stay apart
+  named.append(tenant);
+  const std::uint64_t salt = std::hash<std::string>{}(named);
+  return salt == 0 ? 1 : salt;
+}
+
+void apply_cache_isolation(parsed_generation& generation, const route_context& context) {
+  for (generation_request& prompt : generation.prompts) {
+    switch (context.isolation) {
+      case cache_isolation::none:
+        break;
+      case cache_isolation::api_key:
+        prompt.cache_salt = context.api_key_salt;
+        break;
+      case cache_isolation::user:
+        prompt.cache_salt = cache_salt_of("user", prompt.user);
+        break;
+    }
+  }
+}
 
 routed_request route_request(const http_request_view& request, const route_context& context) {
   try {

@@ -3,8 +3,10 @@
 // session hands over an http_request_view and acts on the routed_request.
 
 #include <atomic>
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "api/http/http_types.hpp"
 #include "api/http/openai_request.hpp"
@@ -12,12 +14,31 @@
 
 namespace troupe::api {
 
+/// Which requests share cached prompt prefixes (knob prefix_cache_isolation).
+enum class cache_isolation : std::uint8_t {
+  none,     ///< every request: a client can tell from `cached_tokens` what others sent
+  api_key,  ///< requests authenticated by the same API key
+  user,     ///< requests with the same `user` field
+};
+
+/// Parses "none", "api_key" or "user"; empty (the knob left at its default)
+/// is api_key when the server has an API key, else none. Throws
+/// std::invalid_argument for another name.
+cache_isolation parse_cache_isolation(std::string_view name, bool has_api_key);
+
+/// The cache salt of `tenant` (an API key or a user name) in `domain`
+/// ("api_key", "user"): a 64-bit hash, never 0 (the shared partition), so
+/// the tenant itself is never carried with the request.
+std::uint64_t cache_salt_of(std::string_view domain, std::string_view tenant);
+
 /// What the handlers need; owned by the server, shared by every session.
 struct route_context {
   troupe::engine* engine = nullptr;
   request_limits limits;
-  model_info model;                             ///< engine.info() at server start
-  std::string api_key;                          ///< empty: no authentication
+  model_info model;     ///< engine.info() at server start
+  std::string api_key;  ///< empty: no authentication
+  cache_isolation isolation = cache_isolation::none;
+  std::uint64_t api_key_salt = 0;               ///< cache_salt_of("api_key", api_key) when a key is set, else 0
   std::string version;                          ///< reported by /version
   std::int64_t started_at = 0;                  ///< unix seconds, for /v1/models
   const std::atomic<bool>* draining = nullptr;  ///< true once the server stopped accepting
@@ -34,6 +55,9 @@ struct routed_request {
 /// reply built by the one exception-to-JSON function. May block on the
 /// engine (stats, tokenize), so the session runs it off its I/O threads.
 routed_request route_request(const http_request_view& request, const route_context& context);
+
+/// Sets the cache salt of every prompt of `generation` as `context.isolation` says.
+void apply_cache_isolation(parsed_generation& generation, const route_context& context);
 
 /// For a WebSocket upgrade of `request`: an error reply when the path, the
 /// API key or the server state forbids it, nullopt when it may proceed.

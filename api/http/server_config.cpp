@@ -8,6 +8,12 @@ namespace troupe::api {
 
 namespace {
 
+/// The knob's value, or empty when it was left at its default (see server_config).
+std::string cache_isolation_of(const config_store& knobs) {
+  if (knobs.source_of("prefix_cache_isolation") == config_source::defaults) return {};
+  return knobs.get_text("prefix_cache_isolation");
+}
+
 int as_int(const config_store& knobs, std::string_view name) { return static_cast<int>(knobs.get_int(name)); }
 
 std::chrono::milliseconds as_ms(const config_store& knobs, std::string_view name) {
@@ -30,6 +36,7 @@ server_config::server_config(const config_store& knobs, const engine_config& eng
       write_timeout(as_ms(knobs, "write_timeout")),
       max_connections(as_int(knobs, "max_connections")),
       api_key(knobs.get_text("api_key")),
+      prefix_cache_isolation(cache_isolation_of(knobs)),
       max_stream_queue_bytes(static_cast<std::size_t>(knobs.get_int("stream_queue_bytes"))),
       max_ws_requests(as_int(knobs, "max_ws_requests")),
       limits(request_limits::from_engine_config(engine)) {}

@@ -121,6 +121,7 @@ class ws_session final : public closable, public job_listener, public std::enabl
 
   void generate(ws_client_message message) {
     if (std::optional<api_error> refusal = refusal_for(message)) return send(ws_error_frame(message.id, *refusal));
+    apply_cache_isolation(message.generation, state_->routes);
     start_job(std::move(message));
   }
 

@@ -57,6 +57,8 @@ struct engine_config {
   int max_stop_string_bytes;            ///< limit on each stop string
   int max_logit_bias;                   ///< limit on `logit_bias` entries
   int max_top_logprobs;                 ///< limit on `top_logprobs`
+  int min_request_priority;             ///< most urgent `priority` a request may ask for
+  double min_request_deadline_ms;       ///< shortest `deadline_ms` a request may ask for
   int tokenizer_workers;                ///< tokenizer actors in the pool
   double request_timeout_s;             ///< default per-request timeout, seconds
   bool batch_invariant;                 ///< bitwise batch-independent numerics (slower prefill; see docs/operations.md)

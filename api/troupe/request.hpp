@@ -67,6 +67,8 @@ struct generation_request {
   int priority = 0;                   ///< lower runs first (policy `priority`)
   std::optional<double> deadline_ms;  ///< finish within this many ms of arrival (policy `deadline`)
   std::string user;                   ///< tenant for the `fair` policy
+  std::uint64_t cache_salt = 0;       ///< prefix-cache partition: cached prompt blocks are shared only between
+                                      ///< requests of equal salt (the server sets it per API key or user)
   std::optional<double> timeout_s;    ///< abort after this long
 };
 
