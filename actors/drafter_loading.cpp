@@ -4,6 +4,7 @@
 
 #include "actors/core/speculation.hpp"
 #include "model/batch_runner.hpp"
+#include "model/demo_model.hpp"
 
 namespace troupe {
 
@@ -11,6 +12,7 @@ namespace {
 
 std::filesystem::path draft_directory(const engine_config& config) {
   if (!config.draft_model.empty()) return config.draft_model;
+  if (config.model_dir.empty()) return ensure_demo_draft_model();  // the demo target's own draft
   throw std::runtime_error("knob 'draft_model': speculative=draft needs a draft model directory");
 }
 

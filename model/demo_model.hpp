@@ -1,20 +1,26 @@
 #pragma once
-// The built-in demo model: a tiny random-weight Llama (f32, built-in
-// tokenizer with a chat template) that lets every command and test run
-// without downloading anything. Created once, deterministically, in the
-// user's cache directory and reused afterwards.
+// The built-in demo pair: a small Llama trained by tools/train/ on openly
+// licensed English (troupe-demo-en) and its distilled two-layer draft
+// (troupe-demo-en-draft), both embedded in the binary (model/demo/) so that
+// every command runs without downloading anything. They are written once to
+// the user's cache directory and reused afterwards. (Random-weight models
+// for tests come from make_model.)
 
 #include <filesystem>
 
 namespace troupe {
 
-/// Where the demo model lives: $XDG_CACHE_HOME/troupe/<name>, else
-/// ~/.cache/troupe/<name>, else <temp>/troupe-cache/<name>. The name carries
-/// a version, so a change to the generator never reuses an old copy.
+/// Where the demo target lives: <cache>/demo-<version>/troupe-demo-en, the
+/// cache being $XDG_CACHE_HOME/troupe, else ~/.cache/troupe, else
+/// <temp>/troupe-cache. The version is a hash of the embedded bytes, so a
+/// new model never reuses an old copy.
 std::filesystem::path demo_model_path();
 
-/// Returns demo_model_path(), creating the model first when it is missing
-/// or incomplete. Safe when several processes call it at once: each writes a
+/// The draft beside it: <cache>/demo-<version>/troupe-demo-en-draft.
+std::filesystem::path demo_draft_model_path();
+
+/// Returns demo_model_path(), writing the pair first when it is missing or
+/// incomplete. Safe when several processes call it at once: each writes a
 /// private staging directory and renames it into place; the first rename
 /// wins and the others discard their copy (every copy is identical).
 /// Throws std::runtime_error when the cache directory cannot be written.
@@ -22,5 +28,11 @@ std::filesystem::path ensure_demo_model();
 
 /// Same, under `cache_root` instead of the user's cache directory.
 std::filesystem::path ensure_demo_model(const std::filesystem::path& cache_root);
+
+/// Returns demo_draft_model_path(), writing the pair first when needed.
+std::filesystem::path ensure_demo_draft_model();
+
+/// Same, under `cache_root`.
+std::filesystem::path ensure_demo_draft_model(const std::filesystem::path& cache_root);
 
 }  // namespace troupe

@@ -1,9 +1,9 @@
 """The official openai client against a live server: completions and chat,
 streaming and not, n, logprobs, stop strings, seeds, include_usage.
 
-The demo model has random weights, so these tests assert structure and
-self-consistency (greedy determinism, stop truncation of the model's own
-output), never particular text.
+These tests assert structure and self-consistency (greedy determinism,
+stop truncation of the model's own output), never particular text;
+test_demo_model.py checks what the trained demo model says.
 """
 
 import pytest

@@ -1,5 +1,6 @@
-"""Speculative decoding through `troupe serve`: with prompt lookup and with
-layer skipping (batch-invariant numerics on both sides), greedy outputs are
+"""Speculative decoding through `troupe serve`: with prompt lookup, with
+layer skipping and with the demo's draft model (batch-invariant numerics on
+both sides), greedy outputs are
 those of a server that does not speculate, streamed or not; drafts are made
 and accepted and counted in /metrics; a request can opt out; speculation can
 be turned down live; bad speculation flags stop the server with a message
@@ -31,7 +32,7 @@ def plain():
     live.stop()
 
 
-@pytest.fixture(scope="module", params=["ngram", "layerskip"])
+@pytest.fixture(scope="module", params=["ngram", "layerskip", "draft"])
 def speculating(request):
     live = LiveServer(["--batch-invariant", "--speculative", request.param, "--num-speculative-tokens", "4"])
     yield live

@@ -1,5 +1,6 @@
-// The demo model: created once under the cache root, reused, repaired when
-// damaged, and safe to create from several processes at once.
+// The demo pair: written once under the cache root from the bytes embedded
+// in the binary, reused, repaired when damaged, and safe to create from
+// several processes at once.
 
 #include "model/demo_model.hpp"
 
@@ -36,10 +37,9 @@ TEST(DemoModel, CreatedOnceThenReused) {
   EXPECT_EQ(first, second);
   EXPECT_EQ(inode_of(second / "model.safetensors"), weights_inode);  // not rewritten
   EXPECT_EQ(entries_of(root.path()).size(), 1u);
-  const checkpoint opened = checkpoint::open(first, {.show_progress = false});
-  EXPECT_EQ(opened.config().architecture, model_architecture::llama);
-  EXPECT_EQ(opened.weights().embed_tokens->type, dtype::f32);
-  EXPECT_EQ(opened.config().hidden_size, 128);
+  EXPECT_EQ(first.filename(), "troupe-demo-en");  // the served model name
+  EXPECT_EQ(ensure_demo_draft_model(root.path()), first.parent_path() / "troupe-demo-en-draft");
+  EXPECT_EQ(entries_of(root.path()).size(), 1u);  // one directory holds the pair
 }
 
 TEST(DemoModel, DamagedCopyIsRebuiltIdentically) {
@@ -50,6 +50,12 @@ TEST(DemoModel, DamagedCopyIsRebuiltIdentically) {
   EXPECT_EQ(ensure_demo_model(root.path()), path);
   EXPECT_EQ(testing::read_file(path / "model.safetensors"), weights);
   EXPECT_EQ(entries_of(root.path()).size(), 1u);
+  // A truncated file is damage too.
+  const std::filesystem::path draft = ensure_demo_draft_model(root.path());
+  const std::string draft_weights = testing::read_file(draft / "model.safetensors");
+  std::filesystem::resize_file(draft / "model.safetensors", 100);
+  EXPECT_EQ(ensure_demo_draft_model(root.path()), draft);
+  EXPECT_EQ(testing::read_file(draft / "model.safetensors"), draft_weights);
 }
 
 TEST(DemoModel, ConcurrentProcessesAgreeOnOneCompleteCopy) {
@@ -75,8 +81,9 @@ TEST(DemoModel, ConcurrentProcessesAgreeOnOneCompleteCopy) {
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   }
   EXPECT_EQ(entries_of(root.path()).size(), 1u);  // the staging copies of the losers are gone
-  const checkpoint opened = checkpoint::open(ensure_demo_model(root.path()), {.show_progress = false});
-  EXPECT_EQ(opened.weights().layers.size(), 4u);
+  const checkpoint target = checkpoint::open(ensure_demo_model(root.path()), {.show_progress = false});
+  const checkpoint draft = checkpoint::open(ensure_demo_draft_model(root.path()), {.show_progress = false});
+  EXPECT_GT(target.weights().layers.size(), draft.weights().layers.size());
 }
 
 TEST(DemoModel, DefaultLocationFollowsXdgCacheHome) {
@@ -84,7 +91,7 @@ TEST(DemoModel, DefaultLocationFollowsXdgCacheHome) {
   const char* old = std::getenv("XDG_CACHE_HOME");
   const std::string saved = old ? old : "";
   ::setenv("XDG_CACHE_HOME", root.path().c_str(), 1);
-  EXPECT_EQ(demo_model_path().parent_path(), root.path() / "troupe");
+  EXPECT_EQ(demo_model_path().parent_path().parent_path(), root.path() / "troupe");
   const std::filesystem::path path = ensure_demo_model();
   EXPECT_TRUE(std::filesystem::exists(path / "config.json"));
   if (old) {

@@ -2,7 +2,8 @@
 """Speculative decoding speed: decode tokens/s with and without each
 proposer at batch 1, 8 and 32 on (a) an input-grounded workload and (b) free
 generation, with acceptance alongside; and output tokens/s through
-`troupe serve` at 8 concurrent streams. Greedy, ignore_eos, so every run
+`troupe serve` at 8 concurrent streams (the first proposer listed is the
+baseline of the speed-up column). Greedy, ignore_eos, so every run
 generates the same tokens with and without speculation.
 
 Offline rows drive `troupe generate --speculative P --json` (all prompts
@@ -30,15 +31,20 @@ FREE = ["In the beginning", "The Python interpreter", "A hacker is", "Debian is"
 
 
 def grounded_prompts(text: str, count: int, passage_words: int) -> list:
-    paragraphs = [p.strip() for p in text.split("\n\n") if len(p.split()) >= 40]
+    """A passage of a held-out document (its lines up to `passage_words`
+    words), a blank line, and the first words of its second line."""
+    documents = [d.split("\n") for d in text.split("\n\n") if len(d.split()) >= passage_words]
     prompts = []
     for i in range(count):
-        start = (i * 3) % max(1, len(paragraphs) - 4)
-        passage = paragraphs[start:start + 4]
-        words = " ".join(passage).split()[:passage_words]
-        body = " ".join(words)
+        lines = documents[(i * 7) % len(documents)]
+        passage, words = [], 0
+        for line in lines:
+            if words >= passage_words:
+                break
+            passage.append(line)
+            words += len(line.split())
         cue = " ".join(passage[1].split()[:8])
-        prompts.append(body + "\n\n" + cue)
+        prompts.append("\n".join(passage) + "\n\n" + cue)
     return prompts
 
 
@@ -66,6 +72,45 @@ def offline(args, proposer, prompts):
     return decode, runs, drafted, ok, outputs
 
 
+def serve_rate(args, proposer, prompts, streams=8):
+    """Output tokens/s of `streams` concurrent /v1/completions through troupe serve."""
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    command = [args.troupe, "serve", "--port", str(port), "--threads", str(args.threads), "--speculative", proposer]
+    if args.model:
+        command += ["--model", args.model]
+    if proposer != "off":
+        command += ["--num-speculative-tokens", str(args.k)]
+    if proposer == "draft" and args.draft_model:
+        command += ["--draft-model", args.draft_model]
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(base + "/ready", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.2)
+
+        def one(prompt):
+            body = json.dumps({"prompt": prompt, "max_tokens": args.max_tokens, "temperature": 0,
+                               "ignore_eos": True}).encode()
+            request = urllib.request.Request(base + "/v1/completions", body, {"Content-Type": "application/json"})
+            return json.load(urllib.request.urlopen(request, timeout=600))["usage"]["completion_tokens"]
+
+        one(prompts[0])  # warm-up
+        start = time.perf_counter()
+        with ThreadPoolExecutor(streams) as pool:
+            tokens = sum(pool.map(one, prompts[:streams]))
+        return tokens / (time.perf_counter() - start)
+    finally:
+        server.terminate()
+        server.wait()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--troupe", required=True)
@@ -78,6 +123,7 @@ def main():
     ap.add_argument("--passage-words", type=int, default=300)
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=3, help="offline runs per row; the median is reported")
     args = ap.parse_args()
     text = open(args.text, encoding="utf-8").read()
     print("| workload | batch | proposer | decode tok/s | speed-up | drafts accepted | mean accepted per run | same tokens |")
@@ -88,7 +134,9 @@ def main():
                 [FREE[i % len(FREE)] + " " * (i // len(FREE)) for i in range(batch)]
             base = None
             for proposer in args.proposers.split(","):
-                decode, runs, drafted, ok, outputs = offline(args, proposer, prompts)
+                rounds = [offline(args, proposer, prompts) for _ in range(args.repeat)]
+                decode = sorted(r[0] for r in rounds)[len(rounds) // 2]  # the median run
+                _, runs, drafted, ok, outputs = rounds[0]
                 if proposer == "off":
                     base = (decode, outputs)
                 rate = f"{100.0 * ok / drafted:.0f}% of {drafted}" if drafted else "-"
@@ -97,6 +145,15 @@ def main():
                 ratio = f"{decode / base[0]:.2f}x" if base else "-"
                 print(f"| {workload} | {batch} | {proposer} | {decode:.1f} | {ratio} | {rate} | {per_run} | {same} |",
                       flush=True)
+    print("\n| workload | proposer | troupe serve, 8 streams: output tok/s | speed-up |")
+    print("|---|---|---|---|")
+    for workload in ("grounded", "free"):
+        prompts = grounded_prompts(text, 8, args.passage_words) if workload == "grounded" else FREE[:8]
+        base = None
+        for proposer in args.proposers.split(","):
+            rate = serve_rate(args, proposer, prompts)
+            base = base or rate
+            print(f"| {workload} | {proposer} | {rate:.1f} | {rate / base:.2f}x |", flush=True)
 
 
 if __name__ == "__main__":
