@@ -53,6 +53,8 @@ def offline(args, proposer, prompts):
                str(args.max_tokens), "--speculative", proposer, "--threads", str(args.threads)]
     if args.model:
         command += ["--model", args.model]
+    if args.batch_invariant:
+        command.append("--batch-invariant")
     if proposer != "off":
         command += ["--num-speculative-tokens", str(args.k)]
     if proposer == "draft" and args.draft_model:
@@ -123,6 +125,8 @@ def main():
     ap.add_argument("--passage-words", type=int, default=300)
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--batch-invariant", action="store_true",
+                    help="bitwise batch-independent numerics: then 'same tokens' must say yes everywhere")
     ap.add_argument("--repeat", type=int, default=3, help="offline runs per row; the median is reported")
     args = ap.parse_args()
     text = open(args.text, encoding="utf-8").read()

@@ -130,6 +130,8 @@ void setup(CLI::App& root) {
   cmd->add_flag("--json", flags->json, "one JSON object per prompt");
   cmd->add_flag("--engine", flags->engine,
                 "run through the embedded engine (implied by --speculative); speed on stderr");
+  cmd->add_flag("--batch-invariant", flags->batch_invariant,
+                "engine path: outputs independent of what shares a step (see docs/operations.md)");
   cmd->add_option("--speculative", flags->speculation.speculative,
                   "off, ngram, draft or layerskip (other than off: the prompts run through the engine)");
   cmd->add_option("--num-speculative-tokens", flags->speculation.num_speculative_tokens,

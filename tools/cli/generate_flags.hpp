@@ -37,7 +37,8 @@ struct generate_flags {
   std::string stop_token_ids;
   int logprobs = -1;
   bool json = false;
-  bool engine = false;  ///< through the embedded engine even without speculation
+  bool engine = false;           ///< through the embedded engine even without speculation
+  bool batch_invariant = false;  ///< engine path: the batch_invariant knob
 };
 
 /// The flags' sampling rules; generation_config.json supplies what a flag does not set.
