@@ -13,8 +13,8 @@
 
 #include "actors/core/scheduler_types.hpp"
 #include "engine_fixture.hpp"
-#include "model/batch_runner.hpp"
 #include "model/checkpoint.hpp"
+#include "solo_reference.hpp"
 
 namespace troupe {
 namespace {
@@ -23,8 +23,8 @@ constexpr int num_requests = 1000;
 
 struct planned_request {
   generation_request request;
-  int arrival_batch = 0;         ///< submitted with the requests of the same batch
-  bool cancel = false;           ///< cancelled shortly after submission
+  int arrival_batch = 0;                            ///< submitted with the requests of the same batch
+  bool cancel = false;                              ///< cancelled shortly after submission
   std::vector<std::vector<std::int32_t>> expected;  ///< per choice, run alone
 };
 
@@ -56,14 +56,7 @@ void compute_references(std::vector<planned_request>& plan) {
   checkpoint_options options;
   options.show_progress = false;
   const checkpoint ckpt = checkpoint::open(testing::tiny_model_dir(), options);
-  backend_options device_options;
-  device_options.threads = 2;
-  device_options.batch_invariant = true;
-  auto cpu = make_backend("cpu", device_options);
-  llama_model model(ckpt.config(), ckpt.weights(), *cpu);
-  std::vector<std::int32_t> eos;
-  for (auto id : ckpt.generation().eos_token_ids) eos.push_back(static_cast<std::int32_t>(id));
-  batch_runner runner(model, runner_options{});
+  testing::solo_reference reference(ckpt);
   for (auto& planned : plan) {
     const generation_request& r = planned.request;
     for (int c = 0; c < r.n; ++c) {
@@ -72,8 +65,7 @@ void compute_references(std::vector<planned_request>& plan) {
       alone.params = r.sampling;
       alone.seed = choice_seed(*r.seed, c);
       alone.max_tokens = r.max_tokens;
-      alone.stop_token_ids = eos;
-      planned.expected.push_back(runner.generate({alone})[0].tokens);
+      planned.expected.push_back(reference.generate(alone));
     }
   }
 }

@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "engine_fixture.hpp"
-#include "model/batch_runner.hpp"
 #include "model/checkpoint.hpp"
+#include "solo_reference.hpp"
 #include "tests/model/model_test_util.hpp"
 
 namespace troupe {
@@ -64,21 +64,13 @@ std::vector<planned_request> make_workload(const std::filesystem::path& dir) {
     r.speculative = i % 7 != 3;  // a few opt out
     plan[static_cast<std::size_t>(i)].cancel = i % 11 == 5;
   }
-  backend_options device_options;
-  device_options.threads = 2;
-  device_options.batch_invariant = true;
-  auto cpu = make_backend("cpu", device_options);
-  llama_model model(ckpt.config(), ckpt.weights(), *cpu);
-  std::vector<std::int32_t> eos;
-  for (auto id : ckpt.generation().eos_token_ids) eos.push_back(static_cast<std::int32_t>(id));
-  batch_runner runner(model, runner_options{});
+  testing::solo_reference reference(ckpt);
   for (auto& planned : plan) {
     runner_request alone;
     alone.prompt = planned.request.prompt_token_ids;
     alone.params = planned.request.sampling;
     alone.max_tokens = planned.request.max_tokens;
-    alone.stop_token_ids = eos;
-    planned.expected = runner.generate({alone})[0].tokens;
+    planned.expected = reference.generate(alone);
   }
   return plan;
 }
