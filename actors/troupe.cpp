@@ -43,6 +43,27 @@ std::vector<std::int32_t> eos_ids(const checkpoint& weights, const text::tokeniz
   return ids;
 }
 
+// A tokenizer or special-token id without a row in the embedding table
+// would throw in the forward pass or the sampler on the first request that
+// met it; refuse the checkpoint at load instead, naming the file and field.
+void check_vocabulary(const std::filesystem::path& dir, const checkpoint& weights, const text::tokenizer& tokenizer) {
+  const std::int64_t vocab = weights.config().vocab_size;
+  const auto file = [&](const char* name) { return (dir / name).string(); };
+  if (tokenizer.vocab_size() > vocab)
+    throw std::runtime_error(file("config.json") + ": vocab_size " + std::to_string(vocab) +
+                             " is smaller than the tokenizer's vocabulary of " +
+                             std::to_string(tokenizer.vocab_size()) + " ids (added tokens included)");
+  const auto check_id = [&](const char* name, const char* field, std::int64_t id) {
+    if (id < 0 || id >= vocab)
+      throw std::runtime_error(file(name) + ": " + field + " " + std::to_string(id) +
+                               " is outside the model's vocabulary [0, " + std::to_string(vocab) + ")");
+  };
+  for (std::int64_t id : weights.config().eos_token_ids) check_id("config.json", "eos_token_id", id);
+  if (const auto bos = weights.config().bos_token_id) check_id("config.json", "bos_token_id", *bos);
+  for (std::int64_t id : weights.generation().eos_token_ids) check_id("generation_config.json", "eos_token_id", id);
+  if (const auto bos = weights.generation().bos_token_id) check_id("generation_config.json", "bos_token_id", *bos);
+}
+
 }  // namespace
 
 double troupe_handles::now() const {
@@ -56,6 +77,7 @@ loaded_engine_model load_engine_model(const engine_config& config) {
       config.model_dir.empty() ? ensure_demo_model() : std::filesystem::path(config.model_dir);
   loaded.weights = std::make_shared<const checkpoint>(checkpoint::open(dir));
   loaded.preparer = prompt_preparer::load(dir);
+  check_vocabulary(dir, *loaded.weights, *loaded.preparer->tokenizer());
   const model_config& model = loaded.weights->config();
   loaded.max_model_len = static_cast<int>(model.max_context_length);
   if (config.max_model_len > 0) {

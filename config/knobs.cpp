@@ -91,6 +91,9 @@ std::vector<knob_spec> engine_knobs() {
           integer("max_stop_string_bytes", 256, 1, 65536, "bytes", "limit on each stop string"),
           integer("max_logit_bias", 1024, 0, 1 << 20, "entries", "limit on entries of `logit_bias`"),
           integer("max_top_logprobs", 20, 0, 1024, "alternatives", "limit on `top_logprobs`"),
+          integer("max_request_output_tokens", 262144, 1, 1LL << 40, "tokens",
+                  "limit on the tokens one request may generate: max_tokens (unset: the context length) times n "
+                  "times its prompts; one choice up to the context is always allowed"),
           integer("min_request_priority", -2147483648LL, -2147483648.0, 2147483647.0, "",
                   "most urgent `priority` a client may ask for (lower runs first); lower values are refused"),
           real("min_request_deadline_ms", "0", 0, 86'400'000.0, "ms",

@@ -1,5 +1,6 @@
 #include "actors/core/admission.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <string>
@@ -102,7 +103,8 @@ admission_limits::admission_limits(const engine_config& engine)
       max_logit_bias(engine.max_logit_bias),
       max_top_logprobs(engine.max_top_logprobs),
       min_priority(engine.min_request_priority),
-      min_deadline_ms(engine.min_request_deadline_ms) {}
+      min_deadline_ms(engine.min_request_deadline_ms),
+      max_request_output_tokens(engine.max_request_output_tokens) {}
 
 std::optional<admission_error> check_request(const generation_request& r, const admission_limits& limits) {
   if (auto error = check_prompt_form(r, limits)) return error;
@@ -111,6 +113,7 @@ std::optional<admission_error> check_request(const generation_request& r, const 
     return invalid("max_tokens must be in [1, " + std::to_string(limits.max_model_len) + "]", "max_tokens");
   if (r.min_tokens < 0 || (r.max_tokens > 0 && r.min_tokens > r.max_tokens))
     return invalid("min_tokens must be in [0, max_tokens]", "min_tokens");
+  if (auto error = check_output_budget(r.n, r.max_tokens, limits)) return error;
   if (auto error = check_sampling(r.sampling, limits)) return error;
   if (auto error = check_stops(r, limits)) return error;
   if (r.deadline_ms && !(std::isfinite(*r.deadline_ms) && *r.deadline_ms > 0))
@@ -121,6 +124,18 @@ std::optional<admission_error> check_request(const generation_request& r, const 
   if (r.user.size() > 256) return invalid("user is longer than 256 bytes", "user");
   if (r.request_id.size() > 256) return invalid("request id is longer than 256 bytes", "request_id");
   return std::nullopt;
+}
+
+std::optional<admission_error> check_output_budget(std::int64_t sequences, int max_tokens,
+                                                   const admission_limits& limits) {
+  const std::int64_t context = limits.max_model_len;
+  const std::int64_t per_sequence = max_tokens > 0 ? max_tokens : context;
+  const std::int64_t budget = std::max(limits.max_request_output_tokens, context);
+  if (sequences <= 0 || per_sequence <= budget / sequences) return std::nullopt;
+  return invalid(std::to_string(sequences) + " choices of up to " + std::to_string(per_sequence) +
+                     " tokens each (max_tokens; unset counts as the context length) exceed this server's limit of " +
+                     std::to_string(budget) + " generated tokens per request (max_request_output_tokens)",
+                 "max_tokens");
 }
 
 std::optional<admission_error> check_prompt_length(std::size_t prompt_tokens, const generation_request& request,

@@ -26,6 +26,7 @@ struct admission_limits {
   int max_top_logprobs;                      ///< `top_logprobs` at most
   int min_priority;                          ///< `priority` at least (lower is more urgent)
   double min_deadline_ms;                    ///< `deadline_ms` at least
+  std::int64_t max_request_output_tokens;    ///< tokens one request may generate at most (see check_output_budget)
   int max_model_len = 4096;                  ///< prompt + generated tokens at most
   std::int64_t vocab_size = 0;               ///< token ids must be below this
   std::size_t max_prompt_bytes = 32u << 20;  ///< text / chat JSON size at most
@@ -40,6 +41,14 @@ struct admission_error {
 
 /// Checks every field that does not need the tokenizer. Nullopt when valid.
 std::optional<admission_error> check_request(const generation_request& request, const admission_limits& limits);
+
+/// Checks the output budget of a request of `sequences` choices (prompts ×
+/// n) of `max_tokens` each, where max_tokens <= 0 (up to the context) counts
+/// as the context length: over max_request_output_tokens is invalid, naming
+/// max_tokens. One sequence up to the context always fits, so the budget
+/// never refuses what a single choice could ask for. Nullopt when it fits.
+std::optional<admission_error> check_output_budget(std::int64_t sequences, int max_tokens,
+                                                   const admission_limits& limits);
 
 /// Checks the tokenized prompt against the context: too long (too_long), or
 /// no room for max_tokens. Nullopt when it fits.

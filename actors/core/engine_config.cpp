@@ -42,6 +42,7 @@ const std::pair<const char*, engine_field> engine_fields[] = {
     {"max_stop_string_bytes", &engine_config::max_stop_string_bytes},
     {"max_logit_bias", &engine_config::max_logit_bias},
     {"max_top_logprobs", &engine_config::max_top_logprobs},
+    {"max_request_output_tokens", &engine_config::max_request_output_tokens},
     {"min_request_priority", &engine_config::min_request_priority},
     {"min_request_deadline_ms", &engine_config::min_request_deadline_ms},
     {"tokenizer_workers", &engine_config::tokenizer_workers},

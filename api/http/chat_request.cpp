@@ -172,6 +172,7 @@ parsed_generation parse_chat_request(const boost::json::value& body, const reque
   base.chat_tools_json = read_tools(fields, limits);
   base.chat_messages_json = read_chat_messages(fields);
   out.prompts.push_back(std::move(base));
+  check_request_output_budget(out, limits, model);
   return out;
 }
 

@@ -134,6 +134,7 @@ parsed_generation parse_completions_request(const boost::json::value& body, cons
     request.prompt_token_ids = std::move(prompt.token_ids);
     out.prompts.push_back(std::move(request));
   }
+  check_request_output_budget(out, limits, model);
   return out;
 }
 

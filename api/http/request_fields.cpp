@@ -161,6 +161,15 @@ void read_min_tokens(const json_field& fields, generation_request& base) {
   base.min_tokens = static_cast<int>(fields.get_int("min_tokens", 0, upper).value_or(0));
 }
 
+void check_request_output_budget(const parsed_generation& out, const request_limits& limits, const model_info& model) {
+  if (out.prompts.empty()) return;
+  admission_limits budget = limits.engine;
+  budget.max_model_len = model.max_model_len > 0 ? model.max_model_len : static_cast<int>(int32_max);
+  const auto sequences = static_cast<std::int64_t>(out.prompts.size()) * out.n;
+  if (const auto error = check_output_budget(sequences, out.prompts.front().max_tokens, budget))
+    throw invalid_field(error->param, error->message);
+}
+
 void read_common_fields(const json_field& fields, const request_limits& limits, const model_info& model,
                         parsed_generation& out, generation_request& base) {
   read_model(fields, model, out);

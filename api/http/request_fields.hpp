@@ -39,6 +39,11 @@ void read_min_tokens(const json_field& fields, generation_request& base);
 /// JSON array string for the chat template.
 std::string read_chat_messages(const json_field& fields);
 
+/// Checks the whole request's output budget (every prompt × n choices of
+/// max_tokens; see check_output_budget) once its prompts are read: a 400
+/// naming max_tokens when over the engine's max_request_output_tokens.
+void check_request_output_budget(const parsed_generation& out, const request_limits& limits, const model_info& model);
+
 /// Checks one token id against the vocabulary (400 naming `param`).
 void check_token_id(std::int64_t id, const model_info& model, const std::string& param);
 

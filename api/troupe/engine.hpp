@@ -36,31 +36,32 @@ struct engine_config {
   std::string problem() const;
   bool operator==(const engine_config&) const = default;
 
-  std::string model_dir;                ///< HF directory; empty: the built-in demo model
-  std::string served_model_name;        ///< name clients use; empty: the directory's name
-  std::string device;                   ///< "cpu", "cuda" or "auto"
-  int threads;                          ///< cpu backend threads (0: all cores)
-  int max_num_batched_tokens;           ///< token budget per step
-  int max_num_seqs;                     ///< running sequences at most
-  int max_prefill_chunk;                ///< tokens of one prompt per step at most
-  int block_size;                       ///< KV tokens per block
-  std::int64_t kv_cache_bytes;          ///< device KV pool size (0: derived from free memory)
-  std::int64_t swap_space_bytes;        ///< host swap pool size
-  int max_model_len;                    ///< context length limit (0: the model's)
-  std::string policy;                   ///< fcfs | priority | mlfq | deadline | fair
-  int mlfq_quantum;                     ///< mlfq: decode steps at the top level before demotion
-  std::string preemption_mode;          ///< swap | recompute | auto
-  bool enable_prefix_caching;           ///< reuse KV blocks of identical prompt prefixes
-  int max_waiting_requests;             ///< queue bound; more is rejected as overloaded
-  int max_n;                            ///< limit on `n`
-  int max_stop_strings;                 ///< limit on `stop` entries
-  int max_stop_string_bytes;            ///< limit on each stop string
-  int max_logit_bias;                   ///< limit on `logit_bias` entries
-  int max_top_logprobs;                 ///< limit on `top_logprobs`
-  int min_request_priority;             ///< most urgent `priority` a request may ask for
-  double min_request_deadline_ms;       ///< shortest `deadline_ms` a request may ask for
-  int tokenizer_workers;                ///< tokenizer actors in the pool
-  double request_timeout_s;             ///< default per-request timeout, seconds
+  std::string model_dir;                   ///< HF directory; empty: the built-in demo model
+  std::string served_model_name;           ///< name clients use; empty: the directory's name
+  std::string device;                      ///< "cpu", "cuda" or "auto"
+  int threads;                             ///< cpu backend threads (0: all cores)
+  int max_num_batched_tokens;              ///< token budget per step
+  int max_num_seqs;                        ///< running sequences at most
+  int max_prefill_chunk;                   ///< tokens of one prompt per step at most
+  int block_size;                          ///< KV tokens per block
+  std::int64_t kv_cache_bytes;             ///< device KV pool size (0: derived from free memory)
+  std::int64_t swap_space_bytes;           ///< host swap pool size
+  int max_model_len;                       ///< context length limit (0: the model's)
+  std::string policy;                      ///< fcfs | priority | mlfq | deadline | fair
+  int mlfq_quantum;                        ///< mlfq: decode steps at the top level before demotion
+  std::string preemption_mode;             ///< swap | recompute | auto
+  bool enable_prefix_caching;              ///< reuse KV blocks of identical prompt prefixes
+  int max_waiting_requests;                ///< queue bound; more is rejected as overloaded
+  int max_n;                               ///< limit on `n`
+  int max_stop_strings;                    ///< limit on `stop` entries
+  int max_stop_string_bytes;               ///< limit on each stop string
+  int max_logit_bias;                      ///< limit on `logit_bias` entries
+  int max_top_logprobs;                    ///< limit on `top_logprobs`
+  std::int64_t max_request_output_tokens;  ///< limit on tokens one request may generate (all prompts × n)
+  int min_request_priority;                ///< most urgent `priority` a request may ask for
+  double min_request_deadline_ms;          ///< shortest `deadline_ms` a request may ask for
+  int tokenizer_workers;                   ///< tokenizer actors in the pool
+  double request_timeout_s;                ///< default per-request timeout, seconds
   bool batch_invariant;                 ///< bitwise batch-independent numerics (slower prefill; see docs/operations.md)
   std::string speculative;              ///< speculative decoding proposer: off | ngram | draft | layerskip
   std::string draft_model;              ///< draft: HF directory (empty: the demo draft with the demo model)

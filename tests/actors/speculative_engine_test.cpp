@@ -9,7 +9,11 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "engine_fixture.hpp"
@@ -22,9 +26,37 @@ namespace {
 
 constexpr int num_requests = 48;
 
-// A fixture checkpoint (tests/fixtures/models, made by transformers) with the
-// tiny test model's tokenizer beside it, which the engine needs to run; the
-// fixtures' ids stay inside that tokenizer's range.
+// The tiny test model's tokenizer cut to the fixtures' vocabulary of 320:
+// the byte tokens and the first merges up to id 299, the special tokens
+// renumbered after them (as HF numbers added tokens missing from the vocab).
+std::string tokenizer_within_fixture_vocab() {
+  constexpr std::int64_t kept = 300;
+  std::ifstream in(testing::tiny_model_dir() / "tokenizer.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  boost::json::value json = boost::json::parse(text.str());
+  boost::json::object& model = json.at("model").as_object();
+  boost::json::object vocab;
+  for (const auto& [token, id] : model.at("vocab").as_object())
+    if (id.as_int64() < kept) vocab[token] = id;
+  boost::json::array merges;
+  for (const auto& merge : model.at("merges").as_array()) {
+    std::string pair(merge.as_string());
+    const auto space = pair.find(' ');
+    if (vocab.contains(pair.substr(0, space) + pair.substr(space + 1))) merges.push_back(merge);
+  }
+  model["vocab"] = std::move(vocab);
+  model["merges"] = std::move(merges);
+  for (auto& processor : json.at("post_processor").at("processors").as_array()) {
+    if (auto* special = processor.as_object().if_contains("special_tokens"))
+      for (auto& [name, token] : special->as_object())
+        token.as_object()["ids"] = boost::json::array{kept};  // <|begin_of_text|>, the first added token
+  }
+  return boost::json::serialize(json);
+}
+
+// A fixture checkpoint (tests/fixtures/models, made by transformers) with a
+// tokenizer beside it that fits its vocabulary, which the engine needs to run.
 std::filesystem::path servable_fixture(const std::string& name) {
   const auto source = std::filesystem::path(TROUPE_FIXTURES_DIR) / "models" / name;
   const auto dir = std::filesystem::temp_directory_path() / ("troupe-spec-" + name + "-" + std::to_string(::getpid()));
@@ -32,9 +64,9 @@ std::filesystem::path servable_fixture(const std::string& name) {
   std::filesystem::create_directories(dir);
   for (const char* file : {"config.json", "generation_config.json", "model.safetensors"})
     std::filesystem::copy_file(source / file, dir / file, std::filesystem::copy_options::overwrite_existing);
-  for (const char* file : {"tokenizer.json", "tokenizer_config.json"})
-    std::filesystem::copy_file(testing::tiny_model_dir() / file, dir / file,
-                               std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(testing::tiny_model_dir() / "tokenizer_config.json", dir / "tokenizer_config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::ofstream(dir / "tokenizer.json", std::ios::trunc) << tokenizer_within_fixture_vocab();
   return dir;
 }
 

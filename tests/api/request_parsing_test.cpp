@@ -187,6 +187,33 @@ TEST(CompletionsRequest, LimitsAreTheEngineConfigsAdmissionLimits) {
   EXPECT_EQ(error_of(parse_limited, R"({"prompt":"x","n":3})").param, "n");
 }
 
+TEST(CompletionsRequest, OutputBudgetCountsEveryPromptAndChoice) {
+  engine_config config;
+  config.max_request_output_tokens = 65536;
+  config.max_n = 64;
+  const request_limits limits = request_limits::from_engine_config(config);
+  const auto parse_limited = [&](const std::string& body) {
+    return parse_completions_request(parse_json_object(body), limits, test_model());
+  };
+  std::string prompts = "[";
+  for (int i = 0; i < 64; ++i) prompts += (i ? ",\"p\"" : "\"p\"");
+  prompts += "]";
+  // 64 prompts × 16 choices × 64 tokens = 65536: at the limit.
+  EXPECT_EQ(parse_limited(R"({"n":16,"max_tokens":64,"prompt":)" + prompts + "}").prompts.size(), 64u);
+  const api_error error =
+      error_of(parse_limited, R"({"n":16,"max_tokens":65,"ignore_eos":true,"prompt":)" + prompts + "}");
+  EXPECT_EQ(error.status, 400);
+  EXPECT_EQ(error.param, "max_tokens");
+  EXPECT_NE(std::string(error.what()).find("65536"), std::string::npos) << error.what();
+  const auto parse_chat_limited = [&](const std::string& body) {
+    return parse_chat_request(parse_json_object(body), limits, test_model());
+  };
+  // Chat's unset max_tokens counts as the context length (2048): 32 choices fit, 33 do not.
+  const std::string messages = R"("messages":[{"role":"user","content":"hi"}])";
+  EXPECT_EQ(parse_chat_limited(R"({"n":32,)" + messages + "}").n, 32);
+  EXPECT_EQ(error_of(parse_chat_limited, R"({"n":33,)" + messages + "}").param, "max_tokens");
+}
+
 TEST(CompletionsRequest, TokenPromptLongerThanTheContextIs413) {
   std::string ids = "[";
   for (int i = 0; i < 2049; ++i) ids += (i ? ",1" : "1");

@@ -43,6 +43,9 @@ CASES = [
     ("out-of-range token ids", json.dumps({"prompt": [1, 2, 10**9]}).encode(), 400, "prompt[2]"),
     ("empty prompt", json.dumps({"prompt": ""}).encode(), 400, "prompt"),
     ("unknown model", json.dumps({"model": "no-such-model", "prompt": "x"}).encode(), 404, "model"),
+    # 64 prompts x 16 choices x 300 tokens is over the default output budget (262144 tokens).
+    ("output budget", json.dumps({"prompt": ["x"] * 64, "n": 16, "max_tokens": 300, "ignore_eos": True}).encode(),
+     400, "max_tokens"),
 ]
 
 
