@@ -1,0 +1,46 @@
+// The speculation knobs' parsers: the proposer name and the layer-skip list,
+// including hostile text (the knobs come from flags, files and environment).
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+#include "actors/core/speculation.hpp"
+
+namespace troupe {
+namespace {
+
+TEST(SpeculationSettings, ProposerNamesParseAndOthersDoNot) {
+  EXPECT_EQ(parse_speculative_method("off"), speculative_method::off);
+  EXPECT_EQ(parse_speculative_method("ngram"), speculative_method::ngram);
+  EXPECT_EQ(parse_speculative_method("draft"), speculative_method::draft);
+  EXPECT_EQ(parse_speculative_method("layerskip"), speculative_method::layerskip);
+  for (const char* bad : {"", "Off", "medusa", "ngram ", "layer skip"}) EXPECT_FALSE(parse_speculative_method(bad));
+}
+
+TEST(SpeculationSettings, AnEmptySkipListSkipsTheUpperHalf) {
+  EXPECT_EQ(kept_layers("", 8), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(kept_layers("", 5), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(kept_layers("", 1), (std::vector<int>{0}));
+}
+
+TEST(SpeculationSettings, SkipListsTakeLayersAndRanges) {
+  EXPECT_EQ(kept_layers("4-7", 8), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(kept_layers("1,3,5", 6), (std::vector<int>{0, 2, 4}));
+  EXPECT_EQ(kept_layers("0,6-7", 8), (std::vector<int>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(kept_layers("2,2-3,3", 5), (std::vector<int>{0, 1, 4})) << "overlaps are fine";
+}
+
+TEST(SpeculationSettings, BadSkipListsNameTheKnob) {
+  for (const char* bad : {"8", "-1", "3-1", "a", "1,,2", ",1", "1-", "99999999999999999999", "0-7", " 1"}) {
+    try {
+      kept_layers(bad, 8);
+      ADD_FAILURE() << "'" << bad << "' was accepted";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("speculative_skip_layers"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace troupe
