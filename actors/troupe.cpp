@@ -12,6 +12,8 @@
 #include "actors/tokenizer_actor.hpp"
 #include "model/batch_runner.hpp"
 #include "model/demo_model.hpp"
+#include "model/gguf.hpp"
+#include "model/model_files.hpp"
 
 namespace troupe {
 
@@ -48,7 +50,9 @@ std::vector<std::int32_t> eos_ids(const checkpoint& weights, const text::tokeniz
 // met it; refuse the checkpoint at load instead, naming the file and field.
 void check_vocabulary(const std::filesystem::path& dir, const checkpoint& weights, const text::tokenizer& tokenizer) {
   const std::int64_t vocab = weights.config().vocab_size;
-  const auto file = [&](const char* name) { return (dir / name).string(); };
+  // A GGUF file holds what config.json and generation_config.json say.
+  const bool single_file = is_gguf_path(dir);
+  const auto file = [&](const char* name) { return single_file ? dir.string() : (dir / name).string(); };
   if (tokenizer.vocab_size() > vocab)
     throw std::runtime_error(file("config.json") + ": vocab_size " + std::to_string(vocab) +
                              " is smaller than the tokenizer's vocabulary of " +
@@ -76,7 +80,7 @@ loaded_engine_model load_engine_model(const engine_config& config) {
   const std::filesystem::path dir =
       config.model_dir.empty() ? ensure_demo_model() : std::filesystem::path(config.model_dir);
   loaded.weights = std::make_shared<const checkpoint>(checkpoint::open(dir));
-  loaded.preparer = prompt_preparer::load(dir);
+  loaded.preparer = std::make_shared<const prompt_preparer>(load_model_tokenizer(dir), load_model_chat_template(dir));
   check_vocabulary(dir, *loaded.weights, *loaded.preparer->tokenizer());
   const model_config& model = loaded.weights->config();
   loaded.max_model_len = static_cast<int>(model.max_context_length);

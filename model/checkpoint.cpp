@@ -32,8 +32,8 @@ void check_shard_name(const std::string& name, std::string_view source) {
 class weight_binder {
  public:
   weight_binder(const std::filesystem::path& directory,
-                const std::map<std::string, const host_tensor*, std::less<>>& tensors)
-      : prefix_(directory.string() + ": "), tensors_(tensors) {}
+                const std::map<std::string, const host_tensor*, std::less<>>& tensors, std::string shape_source)
+      : prefix_(directory.string() + ": "), tensors_(tensors), shape_source_(std::move(shape_source)) {}
 
   const host_tensor* bind(const std::string& name, std::vector<std::int64_t> expected) const {
     auto found = tensors_.find(name);
@@ -41,7 +41,7 @@ class weight_binder {
     const host_tensor* tensor = found->second;
     if (tensor->shape != expected) {
       throw std::runtime_error(prefix_ + "tensor '" + name + "' has shape " + shape_text(tensor->shape) +
-                               ", expected " + shape_text(expected) + " from config.json");
+                               ", expected " + shape_text(expected) + " from " + shape_source_);
     }
     return tensor;
   }
@@ -49,6 +49,7 @@ class weight_binder {
  private:
   std::string prefix_;
   const std::map<std::string, const host_tensor*, std::less<>>& tensors_;
+  std::string shape_source_;
 };
 
 layer_weights bind_layer(const weight_binder& binder, const model_config& config, std::int64_t index) {
@@ -103,6 +104,11 @@ shard_index parse_shard_index(std::string_view index_json, std::string_view sour
 }
 
 checkpoint checkpoint::open(const std::filesystem::path& directory, const checkpoint_options& options) {
+  if (is_gguf_path(directory)) {
+    checkpoint opened;
+    opened.open_gguf(directory, options);
+    return opened;
+  }
   std::error_code error;
   if (!std::filesystem::is_directory(directory, error)) {
     throw std::runtime_error(directory.string() + ": model directory does not exist or is not a directory");
@@ -163,8 +169,35 @@ void checkpoint::open_files(const checkpoint_options& options) {
   }
 }
 
+void checkpoint::open_gguf(const std::filesystem::path& path, const checkpoint_options& options) {
+  directory_ = path;
+  gguf_ = std::make_unique<gguf_file>(path);
+  config_ = gguf_model_config(*gguf_);
+  generation_ = gguf_generation_config(*gguf_);
+  const dtype target = gguf_weight_dtype(*gguf_);
+  terminal_progress progress("loading " + path.filename().string(), gguf_->tensors().size(),
+                             options.show_progress && terminal_progress::stderr_is_terminal());
+  // llama.cpp's converter interleaves the RoPE halves of Llama's q and k rows.
+  const bool interleaved = config_.architecture == model_architecture::llama;
+  for (const gguf_tensor& tensor : gguf_->tensors()) {
+    const std::optional<std::string> name = gguf_hf_tensor_name(tensor.name);
+    if (!name) continue;
+    std::int64_t rope_heads = 0;
+    if (interleaved && name->ends_with("q_proj.weight")) rope_heads = config_.num_attention_heads;
+    if (interleaved && name->ends_with("k_proj.weight")) rope_heads = config_.num_key_value_heads;
+    try {
+      converted_.push_back(convert_gguf_tensor(tensor, *name, target, rope_heads, converted_bytes_));
+    } catch (const std::runtime_error& error) {
+      throw std::runtime_error(gguf_->display_name() + ": " + error.what());
+    }
+    tensors_.emplace(converted_.back().name, &converted_.back());
+    progress.update(converted_.size());
+  }
+  bind_weights();
+}
+
 void checkpoint::bind_weights() {
-  const weight_binder binder(directory_, tensors_);
+  const weight_binder binder(directory_, tensors_, gguf_ ? "the GGUF metadata" : "config.json");
   const std::int64_t h = config_.hidden_size, vocab = config_.vocab_size;
   weights_.embed_tokens = binder.bind("model.embed_tokens.weight", {vocab, h});
   weights_.final_norm = binder.bind("model.norm.weight", {h});

@@ -10,8 +10,10 @@
 // link into a sibling blobs/ directory.
 
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -19,6 +21,8 @@
 
 #include "kernels/tensor.hpp"
 #include "model/generation_config.hpp"
+#include "model/gguf.hpp"
+#include "model/gguf_model.hpp"
 #include "model/model_config.hpp"
 #include "model/safetensors.hpp"
 
@@ -65,7 +69,7 @@ struct checkpoint_options {
 /// into them (instead of copies) needs the checkpoint to outlive it.
 class checkpoint {
  public:
-  /// Opens and validates `directory`. Throws std::runtime_error naming the
+  /// Opens and validates `directory`, or a GGUF file (is_gguf_path). Throws std::runtime_error naming the
   /// file and field, e.g. "<dir>: missing tensor 'model.norm.weight'" or
   /// "<dir>: tensor 'lm_head.weight' has shape [32, 64], expected [300, 64] from config.json".
   static checkpoint open(const std::filesystem::path& directory, const checkpoint_options& options = {});
@@ -81,20 +85,26 @@ class checkpoint {
   /// Any tensor of the checkpoint by HF name (including ones the forward
   /// pass does not use), or nullptr.
   const host_tensor* find_tensor(std::string_view name) const;
-  /// The open safetensors files, in shard order.
+  /// The open safetensors files, in shard order (none for a GGUF file).
   const std::vector<safetensors_file>& files() const { return files_; }
+  /// The open GGUF file, or nullptr for an HF directory.
+  const gguf_file* gguf() const { return gguf_.get(); }
   /// Bytes of all tensors in weights() (the tied lm_head counted once).
   std::uint64_t weight_bytes() const;
 
  private:
   checkpoint() = default;
   void open_files(const checkpoint_options& options);
+  void open_gguf(const std::filesystem::path& path, const checkpoint_options& options);
   void bind_weights();
 
   std::filesystem::path directory_;
   model_config config_;
   generation_config generation_;
   std::vector<safetensors_file> files_;
+  std::unique_ptr<gguf_file> gguf_;
+  std::deque<host_tensor> converted_;  ///< GGUF tensors under their HF names (a deque keeps pointers stable)
+  gguf_buffers converted_bytes_;
   std::map<std::string, const host_tensor*, std::less<>> tensors_;
   model_weights weights_;
 };

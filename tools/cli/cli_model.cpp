@@ -5,11 +5,13 @@
 #include <stdexcept>
 
 #include "model/demo_model.hpp"
+#include "model/model_files.hpp"
 
 namespace troupe::cli {
 
 void add_model_flags(CLI::App& command, model_flags& flags) {
-  command.add_option("--model", flags.model_dir, "Hugging Face model directory (default: the built-in demo model)");
+  command.add_option("--model", flags.model_dir,
+                     "Hugging Face model directory or GGUF file (default: the built-in demo model)");
   command.add_option("--device", flags.device, "cpu, cuda or auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   command.add_option("--threads", flags.threads, "CPU backend threads (0: all cores)")->check(CLI::NonNegativeNumber);
 }
@@ -25,7 +27,7 @@ loaded_model load_model(const model_flags& flags) {
   loaded_model loaded{dir, checkpoint::open(dir), make_backend(resolve_device(flags.device), flags.threads), nullptr,
                       nullptr};
   loaded.model = std::make_unique<llama_model>(loaded.ckpt.config(), loaded.ckpt.weights(), *loaded.device);
-  if (std::filesystem::exists(dir / "tokenizer.json")) loaded.tokenizer = text::tokenizer::load(dir);
+  if (model_has_tokenizer(dir)) loaded.tokenizer = load_model_tokenizer(dir);
   return loaded;
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "model/model_files.hpp"
 #include "model/text/tokenizer.hpp"
 #include "tools/cli/command_registry.hpp"
 
@@ -50,7 +51,7 @@ void run(const bench_options& options) {
   std::ostringstream contents;
   contents << file.rdbuf();
   const std::string text = std::move(contents).str();
-  const auto tok = text::tokenizer::load(options.model_dir);
+  const auto tok = load_model_tokenizer(options.model_dir);
   const std::vector<std::string_view> documents = split_documents(text);
   const std::size_t tokens = encode_all(*tok, documents, options.add_special_tokens);  // warm-up (fills the cache)
   const auto start = std::chrono::steady_clock::now();
@@ -67,7 +68,8 @@ void setup(CLI::App& root) {
   auto options = std::make_shared<bench_options>();
   CLI::App* command =
       root.add_subcommand("bench-tokenizer", "Single-threaded encode throughput (MB/s, 1 MB = 1e6 bytes); prints JSON");
-  command->add_option("--model", options->model_dir, "Model directory containing tokenizer.json")->required();
+  command->add_option("--model", options->model_dir, "Model directory containing tokenizer.json, or a GGUF file")
+      ->required();
   command->add_option("--text", options->text_file, "UTF-8 text; documents end at blank lines")->required();
   command->add_option("--repeat", options->repeat, "Timed passes over the text after one warm-up pass");
   command->add_flag("--add-special-tokens", options->add_special_tokens, "Encode with add_special_tokens=True");

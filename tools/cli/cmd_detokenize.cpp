@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/model_files.hpp"
 #include "model/text/tokenizer.hpp"
 #include "tools/cli/command_registry.hpp"
 
@@ -40,7 +41,7 @@ std::vector<text::token_id> parse_ids(std::string_view list) {
 }
 
 void run(const detokenize_options& options) {
-  const auto tok = text::tokenizer::load(options.model_dir);
+  const auto tok = load_model_tokenizer(options.model_dir);
   const std::vector<text::token_id> ids = options.ids.empty() ? std::vector<text::token_id>{} : parse_ids(options.ids);
   std::cout << tok->decode(ids, options.skip_special_tokens) << std::flush;
 }
@@ -48,7 +49,8 @@ void run(const detokenize_options& options) {
 void setup(CLI::App& root) {
   auto options = std::make_shared<detokenize_options>();
   CLI::App* command = root.add_subcommand("detokenize", "Decode token ids to text; prints the text exactly");
-  command->add_option("--model", options->model_dir, "Model directory containing tokenizer.json")->required();
+  command->add_option("--model", options->model_dir, "Model directory containing tokenizer.json, or a GGUF file")
+      ->required();
   command->add_option("--ids", options->ids, "Comma-separated token ids, e.g. 1,2,3")->required();
   command->add_flag("--skip-special-tokens", options->skip_special_tokens, "Leave out special tokens");
   command->callback([options] { run(*options); });

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/model_files.hpp"
 #include "model/text/tokenizer.hpp"
 #include "tools/cli/command_registry.hpp"
 
@@ -48,7 +49,7 @@ void tokenize_lines(const text::tokenizer& tok, bool add_special_tokens) {
 }
 
 void run(const tokenize_options& options) {
-  const auto tok = text::tokenizer::load(options.model_dir);
+  const auto tok = load_model_tokenizer(options.model_dir);
   std::ios::sync_with_stdio(false);
   if (options.jsonl) {
     if (options.text_option->count() > 0) throw std::runtime_error("--jsonl reads stdin; do not pass --text");
@@ -69,7 +70,8 @@ void run(const tokenize_options& options) {
 void setup(CLI::App& root) {
   auto options = std::make_shared<tokenize_options>();
   CLI::App* command = root.add_subcommand("tokenize", "Encode text to token ids; prints a JSON array");
-  command->add_option("--model", options->model_dir, "Model directory containing tokenizer.json")->required();
+  command->add_option("--model", options->model_dir, "Model directory containing tokenizer.json, or a GGUF file")
+      ->required();
   command->add_flag("--add-special-tokens", options->add_special_tokens,
                     "Apply the post-processor (BOS/EOS) like HF add_special_tokens=True");
   options->text_option =

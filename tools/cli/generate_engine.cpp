@@ -8,6 +8,7 @@
 #include <mutex>
 #include <random>
 
+#include "model/model_files.hpp"
 #include "tools/cli/generate_flags.hpp"
 #include "troupe/engine.hpp"
 
@@ -127,7 +128,7 @@ void report(const engine_stats& before, const engine_stats& after, double second
 void generate_with_engine(const generate_flags& flags) {
   if (flags.logprobs >= 0) throw std::runtime_error("--logprobs is not reported with --speculative");
   auto engine = engine::start(config_from(flags));
-  const generation_config defaults = load_generation_config(engine->info().model_dir);
+  const generation_config defaults = load_model_generation_config(engine->info().model_dir);
   std::vector<generation_request> requests = requests_from(flags, defaults);
   std::vector<std::shared_ptr<collecting_sink>> sinks;
   const engine_stats before = engine->stats();

@@ -1,0 +1,388 @@
+#include "model/gguf.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+namespace troupe {
+
+namespace {
+
+constexpr std::uint32_t gguf_magic = 0x46554747;  // "GGUF" read as a little-endian uint32
+constexpr std::uint64_t default_alignment = 32;
+constexpr std::uint32_t max_dims = 4;
+// Elements per tensor above which byte sizes could overflow 64 bits.
+constexpr std::uint64_t max_elements = std::uint64_t{1} << 60;
+
+struct type_info {
+  ggml_type type;
+  std::string_view name;
+  std::uint64_t block_elements;
+  std::uint64_t block_bytes;
+};
+
+constexpr type_info supported_types[] = {
+    {ggml_type::f32, "F32", 1, 4},       {ggml_type::f16, "F16", 1, 2},     {ggml_type::bf16, "BF16", 1, 2},
+    {ggml_type::q8_0, "Q8_0", 32, 34},   {ggml_type::q4_0, "Q4_0", 32, 18}, {ggml_type::q4_k, "Q4_K", 256, 144},
+    {ggml_type::q6_k, "Q6_K", 256, 210},
+};
+
+// ggml types troupe recognises but cannot convert, by number: named in errors.
+constexpr std::pair<std::uint32_t, std::string_view> unsupported_types[] = {
+    {3, "Q4_1"},   {6, "Q5_0"},     {7, "Q5_1"},    {9, "Q8_1"},     {10, "Q2_K"},  {11, "Q3_K"},   {13, "Q5_K"},
+    {15, "Q8_K"},  {16, "IQ2_XXS"}, {17, "IQ2_XS"}, {18, "IQ3_XXS"}, {19, "IQ1_S"}, {20, "IQ4_NL"}, {21, "IQ3_S"},
+    {22, "IQ2_S"}, {23, "IQ4_XS"},  {24, "I8"},     {25, "I16"},     {26, "I32"},   {27, "I64"},    {28, "F64"},
+    {29, "IQ1_M"}, {34, "TQ1_0"},   {35, "TQ2_0"},  {39, "MXFP4"},
+};
+
+const type_info* find_type(std::uint32_t id) {
+  for (const type_info& info : supported_types)
+    if (static_cast<std::uint32_t>(info.type) == id) return &info;
+  return nullptr;
+}
+
+const type_info& info_of(ggml_type type) {
+  const type_info* info = find_type(static_cast<std::uint32_t>(type));
+  if (info == nullptr) throw std::logic_error("ggml type outside the supported table");
+  return *info;
+}
+
+// Fixed size in bytes of a scalar metadata type; 0 for string and array.
+std::uint64_t scalar_bytes(gguf_type type) {
+  switch (type) {
+    case gguf_type::uint8:
+    case gguf_type::int8:
+    case gguf_type::boolean:
+      return 1;
+    case gguf_type::uint16:
+    case gguf_type::int16:
+      return 2;
+    case gguf_type::uint32:
+    case gguf_type::int32:
+    case gguf_type::float32:
+      return 4;
+    case gguf_type::uint64:
+    case gguf_type::int64:
+    case gguf_type::float64:
+      return 8;
+    default:
+      return 0;
+  }
+}
+
+bool valid_type(std::uint32_t raw) { return raw <= static_cast<std::uint32_t>(gguf_type::float64); }
+
+// A bounds-checked reading position in the mapping; `where` names what is
+// being read for error messages.
+class reader {
+ public:
+  reader(const std::string& file, std::span<const std::byte> bytes) : file_(file), bytes_(bytes) {}
+
+  [[noreturn]] void fail(const std::string& where, const std::string& message) const {
+    throw std::runtime_error(file_ + ": " + where + ": " + message);
+  }
+  std::uint64_t position() const { return position_; }
+  std::uint64_t remaining() const { return bytes_.size() - position_; }
+
+  std::span<const std::byte> take(std::uint64_t count, const std::string& where) {
+    if (count > remaining()) {
+      fail(where, "needs " + std::to_string(count) + " bytes at offset " + std::to_string(position_) +
+                      " but the file ends after " + std::to_string(bytes_.size()) + " bytes (truncated)");
+    }
+    const auto out = bytes_.subspan(position_, count);
+    position_ += count;
+    return out;
+  }
+  template <class T>
+  T read(const std::string& where) {
+    T value;
+    std::memcpy(&value, take(sizeof(T), where).data(), sizeof(T));
+    return value;
+  }
+  std::string_view read_string(const std::string& where) {
+    const auto length = read<std::uint64_t>(where);
+    if (length > remaining()) {
+      fail(where, "string length " + std::to_string(length) + " runs past the end of the file (" +
+                      std::to_string(remaining()) + " bytes left)");
+    }
+    const auto text = take(length, where);
+    return {reinterpret_cast<const char*>(text.data()), text.size()};
+  }
+
+ private:
+  std::string file_;
+  std::span<const std::byte> bytes_;
+  std::uint64_t position_ = 0;
+};
+
+void read_scalar(reader& in, gguf_value& value, const std::string& where) {
+  switch (value.type) {
+    case gguf_type::uint8:
+      value.unsigned_value = in.read<std::uint8_t>(where);
+      break;
+    case gguf_type::boolean: {
+      const auto raw = in.read<std::uint8_t>(where);
+      if (raw > 1) in.fail(where, "boolean byte " + std::to_string(raw) + " is neither 0 nor 1");
+      value.unsigned_value = raw;
+      break;
+    }
+    case gguf_type::uint16:
+      value.unsigned_value = in.read<std::uint16_t>(where);
+      break;
+    case gguf_type::uint32:
+      value.unsigned_value = in.read<std::uint32_t>(where);
+      break;
+    case gguf_type::uint64:
+      value.unsigned_value = in.read<std::uint64_t>(where);
+      break;
+    case gguf_type::int8:
+      value.signed_value = in.read<std::int8_t>(where);
+      break;
+    case gguf_type::int16:
+      value.signed_value = in.read<std::int16_t>(where);
+      break;
+    case gguf_type::int32:
+      value.signed_value = in.read<std::int32_t>(where);
+      break;
+    case gguf_type::int64:
+      value.signed_value = in.read<std::int64_t>(where);
+      break;
+    case gguf_type::float32:
+      value.float_value = in.read<float>(where);
+      break;
+    case gguf_type::float64:
+      value.float_value = in.read<double>(where);
+      break;
+    case gguf_type::string:
+      value.text = in.read_string(where);
+      break;
+    case gguf_type::array:
+      break;
+  }
+}
+
+void read_array(reader& in, gguf_value& value, const std::string& where) {
+  const auto element = in.read<std::uint32_t>(where);
+  if (!valid_type(element)) in.fail(where, "unknown array element type " + std::to_string(element));
+  value.element_type = static_cast<gguf_type>(element);
+  if (value.element_type == gguf_type::array) in.fail(where, "arrays of arrays are not supported");
+  value.count = in.read<std::uint64_t>(where);
+  if (value.element_type == gguf_type::string) {
+    // Each string takes at least its 8-byte length.
+    if (value.count > in.remaining() / 8) {
+      in.fail(where, "array of " + std::to_string(value.count) + " strings cannot fit in the " +
+                         std::to_string(in.remaining()) + " bytes left");
+    }
+    value.strings.reserve(value.count);
+    for (std::uint64_t i = 0; i < value.count; ++i)
+      value.strings.push_back(in.read_string(where + "[" + std::to_string(i) + "]"));
+    return;
+  }
+  const std::uint64_t size = scalar_bytes(value.element_type);
+  if (value.count > in.remaining() / size) {
+    in.fail(where, "array of " + std::to_string(value.count) + " " + std::string(gguf_type_name(value.element_type)) +
+                       " runs past the end of the file");
+  }
+  value.elements = in.take(value.count * size, where);
+}
+
+std::string dims_text(const std::vector<std::uint64_t>& dims) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) text += (i ? ", " : "") + std::to_string(dims[i]);
+  return text + "]";
+}
+
+std::string range_text(std::uint64_t begin, std::uint64_t end) {
+  return "[" + std::to_string(begin) + ", " + std::to_string(end) + ")";
+}
+
+}  // namespace
+
+std::string_view gguf_type_name(gguf_type type) {
+  constexpr std::string_view names[] = {"uint8", "int8",   "uint16", "int16",  "uint32", "int32",  "float32",
+                                        "bool",  "string", "array",  "uint64", "int64",  "float64"};
+  const auto index = static_cast<std::uint32_t>(type);
+  return index < std::size(names) ? names[index] : "?";
+}
+
+std::string_view ggml_type_name(ggml_type type) { return info_of(type).name; }
+std::uint64_t ggml_block_elements(ggml_type type) { return info_of(type).block_elements; }
+std::uint64_t ggml_block_bytes(ggml_type type) { return info_of(type).block_bytes; }
+
+bool gguf_value::is_integer() const {
+  return type != gguf_type::boolean && type != gguf_type::float32 && type != gguf_type::float64 &&
+         scalar_bytes(type) != 0;
+}
+
+double gguf_value::number_at(std::uint64_t i) const {
+  const std::byte* at = elements.data() + i * scalar_bytes(element_type);
+  const auto load = [at]<class T>(T) {
+    T v;
+    std::memcpy(&v, at, sizeof v);
+    return static_cast<double>(v);
+  };
+  switch (element_type) {
+    case gguf_type::uint8:
+    case gguf_type::boolean:
+      return load(std::uint8_t{});
+    case gguf_type::int8:
+      return load(std::int8_t{});
+    case gguf_type::uint16:
+      return load(std::uint16_t{});
+    case gguf_type::int16:
+      return load(std::int16_t{});
+    case gguf_type::uint32:
+      return load(std::uint32_t{});
+    case gguf_type::int32:
+      return load(std::int32_t{});
+    case gguf_type::float32:
+      return load(float{});
+    case gguf_type::uint64:
+      return load(std::uint64_t{});
+    case gguf_type::int64:
+      return load(std::int64_t{});
+    case gguf_type::float64:
+      return load(double{});
+    default:
+      return 0.0;
+  }
+}
+
+std::uint64_t gguf_tensor::elements() const {
+  std::uint64_t n = 1;
+  for (auto d : dims) n *= d;
+  return n;
+}
+
+gguf_file::gguf_file(const std::filesystem::path& path)
+    : path_(path), display_name_(path.filename().string()), file_(path) {
+  parse();
+}
+
+const gguf_value* gguf_file::find(std::string_view key) const {
+  auto found = metadata_.find(key);
+  return found == metadata_.end() ? nullptr : &found->second;
+}
+
+const gguf_tensor* gguf_file::find_tensor(std::string_view name) const {
+  auto found = by_name_.find(name);
+  return found == by_name_.end() ? nullptr : &tensors_[found->second];
+}
+
+void gguf_file::fail_key(std::string_view key, const std::string& message) const {
+  throw std::runtime_error(display_name_ + ": metadata key '" + std::string(key) + "': " + message);
+}
+
+void gguf_file::parse() {
+  reader in(display_name_, file_.bytes());
+  const auto magic = in.read<std::uint32_t>("header");
+  if (magic != gguf_magic) in.fail("header", "bad magic (not a GGUF file)");
+  version_ = in.read<std::uint32_t>("header");
+  if (version_ != 2 && version_ != 3)
+    in.fail("header", "unsupported GGUF version " + std::to_string(version_) + " (supported: 2, 3)");
+  const auto tensor_count = in.read<std::uint64_t>("header");
+  const auto metadata_count = in.read<std::uint64_t>("header");
+  // A metadata entry takes at least 12 bytes (key length, type), a tensor info at least 24.
+  if (metadata_count > in.remaining() / 12)
+    in.fail("header", "metadata count " + std::to_string(metadata_count) + " cannot fit in the file");
+  if (tensor_count > in.remaining() / 24)
+    in.fail("header", "tensor count " + std::to_string(tensor_count) + " cannot fit in the file");
+
+  for (std::uint64_t i = 0; i < metadata_count; ++i) {
+    const std::string key(in.read_string("metadata entry " + std::to_string(i)));
+    const std::string where = "metadata key '" + key + "'";
+    const auto raw_type = in.read<std::uint32_t>(where);
+    if (!valid_type(raw_type)) in.fail(where, "unknown value type " + std::to_string(raw_type));
+    gguf_value value;
+    value.type = static_cast<gguf_type>(raw_type);
+    if (value.type == gguf_type::array) {
+      read_array(in, value, where);
+    } else {
+      read_scalar(in, value, where);
+    }
+    if (!metadata_.emplace(key, std::move(value)).second) in.fail(where, "appears twice");
+  }
+  if (const gguf_value* alignment = find("general.alignment")) {
+    if (alignment->type != gguf_type::uint32) fail_key("general.alignment", "must be a uint32");
+    const std::uint64_t a = alignment->unsigned_value;
+    if (a == 0 || (a & (a - 1)) != 0) fail_key("general.alignment", std::to_string(a) + " is not a power of two");
+    alignment_ = a;
+  }
+
+  tensors_.reserve(tensor_count);
+  for (std::uint64_t i = 0; i < tensor_count; ++i) {
+    gguf_tensor tensor;
+    tensor.name = std::string(in.read_string("tensor info " + std::to_string(i)));
+    const std::string where = "tensor '" + tensor.name + "'";
+    const auto n_dims = in.read<std::uint32_t>(where);
+    if (n_dims > max_dims) in.fail(where, std::to_string(n_dims) + " dimensions (at most 4)");
+    for (std::uint32_t d = 0; d < n_dims; ++d) tensor.dims.push_back(in.read<std::uint64_t>(where));
+    const auto raw_type = in.read<std::uint32_t>(where);
+    const type_info* info = find_type(raw_type);
+    if (info == nullptr) {
+      for (const auto& [id, name] : unsupported_types)
+        if (id == raw_type)
+          in.fail(where,
+                  "unsupported type " + std::string(name) + " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
+      in.fail(where, "unknown type " + std::to_string(raw_type));
+    }
+    tensor.type = info->type;
+    tensor.offset = in.read<std::uint64_t>(where);
+    std::uint64_t elements = 1;
+    for (std::uint64_t extent : tensor.dims) {
+      if (extent > max_elements || (extent != 0 && elements > max_elements / extent))
+        in.fail(where, "shape " + dims_text(tensor.dims) + " has too many elements (overflow)");
+      elements *= extent;
+    }
+    const std::uint64_t row = tensor.dims.empty() ? 1 : tensor.dims[0];
+    if (row % info->block_elements != 0) {
+      in.fail(where, "row length " + std::to_string(row) + " is not a multiple of the " + std::string(info->name) +
+                         " block of " + std::to_string(info->block_elements));
+    }
+    tensor.bytes = elements / info->block_elements * info->block_bytes;
+    if (tensor.offset % alignment_ != 0) {
+      in.fail(where, "offset " + std::to_string(tensor.offset) + " is not a multiple of the alignment " +
+                         std::to_string(alignment_));
+    }
+    if (!by_name_.emplace(tensor.name, tensors_.size()).second) in.fail(where, "appears twice");
+    tensors_.push_back(std::move(tensor));
+  }
+
+  const std::uint64_t data_start = (in.position() + alignment_ - 1) / alignment_ * alignment_;
+  const std::uint64_t file_size = file_.size();
+  const std::uint64_t data_size = data_start > file_size ? 0 : file_size - data_start;
+  std::vector<const gguf_tensor*> by_offset;
+  for (gguf_tensor& tensor : tensors_) {
+    if (tensor.offset > data_size || tensor.bytes > data_size - tensor.offset) {
+      in.fail("tensor '" + tensor.name + "'", "data " + range_text(tensor.offset, tensor.offset + tensor.bytes) +
+                                                  " runs past the end of the file (" + std::to_string(data_size) +
+                                                  " bytes of tensor data)");
+    }
+    tensor.data = file_.bytes().data() + data_start + tensor.offset;
+    if (tensor.bytes > 0) by_offset.push_back(&tensor);
+  }
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const gguf_tensor* a, const gguf_tensor* b) { return a->offset < b->offset; });
+  for (std::size_t i = 1; i < by_offset.size(); ++i) {
+    const gguf_tensor& previous = *by_offset[i - 1];
+    const gguf_tensor& current = *by_offset[i];
+    if (current.offset < previous.offset + previous.bytes) {
+      in.fail("tensors", "'" + previous.name + "' " + range_text(previous.offset, previous.offset + previous.bytes) +
+                             " and '" + current.name + "' " +
+                             range_text(current.offset, current.offset + current.bytes) + " overlap");
+    }
+  }
+}
+
+bool is_gguf_path(const std::filesystem::path& path) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) return false;
+  if (path.extension() == ".gguf") return true;
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  in.read(magic, 4);
+  return in.gcount() == 4 && std::memcmp(magic, "GGUF", 4) == 0;
+}
+
+}  // namespace troupe

@@ -1,0 +1,136 @@
+#include "model/gguf_dequantize.hpp"
+
+#include <cstring>
+
+#include "kernels/dtype.hpp"
+
+namespace troupe {
+
+namespace {
+
+std::uint16_t load_u16(const std::byte* at) {
+  std::uint16_t bits;
+  std::memcpy(&bits, at, 2);
+  return bits;
+}
+
+float load_f16(const std::byte* at) { return f16_to_float(load_u16(at)); }
+
+std::uint8_t byte_at(const std::byte* at, std::size_t i) { return std::to_integer<std::uint8_t>(at[i]); }
+
+// Q8_0: f16 scale d, then 32 int8 values q; x = d * q.
+void q8_0_block(const std::byte* block, float* out) {
+  const float d = load_f16(block);
+  for (int i = 0; i < 32; ++i) out[i] = d * static_cast<float>(static_cast<std::int8_t>(byte_at(block + 2, i)));
+}
+
+// Q4_0: f16 scale d, then 16 bytes; the low nibbles are elements 0..15, the
+// high nibbles 16..31, each offset by 8.
+void q4_0_block(const std::byte* block, float* out) {
+  const float d = load_f16(block);
+  for (int i = 0; i < 16; ++i) {
+    const std::uint8_t packed = byte_at(block + 2, i);
+    out[i] = d * static_cast<float>((packed & 0x0f) - 8);
+    out[i + 16] = d * static_cast<float>((packed >> 4) - 8);
+  }
+}
+
+// Q4_K's eight 6-bit scales and mins packed into 12 bytes.
+void q4_k_scale_min(int j, const std::uint8_t* packed, std::uint8_t& scale, std::uint8_t& min) {
+  if (j < 4) {
+    scale = packed[j] & 63;
+    min = packed[j + 4] & 63;
+  } else {
+    scale = static_cast<std::uint8_t>((packed[j + 4] & 0x0f) | ((packed[j - 4] >> 6) << 4));
+    min = static_cast<std::uint8_t>((packed[j + 4] >> 4) | ((packed[j] >> 6) << 4));
+  }
+}
+
+// Q4_K: 256 elements as 8 sub-blocks of 32; f16 d and dmin, 12 bytes of
+// scales/mins, 128 bytes of nibbles (each 32 bytes hold two sub-blocks:
+// low nibbles first, then high); x = d * scale * q - dmin * min.
+void q4_k_block(const std::byte* block, float* out) {
+  const float d = load_f16(block);
+  const float dmin = load_f16(block + 2);
+  std::uint8_t packed[12];
+  std::memcpy(packed, block + 4, 12);
+  const std::byte* q = block + 16;
+  for (int chunk = 0; chunk < 4; ++chunk) {
+    std::uint8_t scale_lo, min_lo, scale_hi, min_hi;
+    q4_k_scale_min(2 * chunk, packed, scale_lo, min_lo);
+    q4_k_scale_min(2 * chunk + 1, packed, scale_hi, min_hi);
+    for (int l = 0; l < 32; ++l) {
+      const std::uint8_t v = byte_at(q, l);
+      out[l] = d * scale_lo * static_cast<float>(v & 0x0f) - dmin * min_lo;
+      out[l + 32] = d * scale_hi * static_cast<float>(v >> 4) - dmin * min_hi;
+    }
+    q += 32;
+    out += 64;
+  }
+}
+
+// Q6_K: 256 elements; 128 bytes of low nibbles, 64 bytes of high 2-bit
+// pairs, 16 int8 scales (one per 16 elements), f16 d; x = d * scale * (q - 32).
+void q6_k_block(const std::byte* block, float* out) {
+  const std::byte* ql = block;
+  const std::byte* qh = block + 128;
+  const std::byte* scales = block + 192;
+  const float d = load_f16(block + 208);
+  for (int half = 0; half < 2; ++half) {
+    for (int l = 0; l < 32; ++l) {
+      const int is = l / 16;
+      const std::uint8_t low_a = byte_at(ql, l), low_b = byte_at(ql, l + 32), high = byte_at(qh, l);
+      const int q1 = ((low_a & 0x0f) | ((high & 3) << 4)) - 32;
+      const int q2 = ((low_b & 0x0f) | (((high >> 2) & 3) << 4)) - 32;
+      const int q3 = ((low_a >> 4) | (((high >> 4) & 3) << 4)) - 32;
+      const int q4 = ((low_b >> 4) | (((high >> 6) & 3) << 4)) - 32;
+      const auto scale = [&](int k) { return static_cast<float>(static_cast<std::int8_t>(byte_at(scales, k))); };
+      out[l] = d * scale(is) * static_cast<float>(q1);
+      out[l + 32] = d * scale(is + 2) * static_cast<float>(q2);
+      out[l + 64] = d * scale(is + 4) * static_cast<float>(q3);
+      out[l + 96] = d * scale(is + 6) * static_cast<float>(q4);
+    }
+    out += 128;
+    ql += 64;
+    qh += 32;
+    scales += 8;
+  }
+}
+
+}  // namespace
+
+void gguf_dequantize(ggml_type type, const std::byte* data, float* out, std::uint64_t elements) {
+  switch (type) {
+    case ggml_type::f32:
+      std::memcpy(out, data, elements * 4);
+      return;
+    case ggml_type::f16:
+      for (std::uint64_t i = 0; i < elements; ++i) out[i] = load_f16(data + 2 * i);
+      return;
+    case ggml_type::bf16:
+      for (std::uint64_t i = 0; i < elements; ++i) out[i] = bf16_to_float(load_u16(data + 2 * i));
+      return;
+    default:
+      break;
+  }
+  void (*expand)(const std::byte*, float*) = nullptr;
+  switch (type) {
+    case ggml_type::q8_0:
+      expand = q8_0_block;
+      break;
+    case ggml_type::q4_0:
+      expand = q4_0_block;
+      break;
+    case ggml_type::q4_k:
+      expand = q4_k_block;
+      break;
+    default:
+      expand = q6_k_block;
+      break;
+  }
+  const std::uint64_t block_elements = ggml_block_elements(type), block_bytes = ggml_block_bytes(type);
+  for (std::uint64_t b = 0; b < elements / block_elements; ++b)
+    expand(data + b * block_bytes, out + b * block_elements);
+}
+
+}  // namespace troupe

@@ -1,0 +1,18 @@
+#pragma once
+// Expansion of GGUF tensor data (plain floats and the block-quantised ggml
+// formats Q8_0, Q4_0, Q4_K, Q6_K) to f32, following the block layouts ggml
+// documents.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "model/gguf.hpp"
+
+namespace troupe {
+
+/// Writes `elements` floats to `out` from `data` holding them in `type`.
+/// `elements` must be a whole number of the type's blocks; `data` needs no
+/// alignment.
+void gguf_dequantize(ggml_type type, const std::byte* data, float* out, std::uint64_t elements);
+
+}  // namespace troupe
