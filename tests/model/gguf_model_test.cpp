@@ -7,6 +7,7 @@
 
 #include <boost/json.hpp>
 #include <cmath>
+#include <sstream>
 
 #include "kernels/backend.hpp"
 #include "model/batch_runner.hpp"
@@ -154,6 +155,29 @@ TEST_F(GgufModelTest, QuantisedFilesStayWithinRecordedLogitBounds) {
   EXPECT_LE(q4_error, 0.33);
   EXPECT_GT(q4_error, q8_error);
   EXPECT_EQ(q8.greedy, hf.greedy);
+}
+
+TEST_F(GgufModelTest, EmbeddedTokenizerAndChatTemplateMatchTheHfFiles) {
+  const auto hf = text::tokenizer::load(hf_dir());
+  const auto gguf = load_model_tokenizer(fixtures / "llama_tiny_bf16.gguf");
+  EXPECT_EQ(gguf->vocab_size(), hf->vocab_size());
+  std::istringstream strings(testing::read_file(std::filesystem::path(TROUPE_FIXTURES_DIR) / "text/strings.jsonl"));
+  int checked = 0;
+  for (std::string line; std::getline(strings, line); ++checked) {
+    const std::string text(boost::json::parse(line).as_string());
+    const std::vector<std::int32_t> ids = hf->encode(text, true);
+    ASSERT_EQ(gguf->encode(text, true), ids) << text;
+    ASSERT_EQ(gguf->encode(text, false), hf->encode(text, false)) << text;
+    ASSERT_EQ(gguf->decode(ids, false), hf->decode(ids, false)) << text;
+  }
+  EXPECT_GT(checked, 2000);
+  const chat_template_source hf_template = load_model_chat_template(hf_dir());
+  const chat_template_source gguf_template = load_model_chat_template(fixtures / "llama_tiny_bf16.gguf");
+  EXPECT_EQ(gguf_template.templates, hf_template.templates);
+  EXPECT_EQ(gguf_template.special_tokens.at("bos_token"), hf_template.special_tokens.at("bos_token"));
+  const generation_config generation = load_model_generation_config(fixtures / "llama_tiny_bf16.gguf");
+  EXPECT_EQ(generation.bos_token_id, 572);
+  EXPECT_EQ(generation.eos_token_ids, std::vector<std::int64_t>{576});
 }
 
 }  // namespace

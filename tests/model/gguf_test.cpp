@@ -143,12 +143,12 @@ TEST(GgufReader, RefusesUnknownAndMalformedValues) {
 }
 
 TEST(GgufReader, RefusesOffsetsOutsideTheFileOverlapsAndMisalignment) {
-  EXPECT_THAT(open_error(two_tensors(1ull << 40)), HasSubstr("tensor 'b': data [1099511627776, 1099511627792) runs past"));
+  EXPECT_THAT(open_error(two_tensors(1ull << 40)),
+              HasSubstr("tensor 'b': data [1099511627776, 1099511627792) runs past"));
   EXPECT_THAT(open_error(two_tensors(~0ull - 31)), HasSubstr("tensor 'b'"));
   EXPECT_THAT(open_error(two_tensors(0)), HasSubstr("tensors: 'a' [0, 24) and 'b' [0, 16) overlap"));
   EXPECT_THAT(open_error(two_tensors(16)), HasSubstr("tensor 'b': offset 16 is not a multiple of the alignment 32"));
-  const std::string twice =
-      gguf_bytes({}, {{"a", {2}, f32_type, 0}, {"a", {2}, f32_type, 32}}, std::string(64, '\0'));
+  const std::string twice = gguf_bytes({}, {{"a", {2}, f32_type, 0}, {"a", {2}, f32_type, 32}}, std::string(64, '\0'));
   EXPECT_THAT(open_error(twice), HasSubstr("tensor 'a': appears twice"));
 }
 
