@@ -12,6 +12,8 @@
 
 #include "model/chat/chat_template.hpp"
 #include "model/chat/exact_json.hpp"
+#include "model/gguf.hpp"
+#include "model/model_files.hpp"
 #include "tools/cli/command_registry.hpp"
 
 namespace troupe::cli {
@@ -44,7 +46,8 @@ boost::json::array read_array(const std::string& path, const char* option) {
 }
 
 void run(const chat_template_options& options) {
-  chat_template_source source = load_chat_template(options.model_dir);
+  chat_template_source source = is_gguf_path(options.model_dir) ? load_model_chat_template(options.model_dir)
+                                                                : load_chat_template(options.model_dir);
   chat_template_inputs inputs;
   inputs.messages = read_array(options.messages_file, "--messages");
   if (!options.tools_file.empty()) inputs.tools = read_array(options.tools_file, "--tools");
