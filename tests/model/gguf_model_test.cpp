@@ -29,17 +29,19 @@ class GgufModelTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     root_ = new testing::temp_dir();
-    make_model_options options;
-    options.architecture = model_architecture::llama;
-    options.preset = model_preset::tiny;
-    options.type = dtype::bf16;
-    options.seed = 14;
-    options.output_dir = root_->path() / "hf";
-    options.show_progress = false;
-    make_model(options);
+    for (auto arch : {model_architecture::llama, model_architecture::qwen2, model_architecture::qwen3}) {
+      make_model_options options;
+      options.architecture = arch;
+      options.preset = model_preset::tiny;
+      options.type = dtype::bf16;
+      options.seed = 14;
+      options.output_dir = root_->path() / std::string(architecture_model_type(arch));
+      options.show_progress = false;
+      make_model(options);
+    }
   }
   static void TearDownTestSuite() { delete root_; }
-  static std::filesystem::path hf_dir() { return root_->path() / "hf"; }
+  static std::filesystem::path hf_dir(std::string_view arch = "llama") { return root_->path() / std::string(arch); }
 
   static inline testing::temp_dir* root_ = nullptr;
 };
@@ -155,6 +157,23 @@ TEST_F(GgufModelTest, QuantisedFilesStayWithinRecordedLogitBounds) {
   EXPECT_LE(q4_error, 0.33);
   EXPECT_GT(q4_error, q8_error);
   EXPECT_EQ(q8.greedy, hf.greedy);
+}
+
+// Qwen's rows are not permuted, q/k/v carry biases (Qwen2) and q/k have
+// norms (Qwen3). Measured relative logit errors of Q8_0: qwen2 0.0128, qwen3 0.0139.
+TEST_F(GgufModelTest, QwenQ8FilesMatchTheirHfOriginals) {
+  for (const char* arch : {"qwen2", "qwen3"}) {
+    const run_result hf = run(hf_dir(arch), prompt, 8);
+    const run_result q8 = run(fixtures / (std::string(arch) + "_tiny_q8_0.gguf"), prompt, 8);
+    const double error = max_abs_difference(q8.logits, hf.logits) / max_abs(hf.logits);
+    EXPECT_LE(error, 0.02) << arch;
+    EXPECT_EQ(q8.greedy, hf.greedy) << arch;
+  }
+  const checkpoint qwen2 = checkpoint::open(fixtures / "qwen2_tiny_q8_0.gguf", {.show_progress = false});
+  EXPECT_TRUE(qwen2.config().qkv_bias);
+  EXPECT_NE(qwen2.weights().layers[0].q_bias, nullptr);
+  const checkpoint qwen3 = checkpoint::open(fixtures / "qwen3_tiny_q8_0.gguf", {.show_progress = false});
+  EXPECT_TRUE(qwen3.config().qk_norm);
 }
 
 TEST_F(GgufModelTest, EmbeddedTokenizerAndChatTemplateMatchTheHfFiles) {
