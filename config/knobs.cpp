@@ -67,7 +67,7 @@ std::vector<knob_spec> engine_knobs() {
   constexpr double giga = 1024.0 * 1024 * 1024;
   return in_group(
       {
-          text("model", "", {}, "Hugging Face model directory (empty: the built-in demo model)"),
+          text("model", "", {}, "Hugging Face model directory or GGUF file (empty: the built-in demo model)"),
           text("served_model_name", "", {}, "model name clients use (default: the directory name)"),
           text("device", "auto", {"auto", "cpu", "cuda"}, "backend to run on"),
           integer("threads", 0, 0, 1024, "threads", "CPU backend threads (0: all cores)"),

@@ -48,29 +48,6 @@ const type_info& info_of(ggml_type type) {
   return *info;
 }
 
-// Fixed size in bytes of a scalar metadata type; 0 for string and array.
-std::uint64_t scalar_bytes(gguf_type type) {
-  switch (type) {
-    case gguf_type::uint8:
-    case gguf_type::int8:
-    case gguf_type::boolean:
-      return 1;
-    case gguf_type::uint16:
-    case gguf_type::int16:
-      return 2;
-    case gguf_type::uint32:
-    case gguf_type::int32:
-    case gguf_type::float32:
-      return 4;
-    case gguf_type::uint64:
-    case gguf_type::int64:
-    case gguf_type::float64:
-      return 8;
-    default:
-      return 0;
-  }
-}
-
 bool valid_type(std::uint32_t raw) { return raw <= static_cast<std::uint32_t>(gguf_type::float64); }
 
 // A bounds-checked reading position in the mapping; `where` names what is
@@ -179,7 +156,7 @@ void read_array(reader& in, gguf_value& value, const std::string& where) {
       value.strings.push_back(in.read_string(where + "[" + std::to_string(i) + "]"));
     return;
   }
-  const std::uint64_t size = scalar_bytes(value.element_type);
+  const std::uint64_t size = gguf_scalar_bytes(value.element_type);
   if (value.count > in.remaining() / size) {
     in.fail(where, "array of " + std::to_string(value.count) + " " + std::string(gguf_type_name(value.element_type)) +
                        " runs past the end of the file");
@@ -197,57 +174,94 @@ std::string range_text(std::uint64_t begin, std::uint64_t end) {
   return "[" + std::to_string(begin) + ", " + std::to_string(end) + ")";
 }
 
-}  // namespace
-
-std::string_view gguf_type_name(gguf_type type) {
-  constexpr std::string_view names[] = {"uint8", "int8",   "uint16", "int16",  "uint32", "int32",  "float32",
-                                        "bool",  "string", "array",  "uint64", "int64",  "float64"};
-  const auto index = static_cast<std::uint32_t>(type);
-  return index < std::size(names) ? names[index] : "?";
+// One metadata entry: its key and value.
+std::pair<std::string, gguf_value> read_entry(reader& in, std::uint64_t index) {
+  std::string key(in.read_string("metadata entry " + std::to_string(index)));
+  const std::string where = "metadata key '" + key + "'";
+  const auto raw_type = in.read<std::uint32_t>(where);
+  if (!valid_type(raw_type)) in.fail(where, "unknown value type " + std::to_string(raw_type));
+  gguf_value value;
+  value.type = static_cast<gguf_type>(raw_type);
+  if (value.type == gguf_type::array) {
+    read_array(in, value, where);
+  } else {
+    read_scalar(in, value, where);
+  }
+  return {std::move(key), std::move(value)};
 }
+
+const type_info& tensor_type(reader& in, const std::string& where) {
+  const auto raw_type = in.read<std::uint32_t>(where);
+  if (const type_info* info = find_type(raw_type)) return *info;
+  for (const auto& [id, name] : unsupported_types)
+    if (id == raw_type)
+      in.fail(where, "unsupported type " + std::string(name) + " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
+  in.fail(where, "unknown type " + std::to_string(raw_type));
+}
+
+// One tensor info, its shape, block and alignment checked; data not yet placed.
+gguf_tensor read_tensor_info(reader& in, std::uint64_t index, std::uint64_t alignment) {
+  gguf_tensor tensor;
+  tensor.name = std::string(in.read_string("tensor info " + std::to_string(index)));
+  const std::string where = "tensor '" + tensor.name + "'";
+  const auto n_dims = in.read<std::uint32_t>(where);
+  if (n_dims > max_dims) in.fail(where, std::to_string(n_dims) + " dimensions (at most 4)");
+  for (std::uint32_t d = 0; d < n_dims; ++d) tensor.dims.push_back(in.read<std::uint64_t>(where));
+  const type_info& info = tensor_type(in, where);
+  tensor.type = info.type;
+  tensor.offset = in.read<std::uint64_t>(where);
+  std::uint64_t elements = 1;
+  for (std::uint64_t extent : tensor.dims) {
+    if (extent > max_elements || (extent != 0 && elements > max_elements / extent))
+      in.fail(where, "shape " + dims_text(tensor.dims) + " has too many elements (overflow)");
+    elements *= extent;
+  }
+  const std::uint64_t row = tensor.dims.empty() ? 1 : tensor.dims[0];
+  if (row % info.block_elements != 0) {
+    in.fail(where, "row length " + std::to_string(row) + " is not a multiple of the " + std::string(info.name) +
+                       " block of " + std::to_string(info.block_elements));
+  }
+  tensor.bytes = elements / info.block_elements * info.block_bytes;
+  if (tensor.offset % alignment != 0) {
+    in.fail(where, "offset " + std::to_string(tensor.offset) + " is not a multiple of the alignment " +
+                       std::to_string(alignment));
+  }
+  return tensor;
+}
+
+// Points every tensor into the data section after checking it lies inside
+// the file and shares no byte with another.
+void place_tensors(const reader& in, std::vector<gguf_tensor>& tensors, std::span<const std::byte> file,
+                   std::uint64_t data_start) {
+  const std::uint64_t data_size = data_start > file.size() ? 0 : file.size() - data_start;
+  std::vector<const gguf_tensor*> by_offset;
+  for (gguf_tensor& tensor : tensors) {
+    if (tensor.offset > data_size || tensor.bytes > data_size - tensor.offset) {
+      in.fail("tensor '" + tensor.name + "'", "data " + range_text(tensor.offset, tensor.offset + tensor.bytes) +
+                                                  " runs past the end of the file (" + std::to_string(data_size) +
+                                                  " bytes of tensor data)");
+    }
+    tensor.data = file.data() + data_start + tensor.offset;
+    if (tensor.bytes > 0) by_offset.push_back(&tensor);
+  }
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const gguf_tensor* a, const gguf_tensor* b) { return a->offset < b->offset; });
+  for (std::size_t i = 1; i < by_offset.size(); ++i) {
+    const gguf_tensor& previous = *by_offset[i - 1];
+    const gguf_tensor& current = *by_offset[i];
+    if (current.offset < previous.offset + previous.bytes) {
+      in.fail("tensors", "'" + previous.name + "' " + range_text(previous.offset, previous.offset + previous.bytes) +
+                             " and '" + current.name + "' " +
+                             range_text(current.offset, current.offset + current.bytes) + " overlap");
+    }
+  }
+}
+
+}  // namespace
 
 std::string_view ggml_type_name(ggml_type type) { return info_of(type).name; }
 std::uint64_t ggml_block_elements(ggml_type type) { return info_of(type).block_elements; }
 std::uint64_t ggml_block_bytes(ggml_type type) { return info_of(type).block_bytes; }
-
-bool gguf_value::is_integer() const {
-  return type != gguf_type::boolean && type != gguf_type::float32 && type != gguf_type::float64 &&
-         scalar_bytes(type) != 0;
-}
-
-double gguf_value::number_at(std::uint64_t i) const {
-  const std::byte* at = elements.data() + i * scalar_bytes(element_type);
-  const auto load = [at]<class T>(T) {
-    T v;
-    std::memcpy(&v, at, sizeof v);
-    return static_cast<double>(v);
-  };
-  switch (element_type) {
-    case gguf_type::uint8:
-    case gguf_type::boolean:
-      return load(std::uint8_t{});
-    case gguf_type::int8:
-      return load(std::int8_t{});
-    case gguf_type::uint16:
-      return load(std::uint16_t{});
-    case gguf_type::int16:
-      return load(std::int16_t{});
-    case gguf_type::uint32:
-      return load(std::uint32_t{});
-    case gguf_type::int32:
-      return load(std::int32_t{});
-    case gguf_type::float32:
-      return load(float{});
-    case gguf_type::uint64:
-      return load(std::uint64_t{});
-    case gguf_type::int64:
-      return load(std::int64_t{});
-    case gguf_type::float64:
-      return load(double{});
-    default:
-      return 0.0;
-  }
-}
 
 std::uint64_t gguf_tensor::elements() const {
   std::uint64_t n = 1;
@@ -288,20 +302,9 @@ void gguf_file::parse() {
     in.fail("header", "metadata count " + std::to_string(metadata_count) + " cannot fit in the file");
   if (tensor_count > in.remaining() / 24)
     in.fail("header", "tensor count " + std::to_string(tensor_count) + " cannot fit in the file");
-
   for (std::uint64_t i = 0; i < metadata_count; ++i) {
-    const std::string key(in.read_string("metadata entry " + std::to_string(i)));
-    const std::string where = "metadata key '" + key + "'";
-    const auto raw_type = in.read<std::uint32_t>(where);
-    if (!valid_type(raw_type)) in.fail(where, "unknown value type " + std::to_string(raw_type));
-    gguf_value value;
-    value.type = static_cast<gguf_type>(raw_type);
-    if (value.type == gguf_type::array) {
-      read_array(in, value, where);
-    } else {
-      read_scalar(in, value, where);
-    }
-    if (!metadata_.emplace(key, std::move(value)).second) in.fail(where, "appears twice");
+    auto [key, value] = read_entry(in, i);
+    if (!metadata_.emplace(key, std::move(value)).second) in.fail("metadata key '" + key + "'", "appears twice");
   }
   if (const gguf_value* alignment = find("general.alignment")) {
     if (alignment->type != gguf_type::uint32) fail_key("general.alignment", "must be a uint32");
@@ -309,70 +312,15 @@ void gguf_file::parse() {
     if (a == 0 || (a & (a - 1)) != 0) fail_key("general.alignment", std::to_string(a) + " is not a power of two");
     alignment_ = a;
   }
-
   tensors_.reserve(tensor_count);
   for (std::uint64_t i = 0; i < tensor_count; ++i) {
-    gguf_tensor tensor;
-    tensor.name = std::string(in.read_string("tensor info " + std::to_string(i)));
-    const std::string where = "tensor '" + tensor.name + "'";
-    const auto n_dims = in.read<std::uint32_t>(where);
-    if (n_dims > max_dims) in.fail(where, std::to_string(n_dims) + " dimensions (at most 4)");
-    for (std::uint32_t d = 0; d < n_dims; ++d) tensor.dims.push_back(in.read<std::uint64_t>(where));
-    const auto raw_type = in.read<std::uint32_t>(where);
-    const type_info* info = find_type(raw_type);
-    if (info == nullptr) {
-      for (const auto& [id, name] : unsupported_types)
-        if (id == raw_type)
-          in.fail(where,
-                  "unsupported type " + std::string(name) + " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
-      in.fail(where, "unknown type " + std::to_string(raw_type));
-    }
-    tensor.type = info->type;
-    tensor.offset = in.read<std::uint64_t>(where);
-    std::uint64_t elements = 1;
-    for (std::uint64_t extent : tensor.dims) {
-      if (extent > max_elements || (extent != 0 && elements > max_elements / extent))
-        in.fail(where, "shape " + dims_text(tensor.dims) + " has too many elements (overflow)");
-      elements *= extent;
-    }
-    const std::uint64_t row = tensor.dims.empty() ? 1 : tensor.dims[0];
-    if (row % info->block_elements != 0) {
-      in.fail(where, "row length " + std::to_string(row) + " is not a multiple of the " + std::string(info->name) +
-                         " block of " + std::to_string(info->block_elements));
-    }
-    tensor.bytes = elements / info->block_elements * info->block_bytes;
-    if (tensor.offset % alignment_ != 0) {
-      in.fail(where, "offset " + std::to_string(tensor.offset) + " is not a multiple of the alignment " +
-                         std::to_string(alignment_));
-    }
-    if (!by_name_.emplace(tensor.name, tensors_.size()).second) in.fail(where, "appears twice");
+    gguf_tensor tensor = read_tensor_info(in, i, alignment_);
+    if (!by_name_.emplace(tensor.name, tensors_.size()).second)
+      in.fail("tensor '" + tensor.name + "'", "appears twice");
     tensors_.push_back(std::move(tensor));
   }
-
   const std::uint64_t data_start = (in.position() + alignment_ - 1) / alignment_ * alignment_;
-  const std::uint64_t file_size = file_.size();
-  const std::uint64_t data_size = data_start > file_size ? 0 : file_size - data_start;
-  std::vector<const gguf_tensor*> by_offset;
-  for (gguf_tensor& tensor : tensors_) {
-    if (tensor.offset > data_size || tensor.bytes > data_size - tensor.offset) {
-      in.fail("tensor '" + tensor.name + "'", "data " + range_text(tensor.offset, tensor.offset + tensor.bytes) +
-                                                  " runs past the end of the file (" + std::to_string(data_size) +
-                                                  " bytes of tensor data)");
-    }
-    tensor.data = file_.bytes().data() + data_start + tensor.offset;
-    if (tensor.bytes > 0) by_offset.push_back(&tensor);
-  }
-  std::sort(by_offset.begin(), by_offset.end(),
-            [](const gguf_tensor* a, const gguf_tensor* b) { return a->offset < b->offset; });
-  for (std::size_t i = 1; i < by_offset.size(); ++i) {
-    const gguf_tensor& previous = *by_offset[i - 1];
-    const gguf_tensor& current = *by_offset[i];
-    if (current.offset < previous.offset + previous.bytes) {
-      in.fail("tensors", "'" + previous.name + "' " + range_text(previous.offset, previous.offset + previous.bytes) +
-                             " and '" + current.name + "' " +
-                             range_text(current.offset, current.offset + current.bytes) + " overlap");
-    }
-  }
+  place_tensors(in, tensors_, file_.bytes(), data_start);
 }
 
 bool is_gguf_path(const std::filesystem::path& path) {

@@ -40,6 +40,8 @@ enum class gguf_type : std::uint32_t {
 
 /// The name of a metadata type ("uint32", "string", ...).
 std::string_view gguf_type_name(gguf_type type);
+/// Bytes of one value of a fixed-size metadata type; 0 for string and array.
+std::uint64_t gguf_scalar_bytes(gguf_type type);
 
 /// Tensor element formats troupe reads, numbered as ggml numbers them.
 /// Other ggml types are refused at open with their name.

@@ -101,6 +101,9 @@ std::string config_source(const gguf_file& file) { return file.display_name() + 
 
 model_config gguf_model_config(const gguf_file& file) {
   const metadata_reader meta(file);
+  if (const auto splits = meta.integer("split.count"); splits && *splits > 1)
+    file.fail_key("split.count", std::to_string(*splits) +
+                                     ": split GGUF files are not supported (merge them with llama-gguf-split --merge)");
   const model_architecture architecture = architecture_of(file, meta);
   const std::string arch(architecture_model_type(architecture));
   boost::json::object config;

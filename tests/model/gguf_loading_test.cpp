@@ -124,6 +124,9 @@ TEST(GgufLoading, MissingOrMistypedMetadataNamesTheKey) {
   tiny_model bad_heads;
   bad_heads.kvs.push_back(kv_u32("llama.attention.head_count_kv", 3));
   EXPECT_THAT(open_error(bad_heads), HasSubstr("m.gguf (config from metadata): field 'num_key_value_heads'"));
+  tiny_model split;
+  split.kvs.push_back(kv_u32("split.count", 3));
+  EXPECT_THAT(open_error(split), HasSubstr("'split.count': 3: split GGUF files are not supported"));
   tiny_model yarn;
   yarn.kvs.push_back(kv_string("llama.rope.scaling.type", "yarn"));
   EXPECT_THAT(open_error(yarn), HasSubstr("'llama.rope.scaling.type': 'yarn' is not supported"));
