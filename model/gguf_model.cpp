@@ -117,6 +117,13 @@ model_config gguf_model_config(const gguf_file& file) {
   config["num_key_value_heads"] = meta.integer(arch + ".attention.head_count_kv").value_or(heads);
   const std::int64_t hidden = config["hidden_size"].as_int64();
   config["head_dim"] = meta.integer(arch + ".attention.key_length").value_or(heads > 0 ? hidden / heads : 0);
+  if (const auto rotated = meta.integer(arch + ".rope.dimension_count");
+      rotated && *rotated != config["head_dim"].as_int64())
+    file.fail_key(arch + ".rope.dimension_count", std::to_string(*rotated) + " is not the head size " +
+                                                      std::to_string(config["head_dim"].as_int64()) +
+                                                      " (partial rotary embeddings are not supported)");
+  if (const auto experts = meta.integer(arch + ".expert_count"); experts && *experts > 0)
+    file.fail_key(arch + ".expert_count", "mixture-of-experts models are not supported");
   config["max_position_embeddings"] = meta.integer(arch + ".context_length").value_or(2048);
   config["rms_norm_eps"] = meta.number(arch + ".attention.layer_norm_rms_epsilon").value_or(1e-6);
   const gguf_tensor& embeddings = required_tensor(file, "token_embd.weight");

@@ -127,6 +127,12 @@ TEST(GgufLoading, MissingOrMistypedMetadataNamesTheKey) {
   tiny_model split;
   split.kvs.push_back(kv_u32("split.count", 3));
   EXPECT_THAT(open_error(split), HasSubstr("'split.count': 3: split GGUF files are not supported"));
+  tiny_model partial;
+  partial.kvs.push_back(kv_u32("llama.rope.dimension_count", 2));
+  EXPECT_THAT(open_error(partial), HasSubstr("'llama.rope.dimension_count': 2 is not the head size 4"));
+  tiny_model experts;
+  experts.kvs.push_back(kv_u32("llama.expert_count", 8));
+  EXPECT_THAT(open_error(experts), HasSubstr("'llama.expert_count': mixture-of-experts models are not supported"));
   tiny_model yarn;
   yarn.kvs.push_back(kv_string("llama.rope.scaling.type", "yarn"));
   EXPECT_THAT(open_error(yarn), HasSubstr("'llama.rope.scaling.type': 'yarn' is not supported"));
