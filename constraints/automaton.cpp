@@ -239,6 +239,47 @@ bool is_called(const rule_set& rules, std::size_t rule) {
   return false;
 }
 
+/// Removes edges into states from which no document can be finished (and
+/// calls of rules that never end), so a walk under the mask cannot reach
+/// a dead end. Returns false when the start state itself is dead.
+bool trim(automaton& machine, compile_budget& budget) {
+  const std::size_t count = machine.size();
+  std::vector<std::uint8_t> live(machine.accepting.begin(), machine.accepting.end());
+  auto call_live = [&](const automaton::call_edge& e) { return live[machine.rule_start[e.rule]] && live[e.target]; };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (std::size_t s = count; s-- > 0;) {
+      budget.check();
+      if (live[s]) continue;
+      bool reaches = false;
+      for (auto i = machine.transition_begin[s]; i < machine.transition_begin[s + 1] && !reaches; ++i) {
+        reaches = live[machine.transitions[i].target];
+      }
+      for (auto i = machine.call_begin[s]; i < machine.call_begin[s + 1] && !reaches; ++i) {
+        reaches = call_live(machine.calls[i]);
+      }
+      if (reaches) live[s] = 1, changed = true;
+    }
+  }
+  automaton trimmed = machine;
+  trimmed.transitions.clear();
+  trimmed.calls.clear();
+  trimmed.transition_begin.assign(1, 0);
+  trimmed.call_begin.assign(1, 0);
+  for (std::size_t s = 0; s < count; ++s) {
+    for (auto i = machine.transition_begin[s]; i < machine.transition_begin[s + 1]; ++i) {
+      if (live[machine.transitions[i].target]) trimmed.transitions.push_back(machine.transitions[i]);
+    }
+    for (auto i = machine.call_begin[s]; i < machine.call_begin[s + 1]; ++i) {
+      if (call_live(machine.calls[i])) trimmed.calls.push_back(machine.calls[i]);
+    }
+    trimmed.transition_begin.push_back(static_cast<std::uint32_t>(trimmed.transitions.size()));
+    trimmed.call_begin.push_back(static_cast<std::uint32_t>(trimmed.calls.size()));
+  }
+  machine = std::move(trimmed);
+  return live[machine.rule_start[machine.start_rule]] != 0;
+}
+
 }  // namespace
 
 automaton compile_automaton(const rule_set& input, compile_budget& budget) {
@@ -265,6 +306,7 @@ automaton compile_automaton(const rule_set& input, compile_budget& budget) {
   determinizer dfa(machine, budget);
   automaton out = dfa.run(starts, ends);
   out.start_rule = static_cast<std::int32_t>(start);
+  if (!trim(out, budget)) budget.fail("the constraint matches no document");
   return out;
 }
 
