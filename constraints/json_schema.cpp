@@ -271,6 +271,4 @@ rule_set json_schema_rules(std::string_view schema_json, compile_budget& budget)
   return rules;
 }
 
-rule_set gbnf_rules(std::string_view, compile_budget& budget) { budget.fail("grammar: not yet"); }
-
 }  // namespace troupe::constraints

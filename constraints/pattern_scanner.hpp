@@ -22,6 +22,8 @@ class pattern_scanner {
   bool done() const { return pos_ >= text_.size(); }
   /// The next byte (0 at the end).
   char peek(std::size_t ahead = 0) const { return pos_ + ahead < text_.size() ? text_[pos_ + ahead] : '\0'; }
+  /// Moves the cursor to byte `offset` (a value offset() returned).
+  void seek(std::size_t offset) { pos_ = offset; }
   /// Skips `count` bytes.
   void skip(std::size_t count = 1) { pos_ += count; }
   /// Length of the text in bytes.
