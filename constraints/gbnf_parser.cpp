@@ -79,10 +79,7 @@ class gbnf_parser {
   }
 
   expression_ptr alternation(std::size_t depth) {
-    if (depth > in_.budget().limits().max_depth) in_.fail("groups nested too deeply");
-    std::vector<expression_ptr> alternatives{concatenation(depth)};
-    while (in_.take('|')) alternatives.push_back(concatenation(depth));
-    return alternatives.size() == 1 ? alternatives[0] : choice(std::move(alternatives));
+    return read_alternatives(in_, depth, [&] { return concatenation(depth); });
   }
 
   expression_ptr concatenation(std::size_t depth) {

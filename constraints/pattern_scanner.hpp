@@ -55,6 +55,16 @@ class pattern_scanner {
   std::string what_;
 };
 
+/// Branches separated by '|' (each read by `read_branch`) as one
+/// expression; fails when groups nest deeper than the depth limit.
+template <class ReadBranch>
+expression_ptr read_alternatives(pattern_scanner& in, std::size_t depth, ReadBranch read_branch) {
+  if (depth > in.budget().limits().max_depth) in.fail("groups nested too deeply");
+  std::vector<expression_ptr> alternatives{read_branch()};
+  while (in.take('|')) alternatives.push_back(read_branch());
+  return alternatives.size() == 1 ? alternatives[0] : choice(std::move(alternatives));
+}
+
 /// Code points that `.` matches: all but line feed and carriage return.
 std::vector<code_point_range> any_but_newline();
 

@@ -57,6 +57,9 @@ void pushdown::step(const configuration& live, std::uint8_t byte, configuration&
   if (out.size() > 1) {
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
+    // A wildly ambiguous grammar keeps a bounded subset of its parses: every
+    // kept stack is still a real parse, so masks stay sound.
+    if (out.size() > max_stacks) out.resize(max_stacks);
   }
 }
 

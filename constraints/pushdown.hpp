@@ -25,6 +25,9 @@ struct stack_top {
 /// The live stacks after some bytes (sorted, unique).
 using configuration = std::vector<stack_top>;
 
+/// Most stacks a configuration keeps (ambiguous grammars).
+inline constexpr std::size_t max_stacks = 1024;
+
 /// Interned frames below the top: (state, parent) pairs with their depth.
 class frame_pool {
  public:
