@@ -28,8 +28,7 @@ class pushdown_matcher final : public token_matcher {
       const auto frames = frames_of(top);
       const std::size_t below = runner_.pool().depth_of(top.parent) - frames.size();
       const auto table = grammar_->table(frames, grammar_->max_depth() - std::min(below, grammar_->max_depth()));
-      const std::size_t words = std::min(allowed.size(), table->accepted.size());
-      for (std::size_t w = 0; w < words; ++w) allowed[w] |= table->accepted[w];
+      table->add_accepted(allowed);
       for (auto id : table->uncertain) {
         if (runner_.advance({top}, trie.token_bytes[id], scratch)) set_bit(allowed, id);
       }
@@ -101,7 +100,7 @@ class pushdown_matcher final : public token_matcher {
 }  // namespace
 
 compiled_grammar::compiled_grammar(automaton machine, std::shared_ptr<const vocab_trie> trie, std::size_t max_depth)
-    : machine_(std::move(machine)), trie_(std::move(trie)), max_depth_(max_depth), tables_(4096) {}
+    : machine_(std::move(machine)), trie_(std::move(trie)), max_depth_(max_depth), tables_(max_cached_tables) {}
 
 std::unique_ptr<token_matcher> compiled_grammar::start() const {
   return std::make_unique<pushdown_matcher>(shared_from_this());

@@ -12,6 +12,10 @@
 
 namespace troupe::constraints {
 
+/// Token tables memoised per compiled constraint (dense ones are
+/// vocab / 8 bytes: 16 KiB for 128k ids).
+inline constexpr std::size_t max_cached_tables = 1024;
+
 /// Frames of a stack top used as the token-table key.
 inline constexpr std::size_t table_key_frames = 3;
 

@@ -1,5 +1,8 @@
 #include "constraints/token_table.hpp"
 
+#include <algorithm>
+#include <bit>
+
 #include "constraints/pushdown.hpp"
 
 namespace troupe::constraints {
@@ -11,6 +14,18 @@ void set_bit(std::vector<std::uint32_t>& bits, std::int32_t id) {
 
 void add_range(const vocab_trie& trie, std::pair<std::uint32_t, std::uint32_t> range, std::vector<std::int32_t>& out) {
   for (auto t = range.first; t < range.second; ++t) out.push_back(trie.token_ids[t]);
+}
+
+/// Few accepted ids (structural positions) are kept as a list: a table
+/// then costs bytes, not vocab / 8.
+void store_sparse_when_small(token_table& table, std::size_t vocab_size) {
+  std::size_t count = 0;
+  for (auto word : table.accepted) count += static_cast<std::size_t>(std::popcount(word));
+  if (count >= table.accepted.size() / 2) return;
+  for (std::size_t id = 0; id < vocab_size; ++id) {
+    if ((table.accepted[id / 32] >> (id % 32)) & 1u) table.accepted_ids.push_back(static_cast<std::int32_t>(id));
+  }
+  table.accepted = {};
 }
 
 }  // namespace
@@ -53,7 +68,17 @@ token_table compute_token_table(const automaton& machine, const vocab_trie& trie
     }
     ++i;
   }
+  store_sparse_when_small(table, trie.vocab_size);
   return table;
+}
+
+void token_table::add_accepted(std::span<std::uint32_t> mask) const {
+  const std::size_t words = std::min(mask.size(), accepted.size());
+  for (std::size_t w = 0; w < words; ++w) mask[w] |= accepted[w];
+  for (auto id : accepted_ids) {
+    const auto word = static_cast<std::size_t>(id) / 32;
+    if (word < mask.size()) mask[word] |= 1u << (static_cast<std::uint32_t>(id) % 32);
+  }
 }
 
 std::shared_ptr<const token_table> token_table_cache::get(const automaton& machine, const vocab_trie& trie,

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -18,8 +19,12 @@ namespace troupe::constraints {
 
 /// The precomputed split of the vocabulary for one stack top.
 struct token_table {
-  std::vector<std::uint32_t> accepted;  ///< [(vocab + 31) / 32] bitmask of allowed ids
-  std::vector<std::int32_t> uncertain;  ///< ids that need the frames below
+  std::vector<std::uint32_t> accepted;     ///< [(vocab + 31) / 32] bitmask of allowed ids, or empty
+  std::vector<std::int32_t> accepted_ids;  ///< the allowed ids instead, when few (saves memory)
+  std::vector<std::int32_t> uncertain;     ///< ids that need the frames below
+
+  /// ORs the accepted ids into `mask` (one bit per id, 32 per word).
+  void add_accepted(std::span<std::uint32_t> mask) const;
 };
 
 /// Splits the vocabulary for a stack made of `frames` (automaton states,

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
+#include <thread>
 
 #include "constraint_test_support.hpp"
 
@@ -26,6 +27,25 @@ TEST(JsonObjectConstraint, RandomWalksEndInObjects) {
       EXPECT_TRUE(parsed.is_object()) << walk.text;
     }
     EXPECT_GE(completed, 14) << name;
+  }
+}
+
+TEST(JsonObjectConstraint, MatchersShareOneCompiledConstraintAcrossThreads) {
+  const auto& fixture = load_vocabulary("qwen3");
+  constraint_compiler compiler(fixture.vocab);  // fresh: the threads race to build the same tables
+  const auto compiled = compiler.compile({constraint_kind::json_object, ""});
+  std::vector<walk_result> walks(4);
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < walks.size(); ++i) {
+    threads.emplace_back(
+        [&, i] { walks[i] = random_walk(*compiled, fixture.vocab, 100 + static_cast<std::uint32_t>(i), 16); });
+  }
+  for (auto& thread : threads) thread.join();
+  for (const auto& walk : walks) {
+    EXPECT_TRUE(walk.failure.empty()) << walk.failure;
+    if (walk.completed) {
+      EXPECT_TRUE(boost::json::parse(walk.text).is_object()) << walk.text;
+    }
   }
 }
 
