@@ -280,6 +280,20 @@ bool trim(automaton& machine, compile_budget& budget) {
   return live[machine.rule_start[machine.start_rule]] != 0;
 }
 
+/// States up to which next() is a table lookup (16 MiB of table).
+constexpr std::size_t max_tabulated_states = 16384;
+
+void tabulate(automaton& machine) {
+  if (machine.size() > max_tabulated_states) return;
+  machine.dense_next.assign(machine.size() * 256, -1);
+  for (std::size_t s = 0; s < machine.size(); ++s) {
+    for (auto i = machine.transition_begin[s]; i < machine.transition_begin[s + 1]; ++i) {
+      const auto& t = machine.transitions[i];
+      for (int b = t.lo; b <= t.hi; ++b) machine.dense_next[s * 256 + static_cast<std::size_t>(b)] = t.target;
+    }
+  }
+}
+
 }  // namespace
 
 automaton compile_automaton(const rule_set& input, compile_budget& budget) {
@@ -307,6 +321,7 @@ automaton compile_automaton(const rule_set& input, compile_budget& budget) {
   automaton out = dfa.run(starts, ends);
   out.start_rule = static_cast<std::int32_t>(start);
   if (!trim(out, budget)) budget.fail("the constraint matches no document");
+  tabulate(out);
   return out;
 }
 

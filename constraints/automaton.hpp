@@ -33,9 +33,11 @@ struct automaton {
   std::vector<call_edge> calls;                 ///< call edges
   std::vector<std::int32_t> rule_start;         ///< [rules] start state of each rule
   std::int32_t start_rule = 0;                  ///< never called: its frame is the stack bottom
+  std::vector<std::int32_t> dense_next;         ///< [states * 256] next(), when small enough to tabulate
 
   /// State after `byte` from `state`, or -1 when the byte is not allowed.
   std::int32_t next(std::int32_t state, std::uint8_t byte) const {
+    if (!dense_next.empty()) return dense_next[static_cast<std::size_t>(state) * 256 + byte];
     for (auto i = transition_begin[state]; i < transition_begin[state + 1]; ++i) {
       const auto& t = transitions[i];
       if (byte < t.lo) return -1;

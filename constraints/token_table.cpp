@@ -18,12 +18,15 @@ void add_range(const vocab_trie& trie, std::pair<std::uint32_t, std::uint32_t> r
 
 /// Few accepted ids (structural positions) are kept as a list: a table
 /// then costs bytes, not vocab / 8.
-void store_sparse_when_small(token_table& table, std::size_t vocab_size) {
+void store_sparse_when_small(token_table& table) {
   std::size_t count = 0;
   for (auto word : table.accepted) count += static_cast<std::size_t>(std::popcount(word));
   if (count >= table.accepted.size() / 2) return;
-  for (std::size_t id = 0; id < vocab_size; ++id) {
-    if ((table.accepted[id / 32] >> (id % 32)) & 1u) table.accepted_ids.push_back(static_cast<std::int32_t>(id));
+  for (std::size_t w = 0; w < table.accepted.size(); ++w) {
+    for (std::uint32_t word = table.accepted[w]; word != 0; word &= word - 1) {
+      table.accepted_ids.push_back(
+          static_cast<std::int32_t>(w * 32 + static_cast<std::size_t>(std::countr_zero(word))));
+    }
   }
   table.accepted = {};
 }
@@ -68,7 +71,7 @@ token_table compute_token_table(const automaton& machine, const vocab_trie& trie
     }
     ++i;
   }
-  store_sparse_when_small(table, trie.vocab_size);
+  store_sparse_when_small(table);
   return table;
 }
 
