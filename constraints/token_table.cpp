@@ -72,6 +72,9 @@ token_table compute_token_table(const automaton& machine, const vocab_trie& trie
     ++i;
   }
   store_sparse_when_small(table);
+  table.depth_cap = max_depth;
+  table.deepest = runner.deepest();
+  table.capped = runner.depth_capped();
   return table;
 }
 
@@ -88,14 +91,20 @@ std::shared_ptr<const token_table> token_table_cache::get(const automaton& machi
                                                           const std::vector<std::int32_t>& frames,
                                                           std::size_t max_depth) {
   std::string key(reinterpret_cast<const char*>(frames.data()), frames.size() * sizeof(std::int32_t));
-  key.append(reinterpret_cast<const char*>(&max_depth), sizeof max_depth);
   {
     std::lock_guard lock(mutex_);
-    if (auto it = tables_.find(key); it != tables_.end()) return it->second;
+    if (auto it = tables_.find(key); it != tables_.end()) {
+      for (const auto& table : it->second) {
+        if (table->valid_for(max_depth)) return table;
+      }
+    }
   }
   auto table = std::make_shared<const token_table>(compute_token_table(machine, trie, frames, max_depth));
   std::lock_guard lock(mutex_);
-  if (tables_.size() < capacity_) tables_.emplace(std::move(key), table);
+  if (size_ < capacity_) {
+    tables_[key].push_back(table);
+    ++size_;
+  }
   return table;
 }
 
