@@ -65,6 +65,9 @@ function draw(chart) {
   g.clearRect(0, 0, w, h);
   const left = 48, right = 8, top = 22, bottom = 30, pw = w - left - right, ph = h - top - bottom;
   const now = Date.now() / 1000;
+  // The time axis grows with the data, from half a minute up to WINDOW_S.
+  const span = Math.max(30, Math.min(WINDOW_S, chart.points.length ? now - chart.points[0].t : 0));
+  const tick = span <= 60 ? 10 : span <= 150 ? 30 : 60;
   let ymax = chart.max || 0;
   if (!chart.max) for (const p of chart.points) for (const v of p.values) if (v !== null && v > ymax) ymax = v;
   ymax = chart.max || niceMax(ymax * 1.1);
@@ -77,7 +80,10 @@ function draw(chart) {
     g.textAlign = "right"; g.fillText(+(ymax * i / 4).toPrecision(3), left - 4, y);
   }
   g.textAlign = "center";
-  for (let s = 0; s <= WINDOW_S; s += 60) g.fillText(s === 0 ? "now" : "-" + s / 60 + " min", left + pw - pw * s / WINDOW_S, top + ph + 10);
+  for (let s = 0; s <= span; s += tick) {
+    const label = s === 0 ? "now" : tick < 60 ? "-" + s + " s" : "-" + s / 60 + " min";
+    g.fillText(label, left + pw - pw * s / span, top + ph + 10);
+  }
   g.fillText("time", left + pw / 2, top + ph + 22);
   chart.series.forEach(([name], k) => {
     g.strokeStyle = COLORS[k]; g.lineWidth = 1.6; g.beginPath();
@@ -85,7 +91,7 @@ function draw(chart) {
     for (const p of chart.points) {
       const v = p.values[k];
       if (v === null) { pen = false; continue; }
-      const x = left + pw - pw * (now - p.t) / WINDOW_S, y = top + ph - ph * Math.min(v, ymax) / ymax;
+      const x = left + pw - pw * (now - p.t) / span, y = top + ph - ph * Math.min(v, ymax) / ymax;
       pen ? g.lineTo(x, y) : g.moveTo(x, y); pen = true;
     }
     g.stroke();

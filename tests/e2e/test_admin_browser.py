@@ -13,7 +13,6 @@ import os
 import pathlib
 import shutil
 import threading
-import time
 
 import pytest
 import requests
@@ -76,6 +75,8 @@ class Load:
 
     def finish(self):
         self.stop = True
+        for request in requests.get(self.server.base_url + "/admin/requests", timeout=10).json()["requests"]:
+            requests.post(self.server.base_url + f"/admin/requests/{request['id']}/abort", timeout=10)
         for thread in self.threads:
             thread.join()
 
@@ -114,7 +115,7 @@ def screenshot_path(tmp_path):
 
 
 def test_the_console_drives_a_loaded_engine(server, browser, tmp_path):
-    load = Load(server, streams=4, max_tokens=min(300, server.model()["max_model_len"] - 200))
+    load = Load(server, streams=4, max_tokens=server.model()["max_model_len"] - 200)
     try:
         browser.get(server.base_url + "/admin")
         assert wait_for(lambda: browser.find_element(By.ID, "link").text == "live", timeout_s=15)
@@ -143,13 +144,15 @@ def test_the_console_drives_a_loaded_engine(server, browser, tmp_path):
         assert wait_for(lambda: browser.find_element(By.ID, "card-policy").text == "priority", timeout_s=10)
 
         assert wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "#requests tbody tr"), timeout_s=15)
-        victim = browser.find_element(By.CSS_SELECTOR, "#requests tbody tr").get_attribute("data-id")
-        browser.execute_script(
-            "document.querySelector(`#requests tr[data-id='${arguments[0]}'] button.abort`).click()", victim)
+        # Pick and click in one script: the table is redrawn every second.
+        victim = browser.execute_script(
+            "const row = [...document.querySelectorAll('#requests tbody tr')]"
+            "  .find((r) => r.cells[1].textContent === 'decoding');"
+            "row.querySelector('button.abort').click(); return row.dataset.id;")
         assert wait_for(lambda: browser.find_element(By.ID, "request-message").text == "aborted " + victim,
                         timeout_s=10)
         assert wait_for(lambda: load.reasons.get(victim) == "abort", timeout_s=30), load.reasons
-        time.sleep(1.5)  # a few more chart points for the screenshot
+        assert wait_for(lambda: points(browser, "throughput") >= 20, timeout_s=30)  # fuller charts to show
         browser.save_screenshot(str(screenshot_path(tmp_path)))
         audit = requests.get(server.base_url + "/admin/audit", timeout=10).json()["entries"]
         assert [e["action"] for e in audit][-3:] == ["config", "config", "abort"]
