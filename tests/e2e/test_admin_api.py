@@ -54,13 +54,7 @@ def restore(admin_server):
 
 
 def iteration_buckets(server):
-    """Cumulative step counts per `le` bound of troupe:iteration_tokens_total."""
-    buckets = {}
-    for (name, labels), value in server.metrics().items():
-        if name == "troupe:iteration_tokens_total_bucket":
-            bound = dict(labels)["le"]
-            buckets[float("inf") if bound == "+Inf" else float(bound)] = value
-    return buckets
+    return server.histogram_buckets("troupe:iteration_tokens_total")
 
 
 def steps_above(before, after, limit):

@@ -98,12 +98,7 @@ def set_knob(driver, name, value):
 
 
 def iteration_buckets(server):
-    buckets = {}
-    for (name, labels), value in server.metrics().items():
-        if name == "troupe:iteration_tokens_total_bucket":
-            bound = dict(labels)["le"]
-            buckets[float("inf") if bound == "+Inf" else float(bound)] = value
-    return buckets
+    return server.histogram_buckets("troupe:iteration_tokens_total")
 
 
 def screenshot_path(tmp_path):
