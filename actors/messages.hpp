@@ -88,6 +88,8 @@ using engine_stats_ptr = std::shared_ptr<const engine_stats>;
 using config_change_ptr = std::shared_ptr<const config_change>;
 using draft_request_ptr = std::shared_ptr<const draft_request>;
 using draft_reply_ptr = std::shared_ptr<const draft_reply>;
+/// The live requests as the operator sees them, oldest first.
+using request_table_ptr = std::shared_ptr<const std::vector<request_info>>;
 
 }  // namespace troupe
 
@@ -106,6 +108,7 @@ CAF_ADD_TYPE_ID(troupe, (troupe::engine_stats_ptr))
 CAF_ADD_TYPE_ID(troupe, (troupe::config_change_ptr))
 CAF_ADD_TYPE_ID(troupe, (troupe::draft_request_ptr))
 CAF_ADD_TYPE_ID(troupe, (troupe::draft_reply_ptr))
+CAF_ADD_TYPE_ID(troupe, (troupe::request_table_ptr))
 CAF_ADD_TYPE_ID(troupe, (troupe::accepted_event))
 CAF_ADD_TYPE_ID(troupe, (troupe::delta_event))
 CAF_ADD_TYPE_ID(troupe, (troupe::finished_event))
@@ -123,6 +126,9 @@ CAF_ADD_ATOM(troupe, troupe::atom, drain, "drain")
 CAF_ADD_ATOM(troupe, troupe::atom, tick, "tick")
 CAF_ADD_ATOM(troupe, troupe::atom, fail, "fail")
 CAF_ADD_ATOM(troupe, troupe::atom, propose, "propose")
+CAF_ADD_ATOM(troupe, troupe::atom, requests, "requests")
+CAF_ADD_ATOM(troupe, troupe::atom, abort, "abort")
+CAF_ADD_ATOM(troupe, troupe::atom, priority, "priority")
 CAF_END_TYPE_ID_BLOCK(troupe)
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::submission_ptr)
@@ -139,6 +145,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::engine_stats_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::config_change_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::draft_request_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::draft_reply_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::request_table_ptr)
 // The four sink events go to caller-provided actors as plain values; they
 // stay in the process, so they need no serialisation either.
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::accepted_event)
@@ -182,6 +189,12 @@ using scheduler_actor = caf::typed_actor<
     caf::replies_to<atom::stats>::with<engine_stats_ptr>,
     /// Applies live knob changes at the next step; replies "" or what was wrong.
     caf::replies_to<atom::configure, config_change_ptr>::with<std::string>,
+    /// The live requests for the operator (id, state, policy class, tokens, blocks, age, TTFT).
+    caf::replies_to<atom::requests>::with<request_table_ptr>,
+    /// Aborts a live request by id (finish reason abort); replies false when no live request has it.
+    caf::replies_to<atom::abort, std::string>::with<bool>,
+    /// Sets a live request's policy priority; replies false when no live request has that id.
+    caf::replies_to<atom::priority, std::string, std::int32_t>::with<bool>,
     /// Stops admitting; replies true once no request is left or `seconds` passed (then aborts the rest).
     caf::replies_to<atom::drain, double>::with<bool>,
     /// Internal: re-check timeouts and idle work.

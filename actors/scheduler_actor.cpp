@@ -248,6 +248,14 @@ caf::result<bool> drain(self_ptr self, double seconds) {
   return promise;
 }
 
+bool abort_request(self_ptr self, const std::string& id) {
+  std::optional<loop_events> events = self->state.loop->abort(id, self->state.now());
+  if (!events) return false;
+  route(self, std::move(*events));
+  try_step(self);
+  return true;
+}
+
 void on_tick(self_ptr self) {
   self->state.tick_scheduled = false;
   route(self, self->state.loop->on_tick(self->state.now()));
@@ -274,6 +282,16 @@ scheduler_actor::behavior_type scheduler_behavior(self_ptr self, scheduler_setup
         std::string problem = self->state.loop->configure(*change, self->state.now());
         try_step(self);
         return problem;
+      },
+      [self](atom::requests) {
+        return request_table_ptr{
+            std::make_shared<std::vector<request_info>>(self->state.loop->request_table(self->state.now()))};
+      },
+      [self](atom::abort, const std::string& id) { return abort_request(self, id); },
+      [self](atom::priority, const std::string& id, std::int32_t priority) {
+        const bool known = self->state.loop->set_priority(id, priority);
+        if (known) try_step(self);
+        return known;
       },
       [self](atom::drain, double seconds) { return drain(self, seconds); },
       [self](atom::tick) { on_tick(self); },

@@ -74,6 +74,27 @@ class troupe_engine final : public engine {
     return problem;
   }
 
+  std::vector<request_info> list_requests() override {
+    std::vector<request_info> table;
+    if (stopped_) return table;
+    caf::scoped_actor self{system_};
+    self->request(handles_.scheduler, std::chrono::seconds(2), atom::requests_v)
+        .receive([&](const request_table_ptr& answer) { table = *answer; },
+                 [](const caf::error& error) {
+                   spdlog::warn("engine: the scheduler did not list its requests: {}", caf::to_string(error));
+                 });
+    return table;
+  }
+
+  bool abort(const std::string& request_id) override { return !stopped_ && ask_scheduler(atom::abort_v, request_id); }
+
+  std::string set_priority(const std::string& request_id, int priority) override {
+    if (stopped_) return "the engine has shut down";
+    if (!ask_scheduler(atom::priority_v, request_id, std::int32_t{priority}))
+      return "no live request '" + request_id + "'";
+    return {};
+  }
+
   std::vector<std::int32_t> tokenize(const std::string& text, bool add_special_tokens) override {
     return model_.preparer->tokenizer()->encode(text, add_special_tokens);
   }
@@ -110,6 +131,19 @@ class troupe_engine final : public engine {
   }
 
  private:
+  /// Sends the scheduler a request answered with a bool; false when it did not answer.
+  template <typename... Args>
+  bool ask_scheduler(Args&&... args) {
+    bool answer = false;
+    caf::scoped_actor self{system_};
+    self->request(handles_.scheduler, std::chrono::seconds(2), std::forward<Args>(args)...)
+        .receive([&](bool reply) { answer = reply; },
+                 [](const caf::error& error) {
+                   spdlog::warn("engine: the scheduler did not answer: {}", caf::to_string(error));
+                 });
+    return answer;
+  }
+
   std::unique_ptr<caf::actor_system_config> owned_config_;
   std::unique_ptr<caf::actor_system> owned_system_;
   caf::actor_system& system_;

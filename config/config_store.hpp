@@ -34,8 +34,9 @@ struct knob_spec {
   std::vector<std::string> choices;  ///< allowed values of a text knob (empty: any)
   std::string unit;                  ///< "tokens", "bytes", "s", ... (empty when unitless)
   std::string help;
-  bool live = false;  ///< may change while the engine runs
-  std::string group;  ///< "engine", "server", ...
+  bool live = false;    ///< may change while the engine runs
+  std::string group;    ///< "engine", "server", ...
+  bool secret = false;  ///< its value is never shown (the admin API reports whether it is set)
 };
 
 /// A parsed knob value.

@@ -56,6 +56,11 @@ knob_spec boolean(std::string name, bool fallback, std::string help, bool live =
           {}};
 }
 
+knob_spec secret(knob_spec knob) {
+  knob.secret = true;
+  return knob;
+}
+
 std::vector<knob_spec> in_group(std::vector<knob_spec> knobs, const std::string& group) {
   for (auto& knob : knobs) knob.group = group;
   return knobs;
@@ -83,7 +88,28 @@ std::vector<knob_spec> engine_knobs() {
                   "mlfq policy: decode steps a request runs at the top level before it drops a level (each level "
                   "down doubles it)",
                   true),
+          integer("mlfq_levels", 4, 1, 16, "levels", "mlfq policy: number of queues", true),
+          integer("mlfq_quantum_growth", 2, 1, 16, "",
+                  "mlfq policy: each level's quantum and prompt-length limit is this times the one above", true),
+          integer("mlfq_entry_prompt_tokens", 256, 1, 1 << 20, "tokens",
+                  "mlfq policy: longest prompt that joins the top level (each level down admits growth times more)",
+                  true),
+          real("mlfq_promote_after", "30", 0.001, 86400, "s",
+               "mlfq policy: a request unserved this long goes back to the top level (starvation guard)", true),
+          real("fair_prompt_weight", "1", 0, 1000, "",
+               "fair policy: service charged to a tenant per computed prompt token", true),
+          real("fair_output_weight", "2", 0, 1000, "", "fair policy: service charged to a tenant per generated token",
+               true),
+          integer("fair_idle_tenants", 1024, 0, 1 << 24, "tenants",
+                  "fair policy: tenants without live requests whose counters are remembered", true),
           text("preemption_mode", "auto", {"auto", "swap", "recompute"}, "how preempted requests give up KV", true),
+          integer("swap_min_tokens", 256, 0, 1 << 24, "tokens",
+                  "preemption_mode auto: sequences shorter than this are recomputed rather than swapped", true),
+          integer("preemption_grace_steps", 8, 0, 1 << 20, "steps",
+                  "steps a sequence runs after admission or resumption before a more urgent request may preempt it",
+                  true),
+          real("admission_watermark", "0.01", 0, 0.5, "fraction",
+               "share of device KV blocks kept free when admitting new work", true),
           boolean("enable_prefix_caching", true, "reuse KV blocks of identical prompt prefixes"),
           integer("max_waiting_requests", 4096, 1, 1 << 24, "requests", "queue bound; more is rejected", true),
           integer("max_n", 16, 1, 1024, "choices", "limit on the request field n"),
@@ -130,7 +156,7 @@ std::vector<knob_spec> server_knobs() {
       {
           text("host", "127.0.0.1", {}, "address to listen on"),
           integer("port", 8000, 0, 65535, "", "TCP port (0: pick a free one)"),
-          text("api_key", "", {}, "require `Authorization: Bearer <key>` when set"),
+          secret(text("api_key", "", {}, "require `Authorization: Bearer <key>` when set")),
           text("prefix_cache_isolation", "none", {"none", "api_key", "user"},
                "which requests share cached prompt prefixes (reported as cached_tokens): all, those of one API "
                "key, or those of one `user`; left at its default while api_key is set, isolated by API key"),
@@ -145,7 +171,15 @@ std::vector<knob_spec> server_knobs() {
           integer("stream_queue_bytes", 4 << 20, 4096, 1 << 30, "bytes", "outgoing queue per SSE stream or WebSocket"),
           integer("max_ws_requests", 256, 1, 65536, "requests", "concurrent requests per WebSocket"),
           real("shutdown_timeout", "30", 0, 86400, "s", "on SIGTERM, drain in-flight requests this long"),
-          text("config", "", {}, "JSON file of knob values (lower precedence than env and flags)"),
+          text("config", "", {},
+               "JSON file of knob values (lower precedence than env and flags); POST /admin/config/save writes the "
+               "live settings back to it (alias --config-file)"),
+          boolean("admin", true, "serve the operator console and the /admin API"),
+          secret(text("admin_token", "", {},
+                      "bearer token the /admin endpoints require (API keys never open them); without one they answer "
+                      "on loopback only, and a non-loopback host refuses to start")),
+          real("admin_stream_interval", "1", 0.05, 60, "s", "default period of /admin/stream snapshots"),
+          integer("admin_audit_entries", 1000, 1, 1 << 20, "entries", "audit log entries /admin/audit keeps"),
       },
       "server");
 }

@@ -68,6 +68,7 @@ void scheduler_metrics::fill(engine_stats& stats) const {
   stats.preemptions = preemptions;
   stats.request_success = request_success;
   stats.steps = steps;
+  stats.step_sequences = step_sequences;
   stats.spec_decode_num_drafts = spec_drafts;
   stats.spec_decode_num_draft_tokens = spec_draft_tokens;
   stats.spec_decode_num_accepted_tokens = spec_accepted_tokens;

@@ -48,6 +48,7 @@ struct scheduler_metrics {
   histogram model_execute_time_s{step_time_buckets_s()};  ///< executor time of each step with sequences
 
   std::uint64_t steps = 0;
+  std::uint64_t step_sequences = 0;                       ///< sequences over all steps (batch sizes summed)
   std::uint64_t prompt_tokens = 0;                        ///< prompt tokens of admitted requests
   std::uint64_t generation_tokens = 0;                    ///< sampled tokens
   std::uint64_t requests_rejected = 0;                    ///< refused at submit (overloaded, too long, deadline)

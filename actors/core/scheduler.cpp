@@ -5,6 +5,7 @@
 #include "actors/core/scheduler.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <stdexcept>
 
 #include "config/config_store.hpp"
@@ -14,6 +15,14 @@ namespace troupe {
 namespace {
 
 std::uint64_t mix_seed(std::uint64_t base, std::uint64_t counter) { return choice_seed(base + counter, 1); }
+
+// The shortest text that reads back as `value`: a value just outside a
+// knob's range is not rounded into it, and messages stay readable.
+std::string real_text(double value) {
+  char buffer[32];
+  const auto end = std::to_chars(buffer, buffer + sizeof buffer, value).ptr;
+  return std::string(buffer, end);
+}
 
 }  // namespace
 
@@ -34,22 +43,31 @@ scheduler::~scheduler() = default;
 
 std::string scheduler::validate_config(const scheduler_config& c) {
   const config_store& knobs = knob_defaults();
+  const policy_config& p = c.policies;
   for (const auto& [knob, value] : {std::pair{"max_num_batched_tokens", c.max_num_batched_tokens},
                                     {"max_num_seqs", c.max_num_seqs},
                                     {"max_prefill_chunk", c.max_prefill_chunk},
                                     {"block_size", c.block_size},
                                     {"max_waiting_requests", c.max_waiting_requests},
-                                    {"mlfq_quantum", c.policies.mlfq_base_quantum},
+                                    {"mlfq_quantum", p.mlfq_base_quantum},
+                                    {"mlfq_levels", p.mlfq_levels},
+                                    {"mlfq_quantum_growth", p.mlfq_quantum_growth},
+                                    {"mlfq_entry_prompt_tokens", p.mlfq_entry_prompt_tokens},
+                                    {"swap_min_tokens", c.swap_min_tokens},
+                                    {"preemption_grace_steps", c.preemption_grace_steps},
                                     {"num_speculative_tokens", c.num_speculative_tokens},
                                     {"speculative_max_batch", c.speculative_max_batch}}) {
     if (std::string problem = knobs.problem(knob, std::to_string(value)); !problem.empty()) return problem;
   }
+  for (const auto& [knob, value] : {std::pair{"mlfq_promote_after", p.mlfq_promote_after_s},
+                                    {"fair_prompt_weight", p.fair_prompt_weight},
+                                    {"fair_output_weight", p.fair_output_weight},
+                                    {"admission_watermark", c.admission_watermark}}) {
+    if (std::string problem = knobs.problem(knob, real_text(value)); !problem.empty()) return problem;
+  }
   if (c.max_model_len < 2) return "max_model_len must be at least 2";
   if (c.num_device_blocks < 1) return "num_device_blocks must be at least 1";
   if (c.num_host_blocks < 0) return "num_host_blocks must not be negative";
-  if (c.swap_min_tokens < 0) return "swap_min_tokens must not be negative";
-  if (c.preemption_grace_steps < 0) return "preemption_grace_steps must not be negative";
-  if (!(c.admission_watermark >= 0 && c.admission_watermark <= 0.5)) return "admission_watermark must be in [0, 0.5]";
   return {};
 }
 

@@ -127,6 +127,11 @@ class scheduler {
   std::size_t num_steps_in_flight() const { return in_flight_.size(); }
   /// A live request, or nullptr once it has finished and been released.
   const request_state* find_request(request_handle request) const;
+  /// Every live request as the operator sees it, oldest first (scheduler_requests.cpp).
+  std::vector<request_info> request_table(double now) const;
+  /// Sets a live request's policy priority; its place in line changes from
+  /// the next step. False when the request is unknown or done.
+  bool set_priority(request_handle request, int priority);
   /// Counters, gauges and histograms (see metrics.hpp).
   const scheduler_metrics& metrics() const { return metrics_; }
 

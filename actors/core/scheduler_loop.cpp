@@ -27,6 +27,7 @@ loop_submission scheduler_loop::submit(const std::string& id, request_spec spec,
     out.error = {id, error_kind::invalid_request, "a request with id '" + id + "' is already running", "request_id"};
     return out;
   }
+  spec.request_id = id;  // the id the request table shows
   const submit_result result = core_.submit(std::move(spec), now);
   if (!result.accepted) {
     out.error = {id, result.error, result.message, ""};

@@ -155,6 +155,13 @@ class scheduler_loop {
   engine_stats stats(double now) const;
   /// Applies a live settings change; "" or what was wrong (then nothing changed).
   std::string configure(const settings_change& change, double now);
+  /// The live requests (scheduler::request_table).
+  std::vector<request_info> request_table(double now) const { return core_.request_table(now); }
+  /// Aborts live request `id` (its choices finish with reason abort); nullopt
+  /// when no live request has that id (nothing is remembered, unlike cancel).
+  std::optional<loop_events> abort(const std::string& id, double now);
+  /// Sets live request `id`'s priority; false when no live request has that id.
+  bool set_priority(const std::string& id, int priority);
   /// Stops admitting; answers at once or gives the drain an id whose answer
   /// comes in a later loop_events (after `seconds`, on_tick gives up on it).
   drain_start drain(double seconds, double now);

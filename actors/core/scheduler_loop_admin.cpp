@@ -1,5 +1,5 @@
-// The scheduler loop's admin side: the stats snapshot, live settings,
-// drains and their deadline tick.
+// The scheduler loop's admin side: the stats snapshot, live settings, the
+// operator's request actions, drains and their deadline tick.
 
 #include <algorithm>
 
@@ -16,7 +16,18 @@ live_settings scheduler_loop::settings() const {
   settings.max_num_seqs = config.max_num_seqs;
   settings.max_prefill_chunk = config.max_prefill_chunk;
   settings.max_waiting_requests = config.max_waiting_requests;
-  settings.mlfq_quantum = config.policies.mlfq_base_quantum;
+  const policy_config& policies = config.policies;
+  settings.mlfq_quantum = policies.mlfq_base_quantum;
+  settings.mlfq_levels = policies.mlfq_levels;
+  settings.mlfq_quantum_growth = policies.mlfq_quantum_growth;
+  settings.mlfq_entry_prompt_tokens = policies.mlfq_entry_prompt_tokens;
+  settings.mlfq_promote_after = policies.mlfq_promote_after_s;
+  settings.fair_prompt_weight = policies.fair_prompt_weight;
+  settings.fair_output_weight = policies.fair_output_weight;
+  settings.fair_idle_tenants = static_cast<int>(policies.fair_idle_tenants);
+  settings.swap_min_tokens = config.swap_min_tokens;
+  settings.preemption_grace_steps = config.preemption_grace_steps;
+  settings.admission_watermark = config.admission_watermark;
   settings.num_speculative_tokens = config.num_speculative_tokens;
   settings.speculative_adaptive = config.speculative_adaptive;
   settings.speculative_max_batch = config.speculative_max_batch;
@@ -48,7 +59,18 @@ std::string scheduler_loop::configure(const settings_change& change, double now)
   if (change.max_num_seqs) config.max_num_seqs = *change.max_num_seqs;
   if (change.max_prefill_chunk) config.max_prefill_chunk = *change.max_prefill_chunk;
   if (change.max_waiting_requests) config.max_waiting_requests = *change.max_waiting_requests;
-  if (change.mlfq_quantum) config.policies.mlfq_base_quantum = *change.mlfq_quantum;
+  policy_config& policies = config.policies;
+  if (change.mlfq_quantum) policies.mlfq_base_quantum = *change.mlfq_quantum;
+  if (change.mlfq_levels) policies.mlfq_levels = *change.mlfq_levels;
+  if (change.mlfq_quantum_growth) policies.mlfq_quantum_growth = *change.mlfq_quantum_growth;
+  if (change.mlfq_entry_prompt_tokens) policies.mlfq_entry_prompt_tokens = *change.mlfq_entry_prompt_tokens;
+  if (change.mlfq_promote_after) policies.mlfq_promote_after_s = *change.mlfq_promote_after;
+  if (change.fair_prompt_weight) policies.fair_prompt_weight = *change.fair_prompt_weight;
+  if (change.fair_output_weight) policies.fair_output_weight = *change.fair_output_weight;
+  if (change.fair_idle_tenants) policies.fair_idle_tenants = static_cast<std::size_t>(*change.fair_idle_tenants);
+  if (change.swap_min_tokens) config.swap_min_tokens = *change.swap_min_tokens;
+  if (change.preemption_grace_steps) config.preemption_grace_steps = *change.preemption_grace_steps;
+  if (change.admission_watermark) config.admission_watermark = *change.admission_watermark;
   if (change.num_speculative_tokens) config.num_speculative_tokens = *change.num_speculative_tokens;
   if (change.speculative_adaptive) config.speculative_adaptive = *change.speculative_adaptive;
   if (change.speculative_max_batch) config.speculative_max_batch = *change.speculative_max_batch;
@@ -56,6 +78,16 @@ std::string scheduler_loop::configure(const settings_change& change, double now)
   if (std::string problem = core_.set_config(config); !problem.empty()) return problem;
   if (change.policy) core_.set_policy(*change.policy, now);
   return {};
+}
+
+std::optional<loop_events> scheduler_loop::abort(const std::string& id, double now) {
+  if (!handle_of(id)) return std::nullopt;
+  return cancel(id, now);
+}
+
+bool scheduler_loop::set_priority(const std::string& id, int priority) {
+  const std::optional<request_handle> handle = handle_of(id);
+  return handle && core_.set_priority(*handle, priority);
 }
 
 drain_start scheduler_loop::drain(double seconds, double now) {

@@ -133,6 +133,7 @@ scheduled_step scheduler::take_step() {
     add_rows(step, step.sequences.back(), seq, record);
   }
   ++metrics_.steps;
+  metrics_.step_sequences += step.sequences.size();
   if (const std::int32_t tokens = step.num_tokens(); tokens > 0) metrics_.iteration_tokens.observe(tokens);
   if (!step.sequences.empty()) in_flight_.emplace(step.id, std::move(record));
   plan_.reset();

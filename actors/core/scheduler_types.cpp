@@ -23,7 +23,15 @@ void move_append(std::vector<T>& to, std::vector<T>& from) {
 
 policy_config::policy_config() : policy_config(engine_config{}) {}
 
-policy_config::policy_config(const engine_config& engine) : mlfq_base_quantum(engine.mlfq_quantum) {}
+policy_config::policy_config(const engine_config& engine)
+    : mlfq_levels(engine.mlfq_levels),
+      mlfq_base_quantum(engine.mlfq_quantum),
+      mlfq_quantum_growth(engine.mlfq_quantum_growth),
+      mlfq_entry_prompt_tokens(engine.mlfq_entry_prompt_tokens),
+      mlfq_promote_after_s(engine.mlfq_promote_after_s),
+      fair_prompt_weight(engine.fair_prompt_weight),
+      fair_output_weight(engine.fair_output_weight),
+      fair_idle_tenants(static_cast<std::size_t>(engine.fair_idle_tenants)) {}
 
 scheduler_config::scheduler_config() : scheduler_config(engine_config{}) {}
 
@@ -34,6 +42,9 @@ scheduler_config::scheduler_config(const engine_config& engine)
       block_size(engine.block_size),
       max_waiting_requests(engine.max_waiting_requests),
       policies(engine),
+      swap_min_tokens(engine.swap_min_tokens),
+      preemption_grace_steps(engine.preemption_grace_steps),
+      admission_watermark(engine.admission_watermark),
       enable_prefix_caching(engine.enable_prefix_caching),
       num_speculative_tokens(engine.num_speculative_tokens),
       speculative_adaptive(engine.speculative_adaptive),

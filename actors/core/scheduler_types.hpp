@@ -44,19 +44,19 @@ const char* preemption_kind_name(preemption_kind kind);
 struct policy_config {
   /// The knob-backed tunables at their registry defaults.
   policy_config();
-  /// The knob-backed tunables `engine` sets (mlfq_quantum).
+  /// The knob-backed tunables `engine` sets (every field, knobs mlfq_* and fair_*).
   explicit policy_config(const engine_config& engine);
 
   // mlfq (FastServe skip-join multi-level feedback queue)
-  int mlfq_levels = 4;                 ///< number of queues
-  int mlfq_base_quantum;               ///< decode iterations a request gets at level 0 (knob mlfq_quantum)
-  int mlfq_quantum_growth = 2;         ///< level i's quantum is base * growth^i
-  int mlfq_entry_prompt_tokens = 256;  ///< level i admits prompts up to this * growth^i tokens
-  double mlfq_promote_after_s = 30.0;  ///< unserved this long: back to level 0
+  int mlfq_levels;               ///< number of queues
+  int mlfq_base_quantum;         ///< decode iterations a request gets at level 0 (knob mlfq_quantum)
+  int mlfq_quantum_growth;       ///< level i's quantum is base * growth^i
+  int mlfq_entry_prompt_tokens;  ///< level i admits prompts up to this * growth^i tokens
+  double mlfq_promote_after_s;   ///< unserved this long: back to level 0 (knob mlfq_promote_after)
   // fair (virtual token counters per tenant)
-  double fair_prompt_weight = 1.0;       ///< service per computed prompt token
-  double fair_output_weight = 2.0;       ///< service per generated token
-  std::size_t fair_idle_tenants = 1024;  ///< tenants without live requests whose counters are kept at most
+  double fair_prompt_weight;      ///< service per computed prompt token
+  double fair_output_weight;      ///< service per generated token
+  std::size_t fair_idle_tenants;  ///< tenants without live requests whose counters are kept at most
 };
 
 /// Knobs of the scheduler. All but the pool sizes may change between steps.
@@ -79,10 +79,10 @@ struct scheduler_config {
   std::int32_t num_host_blocks = 0;          ///< host pool size, likewise
   preemption_mode preemption;                ///< how sequences give up KV (knob preemption_mode)
   policy_config policies;                    ///< tunables of the policies
-  int swap_min_tokens = 256;                 ///< automatic mode: recompute sequences shorter than this
-  int preemption_grace_steps = 8;            ///< steps a sequence runs after admission or resumption before a more
+  int swap_min_tokens;                       ///< automatic mode: recompute sequences shorter than this
+  int preemption_grace_steps;                ///< steps a sequence runs after admission or resumption before a more
                                              ///< urgent request may preempt it (running out of blocks ignores this)
-  double admission_watermark = 0.01;         ///< fraction of device blocks kept free when admitting new work
+  double admission_watermark;                ///< fraction of device blocks kept free when admitting new work
   std::vector<std::int32_t> eos_token_ids;   ///< the model's end-of-sequence ids
   bool enable_prefix_caching;                ///< reuse cached KV blocks of identical prefixes
   std::uint64_t seed = 0x7472'6f75'7065ull;  ///< source of seeds for requests that bring none

@@ -1,28 +1,122 @@
+// The admin API's view of the knobs: every knob with its registry entry and
+// current value, the one table between live knobs and the live_settings /
+// settings_change fields, and validation of changes.
+
 #include "api/http/admin.hpp"
 
+#include <algorithm>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value_from.hpp>
+#include <charconv>
+#include <cstdlib>
+#include <variant>
 
+#include "api/http/admin_access.hpp"
 #include "api/http/api_error.hpp"
-#include "config/config_store.hpp"
 
 namespace troupe::api {
 
 namespace {
 
-/// The engine's live knobs: what PATCH /admin/config accepts (the registry
-/// refuses the others with source runtime).
-std::vector<knob_spec> live_knobs() {
-  std::vector<knob_spec> live;
-  for (knob_spec& knob : engine_knobs()) {
-    if (knob.live) live.push_back(std::move(knob));
-  }
-  return live;
+/// A live knob and the fields that carry it.
+template <typename T>
+struct live_field {
+  const char* name;
+  T live_settings::*value;
+  std::optional<T> settings_change::*change;
+};
+
+using any_live_field = std::variant<live_field<std::string>, live_field<int>, live_field<double>, live_field<bool>>;
+
+// Every live knob, in registry order: the one place a live knob meets its fields.
+const any_live_field live_fields[] = {
+    live_field<int>{"max_num_batched_tokens", &live_settings::max_num_batched_tokens,
+                    &settings_change::max_num_batched_tokens},
+    live_field<int>{"max_num_seqs", &live_settings::max_num_seqs, &settings_change::max_num_seqs},
+    live_field<int>{"max_prefill_chunk", &live_settings::max_prefill_chunk, &settings_change::max_prefill_chunk},
+    live_field<std::string>{"policy", &live_settings::policy, &settings_change::policy},
+    live_field<int>{"mlfq_quantum", &live_settings::mlfq_quantum, &settings_change::mlfq_quantum},
+    live_field<int>{"mlfq_levels", &live_settings::mlfq_levels, &settings_change::mlfq_levels},
+    live_field<int>{"mlfq_quantum_growth", &live_settings::mlfq_quantum_growth, &settings_change::mlfq_quantum_growth},
+    live_field<int>{"mlfq_entry_prompt_tokens", &live_settings::mlfq_entry_prompt_tokens,
+                    &settings_change::mlfq_entry_prompt_tokens},
+    live_field<double>{"mlfq_promote_after", &live_settings::mlfq_promote_after, &settings_change::mlfq_promote_after},
+    live_field<double>{"fair_prompt_weight", &live_settings::fair_prompt_weight, &settings_change::fair_prompt_weight},
+    live_field<double>{"fair_output_weight", &live_settings::fair_output_weight, &settings_change::fair_output_weight},
+    live_field<int>{"fair_idle_tenants", &live_settings::fair_idle_tenants, &settings_change::fair_idle_tenants},
+    live_field<std::string>{"preemption_mode", &live_settings::preemption_mode, &settings_change::preemption_mode},
+    live_field<int>{"swap_min_tokens", &live_settings::swap_min_tokens, &settings_change::swap_min_tokens},
+    live_field<int>{"preemption_grace_steps", &live_settings::preemption_grace_steps,
+                    &settings_change::preemption_grace_steps},
+    live_field<double>{"admission_watermark", &live_settings::admission_watermark,
+                       &settings_change::admission_watermark},
+    live_field<int>{"max_waiting_requests", &live_settings::max_waiting_requests,
+                    &settings_change::max_waiting_requests},
+    live_field<int>{"num_speculative_tokens", &live_settings::num_speculative_tokens,
+                    &settings_change::num_speculative_tokens},
+    live_field<bool>{"speculative_adaptive", &live_settings::speculative_adaptive,
+                     &settings_change::speculative_adaptive},
+    live_field<int>{"speculative_max_batch", &live_settings::speculative_max_batch,
+                    &settings_change::speculative_max_batch},
+};
+
+std::string text_of(const std::string& value) { return value; }
+std::string text_of(int value) { return std::to_string(value); }
+std::string text_of(bool value) { return value ? "true" : "false"; }
+std::string text_of(double value) {
+  char buffer[32];
+  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);  // shortest text that reads back
+  return std::string(buffer, result.ptr);
 }
 
-// What the console needs to draw a knob's input: its help, unit, range and choices.
-boost::json::object knob_json(const knob_spec& knob) {
-  boost::json::object out{{"help", knob.help}};
+void read_into(const config_store& store, const char* name, std::optional<std::string>& out) {
+  out = store.get_text(name);
+}
+void read_into(const config_store& store, const char* name, std::optional<int>& out) {
+  out = static_cast<int>(store.get_int(name));
+}
+void read_into(const config_store& store, const char* name, std::optional<double>& out) { out = store.get_real(name); }
+void read_into(const config_store& store, const char* name, std::optional<bool>& out) { out = store.get_bool(name); }
+
+/// A knob's value text as typed JSON.
+boost::json::value typed(knob_kind kind, const std::string& text) {
+  switch (kind) {
+    case knob_kind::integer:
+      return std::strtoll(text.c_str(), nullptr, 10);
+    case knob_kind::real:
+      return std::strtod(text.c_str(), nullptr);
+    case knob_kind::boolean:
+      return text == "true";
+    case knob_kind::text:
+      break;
+  }
+  return boost::json::string(text);
+}
+
+const char* kind_name(knob_kind kind) {
+  switch (kind) {
+    case knob_kind::integer:
+      return "integer";
+    case knob_kind::real:
+      return "real";
+    case knob_kind::boolean:
+      return "boolean";
+    case knob_kind::text:
+      break;
+  }
+  return "text";
+}
+
+// A knob as the console draws it: the registry entry, the value and where it came from.
+boost::json::object knob_json(const knob_spec& knob, const std::string& value, std::string_view source) {
+  boost::json::object out{{"kind", kind_name(knob.kind)}, {"help", knob.help}, {"live", knob.live},
+                          {"group", knob.group},          {"source", source},  {"secret", knob.secret}};
+  if (knob.secret) {
+    out["set"] = !value.empty();
+  } else {
+    out["value"] = typed(knob.kind, value);
+    out["default"] = typed(knob.kind, knob.default_value);
+  }
   if (!knob.unit.empty()) out["unit"] = knob.unit;
   if (knob.min) out["min"] = *knob.min;
   if (knob.max) out["max"] = *knob.max;
@@ -34,77 +128,91 @@ boost::json::object knob_json(const knob_spec& knob) {
 std::string scalar_text(const std::string& name, const boost::json::value& value) {
   if (value.is_string()) return std::string(value.as_string());
   if (value.is_number() || value.is_bool()) return boost::json::serialize(value);
-  throw invalid_field(name, "setting '" + name + "' must be a string, number or boolean", "invalid_setting");
+  throw invalid_field(name, "knob '" + name + "' must be a string, number or boolean", "invalid_setting");
 }
 
 }  // namespace
 
-boost::json::object admin_config_json(const engine_stats& stats) {
-  const live_settings& s = stats.settings;
-  boost::json::array live;
-  boost::json::object knobs;
-  for (const knob_spec& knob : live_knobs()) {
-    live.emplace_back(knob.name);
-    knobs[knob.name] = knob_json(knob);
+admin_context::admin_context(const config_store& knobs, bool enabled, std::string token, std::string config_file,
+                             double stream_interval_s, std::size_t audit_entries)
+    : enabled(enabled),
+      token(std::move(token)),
+      config_file(std::move(config_file)),
+      stream_interval_s(stream_interval_s),
+      audit(audit_entries),
+      knobs(knobs) {}
+
+std::unique_ptr<admin_context> make_admin_context(const server_config& config) {
+  if (std::string problem = admin_startup_problem(config.host, config.admin_enabled, config.admin_token);
+      !problem.empty())
+    throw std::runtime_error(problem);
+  if (!config.admin_enabled) return nullptr;
+  return std::make_unique<admin_context>(config.knobs ? *config.knobs : knob_defaults(), true, config.admin_token,
+                                         config.config_file, config.admin_stream_interval_s,
+                                         static_cast<std::size_t>(std::max(1, config.admin_audit_entries)));
+}
+
+std::vector<std::pair<std::string, std::string>> live_setting_values(const live_settings& settings) {
+  std::vector<std::pair<std::string, std::string>> values;
+  for (const any_live_field& field : live_fields)
+    std::visit([&](const auto& f) { values.emplace_back(f.name, text_of(settings.*f.value)); }, field);
+  return values;
+}
+
+std::vector<std::pair<std::string, std::string>> changed_values(const settings_change& change) {
+  std::vector<std::pair<std::string, std::string>> values;
+  for (const any_live_field& field : live_fields) {
+    std::visit(
+        [&](const auto& f) {
+          if (const auto& given = change.*f.change) values.emplace_back(f.name, text_of(*given));
+        },
+        field);
   }
-  boost::json::object preemptions;
-  for (const auto& [kind, count] : stats.preemptions) preemptions[kind] = count;
-  return {
-      {"settings",
-       {{"policy", s.policy},
-        {"preemption_mode", s.preemption_mode},
-        {"max_num_batched_tokens", s.max_num_batched_tokens},
-        {"max_num_seqs", s.max_num_seqs},
-        {"max_prefill_chunk", s.max_prefill_chunk},
-        {"max_waiting_requests", s.max_waiting_requests},
-        {"mlfq_quantum", s.mlfq_quantum},
-        {"num_speculative_tokens", s.num_speculative_tokens},
-        {"speculative_adaptive", s.speculative_adaptive},
-        {"speculative_max_batch", s.speculative_max_batch}}},
-      {"live_settings", std::move(live)},
-      {"knobs", std::move(knobs)},
-      {"stats",
-       {{"healthy", stats.healthy},
-        {"health_detail", stats.health_detail},
-        {"num_requests_running", stats.num_requests_running},
-        {"num_requests_waiting", stats.num_requests_waiting},
-        {"num_requests_swapped", stats.num_requests_swapped},
-        {"kv_cache_usage", stats.kv_cache_usage},
-        {"host_kv_cache_usage", stats.host_kv_cache_usage},
-        {"kv_blocks_total", stats.kv_blocks_total},
-        {"prompt_tokens", stats.prompt_tokens},
-        {"generation_tokens", stats.generation_tokens},
-        {"steps", stats.steps},
-        {"preemptions", std::move(preemptions)}}},
-  };
+  return values;
+}
+
+boost::json::object admin_config_json(const live_settings& settings, const config_store& knobs) {
+  const auto live = live_setting_values(settings);
+  boost::json::object values;
+  boost::json::array live_names;
+  boost::json::object described;
+  for (const knob_spec& knob : knobs.specs()) {
+    std::string value = knobs.get_as_text(knob.name);
+    std::string_view source = config_source_name(knobs.source_of(knob.name));
+    for (const auto& [name, text] : live) {
+      if (name != knob.name) continue;
+      if (text != value) source = "runtime";  // changed by someone other than this server's PATCH
+      value = text;
+      values[name] = typed(knob.kind, text);
+      live_names.emplace_back(name);
+    }
+    described[knob.name] = knob_json(knob, value, source);
+  }
+  return {{"settings", std::move(values)}, {"live_settings", std::move(live_names)}, {"knobs", std::move(described)}};
 }
 
 settings_change parse_settings_change(const boost::json::object& body) {
-  config_store store(engine_knobs());
+  config_store store(all_knobs());
   for (const auto& [key, value] : body) {
     const std::string name(key);
     try {
+      if (!store.spec(name).live) {
+        throw config_error("knob '" + name + "' is restart-only: it cannot change while the engine runs (set it " +
+                           knob_flag(name) + " and restart)");
+      }
       store.set(name, scalar_text(name, value), config_source::runtime);
     } catch (const config_error& error) {
       throw invalid_field(name, error.what(), "invalid_setting");
     }
   }
   settings_change change;
-  const auto given = [&](const char* name) { return body.contains(name); };
-  if (given("policy")) change.policy = store.get_text("policy");
-  if (given("preemption_mode")) change.preemption_mode = store.get_text("preemption_mode");
-  if (given("max_num_batched_tokens"))
-    change.max_num_batched_tokens = static_cast<int>(store.get_int("max_num_batched_tokens"));
-  if (given("max_num_seqs")) change.max_num_seqs = static_cast<int>(store.get_int("max_num_seqs"));
-  if (given("max_prefill_chunk")) change.max_prefill_chunk = static_cast<int>(store.get_int("max_prefill_chunk"));
-  if (given("max_waiting_requests"))
-    change.max_waiting_requests = static_cast<int>(store.get_int("max_waiting_requests"));
-  if (given("mlfq_quantum")) change.mlfq_quantum = static_cast<int>(store.get_int("mlfq_quantum"));
-  if (given("num_speculative_tokens"))
-    change.num_speculative_tokens = static_cast<int>(store.get_int("num_speculative_tokens"));
-  if (given("speculative_adaptive")) change.speculative_adaptive = store.get_bool("speculative_adaptive");
-  if (given("speculative_max_batch"))
-    change.speculative_max_batch = static_cast<int>(store.get_int("speculative_max_batch"));
+  for (const any_live_field& field : live_fields) {
+    std::visit(
+        [&](const auto& f) {
+          if (body.contains(f.name)) read_into(store, f.name, change.*f.change);
+        },
+        field);
+  }
   return change;
 }
 

@@ -1,149 +1,94 @@
-// The /admin page: polls GET /admin/config once a second, charts the queue
-// and KV usage of the last five minutes, builds its settings form from the
-// live knobs the config lists (with the registry's choices and ranges), and
-// sends changed settings with PATCH /admin/config. The API key (when the server has one) is typed into
-// the page and kept in the tab's sessionStorage.
+// The /admin page: markup and style. It charts the snapshots /admin/stream
+// pushes, lists the requests with abort and priority controls, draws the
+// config panel from /admin/config and shows the audit log. The script is
+// admin_page_script.cpp; nothing is fetched from anywhere else.
+
+#include <string>
 
 #include "api/http/admin.hpp"
 
 namespace troupe::api {
 
-std::string_view admin_page_html() {
-  return R"HTML(<!doctype html>
+namespace {
+
+constexpr std::string_view page_head = R"HTML(<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
-<title>Troupe admin</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Troupe console</title>
 <style>
-body { font: 14px system-ui, sans-serif; margin: 1.5em; color: #222; }
-h1 { font-size: 1.3em; margin: 0 0 .8em; }
-.cards { display: flex; flex-wrap: wrap; gap: .8em; }
-.card { border: 1px solid #ccc; border-radius: 6px; padding: .6em 1em; min-width: 8em; }
-.card b { display: block; font-size: 1.5em; }
-canvas { border: 1px solid #ccc; border-radius: 6px; margin: 1em 1em 0 0; }
-form { margin-top: 1em; display: grid; grid-template-columns: minmax(14em, 28em) 10em; gap: .4em; }
-#message { margin-top: .8em; min-height: 1.2em; }
-.error { color: #b00; } .ok { color: #070; }
+:root { --fg: #1d2330; --muted: #667085; --line: #d9dde5; --bg: #f6f7f9; --ok: #137333; --bad: #b3261e; }
+* { box-sizing: border-box; }
+body { font: 13px system-ui, sans-serif; margin: 0; color: var(--fg); background: var(--bg); }
+header { display: flex; align-items: center; gap: 1em; padding: .6em 1.2em; background: #fff;
+         border-bottom: 1px solid var(--line); position: sticky; top: 0; z-index: 1; }
+header h1 { font-size: 1.15em; margin: 0; }
+header .grow { flex: 1; }
+main { padding: .8em 1.2em; }
+section { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: .6em .9em; margin-bottom: .9em; }
+h2 { font-size: 1em; margin: .1em 0 .6em; }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(9em, 1fr)); gap: .6em; }
+.card { border: 1px solid var(--line); border-radius: 6px; padding: .4em .7em; background: #fff; }
+.card span { color: var(--muted); } .card b { display: block; font-size: 1.4em; }
+.charts { display: grid; grid-template-columns: repeat(auto-fill, minmax(330px, 1fr)); gap: .6em; }
+canvas { width: 100%; height: 170px; border: 1px solid var(--line); border-radius: 6px; background: #fff; }
+table { border-collapse: collapse; width: 100%; }
+th, td { text-align: left; padding: .25em .5em; border-bottom: 1px solid var(--line); white-space: nowrap; }
+th { color: var(--muted); font-weight: 600; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.scroll { max-height: 22em; overflow: auto; }
+input, select, button { font: inherit; padding: .15em .4em; }
+input[type=number] { width: 7em; }
+.ok { color: var(--ok); } .bad { color: var(--bad); } .muted { color: var(--muted); }
+.help { color: var(--muted); white-space: normal; max-width: 34em; }
+#health.bad { font-weight: 700; }
 </style>
 </head>
 <body>
-<h1>Troupe admin <span id="health"></span></h1>
-<div class="cards">
-  <div class="card">running<b id="num_requests_running">-</b></div>
-  <div class="card">waiting<b id="num_requests_waiting">-</b></div>
-  <div class="card">swapped<b id="num_requests_swapped">-</b></div>
-  <div class="card">KV cache used<b id="kv">-</b></div>
-  <div class="card">generated tok/s<b id="tps">-</b></div>
-  <div class="card">steps/s<b id="sps">-</b></div>
-</div>
-<canvas id="queue" width="480" height="160" title="running (blue) and waiting (orange) requests"></canvas>
-<canvas id="kvchart" width="480" height="160" title="KV cache used, percent"></canvas>
-<form id="settings">
-  <label for="key" id="key-label">API key (if the server has one)</label><input id="key" type="password" autocomplete="off">
-  <span></span><button type="submit">Apply</button>
-</form>
-<div id="message"></div>
+<header>
+  <h1>Troupe console</h1><span id="health" class="muted">connecting…</span><span class="grow"></span>
+  <label>admin token <input id="token" type="password" autocomplete="off" size="18"></label>
+  <span id="link" class="muted"></span>
+</header>
+<main>
+<section><div class="cards">
+  <div class="card"><span>running</span><b id="card-running">–</b></div>
+  <div class="card"><span>waiting</span><b id="card-waiting">–</b></div>
+  <div class="card"><span>swapped</span><b id="card-swapped">–</b></div>
+  <div class="card"><span>KV device</span><b id="card-kv">–</b></div>
+  <div class="card"><span>KV host</span><b id="card-kvhost">–</b></div>
+  <div class="card"><span>output tok/s</span><b id="card-out">–</b></div>
+  <div class="card"><span>policy</span><b id="card-policy">–</b></div>
+  <div class="card"><span>token budget</span><b id="card-budget">–</b></div>
+</div></section>
+<section><h2>Last minutes</h2><div class="charts" id="charts"></div></section>
+<section><h2>Requests <span id="request-count" class="muted"></span></h2><div class="scroll">
+<table id="requests"><thead><tr><th>id</th><th>state</th><th>priority</th><th>tenant</th><th>deadline s</th>
+<th>MLFQ level</th><th>prompt tok</th><th>generated tok</th><th>blocks dev / host</th><th>age s</th>
+<th>TTFT ms</th><th>actions</th></tr></thead><tbody></tbody></table></div>
+<div id="request-message"></div></section>
+<section><h2>Live knobs</h2><table id="knobs"><thead><tr><th>knob</th><th>value</th><th>range</th><th></th>
+<th>what it does</th></tr></thead><tbody></tbody></table>
+<details><summary>Restart-only knobs</summary><table id="fixed-knobs"><tbody></tbody></table></details>
+<p><button id="save">Save live settings to the config file</button> <span id="save-message"></span></p></section>
+<section><h2>Audit log</h2><div class="scroll"><table id="audit"><thead><tr><th>#</th><th>when</th><th>who</th>
+<th>action</th><th>target</th><th>from</th><th>to</th></tr></thead><tbody></tbody></table></div></section>
+</main>
 <script>
-"use strict";
-let fields = [];
-const history = [];
-let previous = null, edited = false;
-const key = document.getElementById("key");
-key.value = sessionStorage.getItem("troupe-key") || "";
-function headers() {
-  sessionStorage.setItem("troupe-key", key.value);
-  const h = {"Content-Type": "application/json"};
-  if (key.value) h["Authorization"] = "Bearer " + key.value;
-  return h;
-}
-function say(text, ok) {
-  const m = document.getElementById("message");
-  m.textContent = text;
-  m.className = ok ? "ok" : "error";
-}
-// One input per live knob, as the registry describes it (choices, range, unit).
-function build_form(knobs, names) {
-  const form = document.getElementById("settings"), before = document.getElementById("key-label");
-  for (const name of names) {
-    const knob = knobs[name], label = document.createElement("label");
-    label.htmlFor = name;
-    label.textContent = knob.help + (knob.unit ? " [" + knob.unit + "]" : "");
-    let input;
-    if (knob.choices) {
-      input = document.createElement("select");
-      for (const choice of knob.choices) input.add(new Option(choice));
-    } else {
-      input = document.createElement("input");
-      input.type = "number";
-      if ("min" in knob) input.min = knob.min;
-      if ("max" in knob) input.max = knob.max;
-    }
-    input.id = name;
-    input.addEventListener("input", () => { edited = true; });
-    form.insertBefore(label, before);
-    form.insertBefore(input, before);
-  }
-  fields = names;
-}
-function chart(id, series, colours, top) {
-  const c = document.getElementById(id), g = c.getContext("2d");
-  g.clearRect(0, 0, c.width, c.height);
-  const max = Math.max(top, ...series.flat(), 1);
-  series.forEach((values, i) => {
-    g.strokeStyle = colours[i];
-    g.beginPath();
-    values.forEach((v, x) => {
-      const px = c.width - (values.length - 1 - x) * (c.width / 300), py = c.height - 4 - v / max * (c.height - 8);
-      x ? g.lineTo(px, py) : g.moveTo(px, py);
-    });
-    g.stroke();
-  });
-  g.fillStyle = "#555";
-  g.fillText(String(Math.round(max)), 4, 12);
-}
-async function poll() {
-  try {
-    const response = await fetch("/admin/config", {headers: headers()});
-    const body = await response.json();
-    if (!response.ok) { say(body.error ? body.error.message : response.statusText, false); return; }
-    const s = body.stats, now = performance.now() / 1000;
-    for (const name of ["num_requests_running", "num_requests_waiting", "num_requests_swapped"])
-      document.getElementById(name).textContent = s[name];
-    document.getElementById("kv").textContent = (100 * s.kv_cache_usage).toFixed(1) + "%";
-    document.getElementById("health").textContent = s.healthy ? "" : "(unhealthy: " + s.health_detail + ")";
-    if (previous) {
-      const dt = now - previous.t;
-      document.getElementById("tps").textContent = ((s.generation_tokens - previous.g) / dt).toFixed(0);
-      document.getElementById("sps").textContent = ((s.steps - previous.steps) / dt).toFixed(1);
-    }
-    previous = {t: now, g: s.generation_tokens, steps: s.steps};
-    history.push([s.num_requests_running, s.num_requests_waiting, 100 * s.kv_cache_usage]);
-    if (history.length > 300) history.shift();
-    chart("queue", [history.map(h => h[0]), history.map(h => h[1])], ["#1f77b4", "#ff7f0e"], 1);
-    chart("kvchart", [history.map(h => h[2])], ["#2ca02c"], 100);
-    if (!fields.length) build_form(body.knobs, body.live_settings);
-    if (!edited) for (const f of fields) document.getElementById(f).value = body.settings[f];
-  } catch (e) {
-    say("the server did not answer: " + e, false);
-  }
-}
-document.getElementById("settings").addEventListener("submit", async (event) => {
-  event.preventDefault();
-  const change = {};
-  for (const f of fields) {
-    const input = document.getElementById(f);
-    change[f] = input.type === "number" ? Number(input.value) : input.value;
-  }
-  const response = await fetch("/admin/config", {method: "PATCH", headers: headers(), body: JSON.stringify(change)});
-  const body = await response.json();
-  if (response.ok) { edited = false; say("applied", true); } else { say(body.error.message, false); }
-});
-poll();
-setInterval(poll, 1000);
+)HTML";
+
+constexpr std::string_view page_tail = R"HTML(
 </script>
 </body>
 </html>
 )HTML";
+
+}  // namespace
+
+std::string_view admin_page_html() {
+  static const std::string page = std::string(page_head) + std::string(admin_page_script()) + std::string(page_tail);
+  return page;
 }
 
 }  // namespace troupe::api

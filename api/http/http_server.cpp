@@ -59,6 +59,8 @@ server_state::server_state(engine& engine, server_config server_config)
   routes.started_at =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   routes.draining = &draining;
+  admin = make_admin_context(config);
+  routes.admin = admin.get();
 }
 
 std::uint64_t server_state::add_session(std::weak_ptr<closable> session) {

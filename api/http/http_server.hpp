@@ -29,23 +29,29 @@ struct server_config {
   /// request limits from `engine`.
   server_config(const config_store& knobs, const engine_config& engine);
 
-  std::string host;                         ///< address to listen on
-  std::uint16_t port;                       ///< 0: any free port (read it back with http_server::port())
-  int io_threads;                           ///< threads running the sockets
-  int worker_threads;                       ///< threads running route handlers (they may wait on the engine)
-  std::size_t max_body_bytes;               ///< larger bodies: 413
-  std::uint32_t max_header_bytes;           ///< larger headers: 431
-  std::chrono::milliseconds idle_timeout;   ///< keep-alive wait for a request; WebSocket idle (pinged)
-  std::chrono::milliseconds read_timeout;   ///< a request's first byte to its last (slowloris bound)
-  std::chrono::milliseconds write_timeout;  ///< one write to a client that does not read
-  int max_connections;                      ///< more: 503 and close (lowered when the open-file limit is short)
-  std::string api_key;                      ///< empty: no authentication
-  std::string prefix_cache_isolation;       ///< "none", "api_key" or "user": who shares cached prompt prefixes;
-                                            ///< empty (knob left at its default): "api_key" when a key is set
-  std::size_t max_stream_queue_bytes;       ///< outgoing queue per SSE response or WebSocket
-  int max_ws_requests;                      ///< concurrent requests per WebSocket
-  request_limits limits;                    ///< usually request_limits::from_engine_config
-  std::string version = "0.1.0";            ///< reported by /version
+  std::string host;                           ///< address to listen on
+  std::uint16_t port;                         ///< 0: any free port (read it back with http_server::port())
+  int io_threads;                             ///< threads running the sockets
+  int worker_threads;                         ///< threads running route handlers (they may wait on the engine)
+  std::size_t max_body_bytes;                 ///< larger bodies: 413
+  std::uint32_t max_header_bytes;             ///< larger headers: 431
+  std::chrono::milliseconds idle_timeout;     ///< keep-alive wait for a request; WebSocket idle (pinged)
+  std::chrono::milliseconds read_timeout;     ///< a request's first byte to its last (slowloris bound)
+  std::chrono::milliseconds write_timeout;    ///< one write to a client that does not read
+  int max_connections;                        ///< more: 503 and close (lowered when the open-file limit is short)
+  std::string api_key;                        ///< empty: no authentication
+  std::string prefix_cache_isolation;         ///< "none", "api_key" or "user": who shares cached prompt prefixes;
+                                              ///< empty (knob left at its default): "api_key" when a key is set
+  std::size_t max_stream_queue_bytes;         ///< outgoing queue per SSE response or WebSocket
+  int max_ws_requests;                        ///< concurrent requests per WebSocket
+  request_limits limits;                      ///< usually request_limits::from_engine_config
+  bool admin_enabled;                         ///< serve /admin (knob admin)
+  std::string admin_token;                    ///< empty: /admin answers loopback clients only
+  std::string config_file;                    ///< where POST /admin/config/save writes (knob config; empty: nowhere)
+  double admin_stream_interval_s;             ///< /admin/stream's default period, seconds
+  int admin_audit_entries;                    ///< audit entries kept
+  std::shared_ptr<const config_store> knobs;  ///< every knob's value at start, for GET /admin/config
+  std::string version = "0.1.0";              ///< reported by /version
 };
 
 /// See the file comment. Thread-safe.
@@ -53,7 +59,8 @@ class http_server {
  public:
   /// Raises the open-file limit for `config.max_connections` (lowering the
   /// cap when it cannot, see fd_budget.hpp), binds and listens (throws
-  /// std::runtime_error naming host:port when it cannot); serving starts
+  /// std::runtime_error naming host:port when it cannot, or naming knob
+  /// admin_token when /admin would be open beyond loopback); serving starts
   /// with start(). `engine` must outlive the server.
   http_server(engine& engine, server_config config);
   ~http_server();

@@ -157,6 +157,8 @@ class http_session final : public closable, public job_listener, public std::ena
     view.query = question == std::string_view::npos ? "" : std::string(target.substr(question + 1));
     view.authorization = std::string(request[http::field::authorization]);
     view.request_id = request_id_;
+    beast::error_code ignored;
+    view.remote_address = stream_.socket().remote_endpoint(ignored).address().to_string();
     if (beast::websocket::is_upgrade(request)) return upgrade(std::move(request), view);
     view.body = std::move(request.body());
     ++state_->pending_responses;
@@ -175,6 +177,7 @@ class http_session final : public closable, public job_listener, public std::ena
   }
 
   void upgrade(http::request<http::string_body> request, const http_request_view& view) {
+    if (view.path == "/admin/stream") return upgrade_admin_stream(std::move(request), view);
     if (std::optional<http_reply> refusal = check_websocket_upgrade(view, state_->routes)) {
       keep_alive_ = false;
       return do_write_reply(std::move(*refusal));
@@ -183,6 +186,17 @@ class http_session final : public closable, public job_listener, public std::ena
     // Only the header goes on: the session keeps it until the handshake is done.
     start_ws_session(std::move(stream_), http::request<http::empty_body>(std::move(request.base())), request_id_,
                      state_);
+  }
+
+  void upgrade_admin_stream(http::request<http::string_body> request, const http_request_view& view) {
+    std::variant<double, http_reply> accepted = admin_stream_upgrade(view, state_->routes.admin);
+    if (auto* refusal = std::get_if<http_reply>(&accepted)) {
+      keep_alive_ = false;
+      return do_write_reply(std::move(*refusal));
+    }
+    closed_ = true;  // the socket now belongs to the admin stream
+    start_admin_stream_session(std::move(stream_), http::request<http::empty_body>(std::move(request.base())),
+                               request_id_, std::get<double>(accepted), state_);
   }
 
   // --- routing (off the I/O threads) ---------------------------------------

@@ -15,12 +15,13 @@ struct header_field {
 
 /// An HTTP request as the routes see it (already size-checked by the session).
 struct http_request_view {
-  std::string method;         ///< "GET", "POST", ...
-  std::string path;           ///< request target without the query string
-  std::string query;          ///< text after '?', not decoded; empty when absent
-  std::string body;           ///< raw body bytes
-  std::string authorization;  ///< the Authorization header, empty when absent
-  std::string request_id;     ///< the X-Request-Id the response will echo
+  std::string method;          ///< "GET", "POST", ...
+  std::string path;            ///< request target without the query string
+  std::string query;           ///< text after '?', not decoded; empty when absent
+  std::string body;            ///< raw body bytes
+  std::string authorization;   ///< the Authorization header, empty when absent
+  std::string request_id;      ///< the X-Request-Id the response will echo
+  std::string remote_address;  ///< the client's IP address (textual), empty when unknown
 };
 
 /// A complete, non-streaming HTTP response.

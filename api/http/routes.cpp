@@ -6,6 +6,7 @@
 #include <string>
 
 #include "api/http/admin.hpp"
+#include "api/http/admin_access.hpp"
 #include "api/http/api_error.hpp"
 #include "api/http/json_fields.hpp"
 #include "api/http/prometheus.hpp"
@@ -147,26 +148,6 @@ routed_request handle_metrics(const http_request_view&, const route_context& con
   return routed;
 }
 
-routed_request handle_admin_page(const http_request_view&, const route_context&) {
-  routed_request routed;
-  routed.reply.content_type = "text/html; charset=utf-8";
-  routed.reply.body = std::string(admin_page_html());
-  routed.reply.headers.push_back({"Cache-Control", "no-store"});
-  return routed;
-}
-
-routed_request handle_admin_config(const http_request_view&, const route_context& context) {
-  return json_reply(admin_config_json(context.engine->stats()));
-}
-
-routed_request handle_admin_update(const http_request_view& request, const route_context& context) {
-  const settings_change change = parse_settings_change(parse_json_object(request.body));
-  if (std::string refused = context.engine->configure(change); !refused.empty()) {
-    throw api_error(409, "invalid_request_error", "the engine refused the change: " + refused, {}, "setting_refused");
-  }
-  return json_reply(admin_config_json(context.engine->stats()));
-}
-
 routed_request handle_ws_without_upgrade(const http_request_view&, const route_context&) {
   throw api_error(426, "invalid_request_error", "/v1/ws expects a WebSocket upgrade", {}, "upgrade_required");
 }
@@ -190,20 +171,8 @@ constexpr route routes[] = {
     {"GET",  "/ready",               false, handle_ready},
     {"GET",  "/version",             false, handle_version},
     {"GET",  "/metrics",             false, handle_metrics},
-    {"GET",  "/admin",               false, handle_admin_page},
-    {"GET",  "/admin/config",        true,  handle_admin_config},
-    {"PATCH", "/admin/config",       true,  handle_admin_update},
 };
 // clang-format on
-
-/// Constant-time comparison: the time taken must not reveal how much of the key matched.
-bool same_secret(std::string_view given, std::string_view expected) {
-  unsigned char difference = given.size() == expected.size() ? 0 : 1;
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    difference |= static_cast<unsigned char>(expected[i] ^ (i < given.size() ? given[i] : 0));
-  }
-  return difference == 0;
-}
 
 void require_api_key(const http_request_view& request, const route_context& context) {
   if (context.api_key.empty()) return;
@@ -228,6 +197,11 @@ const route* find_route(const http_request_view& request, std::string& allowed) 
 }
 
 routed_request run_route(const http_request_view& request, const route_context& context) {
+  if (context.admin != nullptr && (request.path == "/admin" || request.path.starts_with("/admin/"))) {
+    routed_request routed;
+    routed.reply = route_admin(request, *context.engine, *context.admin);  // its own token, never the API key
+    return routed;
+  }
   std::string allowed;
   const route* target = find_route(request, allowed);
   if (target == nullptr && allowed.empty()) {

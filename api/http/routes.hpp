@@ -14,6 +14,8 @@
 
 namespace troupe::api {
 
+struct admin_context;
+
 /// Which requests share cached prompt prefixes (knob prefix_cache_isolation).
 enum class cache_isolation : std::uint8_t {
   none,     ///< every request: a client can tell from `cached_tokens` what others sent
@@ -42,6 +44,7 @@ struct route_context {
   std::string version;                          ///< reported by /version
   std::int64_t started_at = 0;                  ///< unix seconds, for /v1/models
   const std::atomic<bool>* draining = nullptr;  ///< true once the server stopped accepting
+  admin_context* admin = nullptr;               ///< the /admin endpoints' state; null: they are 404
 };
 
 /// What the session does next: send `reply`, or run `generation`.

@@ -39,6 +39,12 @@ server_config::server_config(const config_store& knobs, const engine_config& eng
       prefix_cache_isolation(cache_isolation_of(knobs)),
       max_stream_queue_bytes(static_cast<std::size_t>(knobs.get_int("stream_queue_bytes"))),
       max_ws_requests(as_int(knobs, "max_ws_requests")),
-      limits(request_limits::from_engine_config(engine)) {}
+      limits(request_limits::from_engine_config(engine)),
+      admin_enabled(knobs.get_bool("admin")),
+      admin_token(knobs.get_text("admin_token")),
+      config_file(knobs.get_text("config")),
+      admin_stream_interval_s(knobs.get_real("admin_stream_interval")),
+      admin_audit_entries(as_int(knobs, "admin_audit_entries")),
+      knobs(std::make_shared<const config_store>(knobs)) {}
 
 }  // namespace troupe::api

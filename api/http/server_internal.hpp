@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "api/http/admin.hpp"
 #include "api/http/generation_job.hpp"
 #include "api/http/http_server.hpp"
 #include "api/http/routes.hpp"
@@ -71,7 +72,8 @@ struct server_state {
   std::atomic<int> connections{0};
   std::atomic<int> pending_responses{0};  ///< HTTP requests read and not yet answered
   std::atomic<std::uint64_t> next_stream_key{1};
-  net::thread_pool workers;  ///< runs route handlers off the I/O threads
+  net::thread_pool workers;              ///< runs route handlers off the I/O threads
+  std::unique_ptr<admin_context> admin;  ///< the /admin endpoints' state (null when disabled)
 
   /// Registers a live session for close-at-shutdown; returns its ticket.
   std::uint64_t add_session(std::weak_ptr<closable> session);
@@ -100,6 +102,11 @@ class connection_slot {
   std::uint64_t ticket_;
   bool over_capacity_;
 };
+
+/// Takes over a connection upgraded at /admin/stream (admin_stream_session.cpp):
+/// pushes a snapshot every `interval_s` seconds until the client closes.
+void start_admin_stream_session(beast::tcp_stream stream, beast::http::request<beast::http::empty_body> handshake,
+                                std::string request_id, double interval_s, std::shared_ptr<server_state> state);
 
 /// Serves HTTP on an accepted socket (http_session.cpp).
 void start_http_session(tcp::socket socket, std::shared_ptr<server_state> state);

@@ -49,6 +49,16 @@ struct engine_config {
   int max_model_len;                       ///< context length limit (0: the model's)
   std::string policy;                      ///< fcfs | priority | mlfq | deadline | fair
   int mlfq_quantum;                        ///< mlfq: decode steps at the top level before demotion
+  int mlfq_levels;                         ///< mlfq: number of queues
+  int mlfq_quantum_growth;                 ///< mlfq: factor between one level's quantum (and prompt limit) and the next
+  int mlfq_entry_prompt_tokens;            ///< mlfq: longest prompt that joins the top level
+  double mlfq_promote_after_s;             ///< mlfq: unserved this long, seconds: back to the top level
+  double fair_prompt_weight;               ///< fair: service per computed prompt token
+  double fair_output_weight;               ///< fair: service per generated token
+  int fair_idle_tenants;                   ///< fair: idle tenants whose counters are remembered
+  int swap_min_tokens;                     ///< auto preemption: recompute sequences shorter than this
+  int preemption_grace_steps;              ///< steps before a resumed sequence may be preempted for urgency
+  double admission_watermark;              ///< fraction of device blocks kept free when admitting
   std::string preemption_mode;             ///< swap | recompute | auto
   bool enable_prefix_caching;              ///< reuse KV blocks of identical prompt prefixes
   int max_waiting_requests;                ///< queue bound; more is rejected as overloaded
@@ -94,7 +104,8 @@ struct histogram_snapshot {
 };
 
 /// The scheduler settings that may change while the engine runs (the knobs
-/// marked live in `troupe knobs`).
+/// marked live in `troupe knobs`; each field is named after its knob, units
+/// as there).
 struct live_settings {
   std::string policy;           ///< fcfs, priority, mlfq, deadline, fair
   std::string preemption_mode;  ///< auto, swap, recompute
@@ -103,6 +114,16 @@ struct live_settings {
   int max_prefill_chunk = 0;
   int max_waiting_requests = 0;
   int mlfq_quantum = 0;
+  int mlfq_levels = 0;
+  int mlfq_quantum_growth = 0;
+  int mlfq_entry_prompt_tokens = 0;
+  double mlfq_promote_after = 0;  ///< seconds
+  double fair_prompt_weight = 0;
+  double fair_output_weight = 0;
+  int fair_idle_tenants = 0;
+  int swap_min_tokens = 0;
+  int preemption_grace_steps = 0;
+  double admission_watermark = 0;  ///< fraction of device blocks
   int num_speculative_tokens = 0;
   bool speculative_adaptive = true;
   int speculative_max_batch = 0;
@@ -117,9 +138,36 @@ struct settings_change {
   std::optional<int> max_prefill_chunk;
   std::optional<int> max_waiting_requests;
   std::optional<int> mlfq_quantum;
+  std::optional<int> mlfq_levels;
+  std::optional<int> mlfq_quantum_growth;
+  std::optional<int> mlfq_entry_prompt_tokens;
+  std::optional<double> mlfq_promote_after;
+  std::optional<double> fair_prompt_weight;
+  std::optional<double> fair_output_weight;
+  std::optional<int> fair_idle_tenants;
+  std::optional<int> swap_min_tokens;
+  std::optional<int> preemption_grace_steps;
+  std::optional<double> admission_watermark;
   std::optional<int> num_speculative_tokens;
   std::optional<bool> speculative_adaptive;
   std::optional<int> speculative_max_batch;
+};
+
+/// One live request as the operator sees it (GET /admin/requests).
+struct request_info {
+  std::string id;
+  std::string state;                 ///< queued, prefilling, decoding, swapped, preempted, finishing
+  int priority = 0;                  ///< policy priority (lower runs first)
+  std::string user;                  ///< tenant (policy fair)
+  std::optional<double> deadline_s;  ///< seconds after arrival (policy deadline)
+  int mlfq_level = 0;                ///< the level the mlfq policy keeps it at (0 under other policies)
+  int n = 1;                         ///< choices
+  std::int64_t prompt_tokens = 0;
+  std::int64_t generated_tokens = 0;  ///< all choices
+  std::int64_t device_blocks = 0;     ///< KV blocks on the device, all choices
+  std::int64_t host_blocks = 0;       ///< KV blocks swapped to the host
+  double age_s = 0;                   ///< since arrival
+  std::optional<double> ttft_s;       ///< time to first token, once there is one
 };
 
 /// A consistent snapshot of the engine's counters and gauges.
@@ -138,6 +186,7 @@ struct engine_stats {
   std::map<std::string, std::uint64_t> preemptions;      ///< by kind: swap, recompute
   std::map<std::string, std::uint64_t> request_success;  ///< by finish reason
   std::uint64_t steps = 0;
+  std::uint64_t step_sequences = 0;                   ///< sequences over all steps (divided by steps: mean batch size)
   std::uint64_t spec_decode_num_drafts = 0;           ///< verified draft runs (a sequence's drafts in one step)
   std::uint64_t spec_decode_num_draft_tokens = 0;     ///< draft tokens verified
   std::uint64_t spec_decode_num_accepted_tokens = 0;  ///< of those, accepted
@@ -183,6 +232,18 @@ class engine {
   /// Applies `change` at the next step boundary, all or nothing. Returns an
   /// empty string, or why the change was refused (nothing changed then).
   virtual std::string configure(const settings_change& change) = 0;
+  /// The live requests, oldest first (waits for the scheduler, bounded).
+  virtual std::vector<request_info> list_requests() { return {}; }
+  /// Aborts a live request as cancel() does; false when no live request has that id.
+  virtual bool abort(const std::string& request_id) {
+    cancel(request_id);
+    return false;
+  }
+  /// Sets a live request's policy priority (lower runs first) from the next
+  /// step on. Returns "" or why not (unknown id).
+  virtual std::string set_priority(const std::string& request_id, int /*priority*/) {
+    return "no live request '" + request_id + "'";
+  }
 
   /// Text ↔ ids with the model's tokenizer (for /tokenize and /detokenize).
   virtual std::vector<std::int32_t> tokenize(const std::string& text, bool add_special_tokens) = 0;

@@ -57,7 +57,8 @@ std::string fake_engine::submit(generation_request request, std::shared_ptr<requ
   live_[id] = live;
   ++running_;
   threads_.emplace_back([this, request = std::move(request), sink = std::move(sink), live]() mutable {
-    run_script(std::move(request), std::move(sink), std::move(live));
+    run_script(std::move(request), std::move(sink), live);
+    live->done = true;
     --running_;
   });
   return id;
@@ -131,6 +132,10 @@ std::string fake_engine::configure(const settings_change& change) {
   if (change.max_prefill_chunk) settings_.max_prefill_chunk = *change.max_prefill_chunk;
   if (change.max_waiting_requests) settings_.max_waiting_requests = *change.max_waiting_requests;
   if (change.mlfq_quantum) settings_.mlfq_quantum = *change.mlfq_quantum;
+  if (change.mlfq_levels) settings_.mlfq_levels = *change.mlfq_levels;
+  if (change.fair_output_weight) settings_.fair_output_weight = *change.fair_output_weight;
+  if (change.swap_min_tokens) settings_.swap_min_tokens = *change.swap_min_tokens;
+  if (change.admission_watermark) settings_.admission_watermark = *change.admission_watermark;
   if (change.num_speculative_tokens) settings_.num_speculative_tokens = *change.num_speculative_tokens;
   if (change.speculative_adaptive) settings_.speculative_adaptive = *change.speculative_adaptive;
   if (change.speculative_max_batch) settings_.speculative_max_batch = *change.speculative_max_batch;
@@ -138,17 +143,60 @@ std::string fake_engine::configure(const settings_change& change) {
 }
 
 live_settings fake_engine::default_settings() {
-  const engine_config defaults;
-  return {defaults.policy,
-          defaults.preemption_mode,
-          defaults.max_num_batched_tokens,
-          defaults.max_num_seqs,
-          defaults.max_prefill_chunk,
-          defaults.max_waiting_requests,
-          defaults.mlfq_quantum,
-          defaults.num_speculative_tokens,
-          defaults.speculative_adaptive,
-          defaults.speculative_max_batch};
+  const engine_config d;
+  live_settings s;
+  s.policy = d.policy;
+  s.preemption_mode = d.preemption_mode;
+  s.max_num_batched_tokens = d.max_num_batched_tokens;
+  s.max_num_seqs = d.max_num_seqs;
+  s.max_prefill_chunk = d.max_prefill_chunk;
+  s.max_waiting_requests = d.max_waiting_requests;
+  s.mlfq_quantum = d.mlfq_quantum;
+  s.mlfq_levels = d.mlfq_levels;
+  s.mlfq_quantum_growth = d.mlfq_quantum_growth;
+  s.mlfq_entry_prompt_tokens = d.mlfq_entry_prompt_tokens;
+  s.mlfq_promote_after = d.mlfq_promote_after_s;
+  s.fair_prompt_weight = d.fair_prompt_weight;
+  s.fair_output_weight = d.fair_output_weight;
+  s.fair_idle_tenants = d.fair_idle_tenants;
+  s.swap_min_tokens = d.swap_min_tokens;
+  s.preemption_grace_steps = d.preemption_grace_steps;
+  s.admission_watermark = d.admission_watermark;
+  s.num_speculative_tokens = d.num_speculative_tokens;
+  s.speculative_adaptive = d.speculative_adaptive;
+  s.speculative_max_batch = d.speculative_max_batch;
+  return s;
+}
+
+std::vector<request_info> fake_engine::list_requests() {
+  std::lock_guard lock(mutex_);
+  std::vector<request_info> table;
+  for (const auto& [id, live] : live_) {
+    if (live->cancelled || live->done) continue;
+    request_info info;
+    info.id = id;
+    info.state = "decoding";
+    info.priority = live->priority;
+    table.push_back(info);
+  }
+  return table;
+}
+
+bool fake_engine::abort(const std::string& request_id) {
+  std::lock_guard lock(mutex_);
+  const auto found = live_.find(request_id);
+  if (found == live_.end() || found->second->cancelled || found->second->done) return false;
+  cancelled_.push_back(request_id);
+  found->second->cancelled = true;
+  return true;
+}
+
+std::string fake_engine::set_priority(const std::string& request_id, int priority) {
+  std::lock_guard lock(mutex_);
+  const auto found = live_.find(request_id);
+  if (found == live_.end() || found->second->cancelled || found->second->done) return "unknown request";
+  found->second->priority = priority;
+  return {};
 }
 
 std::vector<settings_change> fake_engine::configured() const {

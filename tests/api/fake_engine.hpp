@@ -31,6 +31,12 @@ class fake_engine final : public engine {
   /// Applies the change to the settings stats() reports; refuses a
   /// max_num_seqs above 1000 (as a real engine refuses what it cannot do).
   std::string configure(const settings_change& change) override;
+  /// The scripts still running (state "decoding", their priority).
+  std::vector<request_info> list_requests() override;
+  /// Cancels a running script; false for an unknown or ended one.
+  bool abort(const std::string& request_id) override;
+  /// Records the priority list_requests reports.
+  std::string set_priority(const std::string& request_id, int priority) override;
   /// One id per byte (byte value + 3); BOS is id 1 when `add_special_tokens`.
   std::vector<std::int32_t> tokenize(const std::string& text, bool add_special_tokens) override;
   std::string detokenize(const std::vector<std::int32_t>& ids, bool skip_special_tokens) override;
@@ -53,6 +59,8 @@ class fake_engine final : public engine {
  private:
   struct live_request {
     std::atomic<bool> cancelled{false};
+    std::atomic<bool> done{false};  ///< its script ended
+    int priority = 0;
   };
   void run_script(generation_request request, std::shared_ptr<request_sink> sink, std::shared_ptr<live_request> live);
   /// The live settings of an engine started with a default engine_config.

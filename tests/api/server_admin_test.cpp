@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <boost/json/parse.hpp>
+#include <filesystem>
+#include <fstream>
+#include <thread>
 
 #include "config/config_store.hpp"
 #include "server_fixture.hpp"
@@ -16,13 +19,17 @@ http_response patch(std::uint16_t port, const std::string& body, const std::stri
   return http_call(port, {.method = "PATCH", .path = "/admin/config", .body = body, .extra_headers = headers});
 }
 
-TEST_F(AdminServer, ThePageIsSelfContainedHtmlThatPollsTheConfig) {
+TEST_F(AdminServer, ThePageIsSelfContainedHtmlOnTheAdminApi) {
   const http_response page = get("/admin");
   ASSERT_EQ(page.status, 200);
   EXPECT_EQ(page.headers.at("content-type"), "text/html; charset=utf-8");
-  EXPECT_NE(page.body.find("fetch(\"/admin/config\""), std::string::npos);
-  EXPECT_NE(page.body.find("method: \"PATCH\""), std::string::npos);
-  EXPECT_EQ(page.body.find("src=\"http"), std::string::npos) << "no external assets";
+  for (const char* uses : {"\"/admin/config\"", "\"PATCH\"", "/admin/stream", "/admin/snapshot", "/admin/audit",
+                           "/admin/requests/", "/abort", "/priority", "createElement(\"canvas\")", "tokens/s"}) {
+    EXPECT_NE(page.body.find(uses), std::string::npos) << uses;
+  }
+  EXPECT_EQ(page.body.find("src="), std::string::npos) << "no external assets";
+  EXPECT_EQ(page.body.find("http://"), std::string::npos) << "no external assets";
+  EXPECT_EQ(page.body.find("https://"), std::string::npos) << "no external assets";
 }
 
 TEST_F(AdminServer, TheConfigCarriesSettingsLiveKnobsAndGauges) {
@@ -59,7 +66,8 @@ TEST_F(AdminServer, TheConfigDescribesEachLiveKnobFromTheRegistry) {
   EXPECT_EQ(quantum.at("min").as_double(), knob_defaults().spec("mlfq_quantum").min.value());
   EXPECT_EQ(quantum.at("unit").as_string(), "steps");
   EXPECT_EQ(body.at("knobs").at("policy").at("choices").as_array().size(), 5u);
-  EXPECT_FALSE(body.at("knobs").as_object().contains("block_size")) << "only live knobs";
+  EXPECT_FALSE(body.at("knobs").at("block_size").at("live").as_bool()) << "restart-only knobs are listed too";
+  EXPECT_EQ(body.at("knobs").at("block_size").at("value").as_int64(), 16);
 }
 
 TEST_F(AdminServer, TheSpeculativeDecodingKnobsChangeLive) {
@@ -120,15 +128,110 @@ TEST_F(AdminServer, AChangeTheEngineRefusesIs409) {
   EXPECT_EQ(error_of(response).at("code").as_string(), "setting_refused");
 }
 
-TEST_F(AdminServer, SettingsNeedTheApiKeyThePageDoesNot) {
+TEST_F(AdminServer, AnApiKeyNeverOpensTheAdminEndpoints) {
   api::server_config config = test_server_config();
   config.api_key = "secret";
   start(config);
-  EXPECT_EQ(get("/admin").status, 200);
+  EXPECT_EQ(get("/admin/config", "Authorization: Bearer secret\r\n").status, 200)
+      << "without an admin token, loopback is what opens /admin, not the key";
+  config.admin_token = "admin-secret";
+  start(config);
+  EXPECT_EQ(get("/admin").status, 200) << "the page holds no data; it asks for the token";
   EXPECT_EQ(get("/admin/config").status, 401);
-  EXPECT_EQ(patch(port, R"({"max_num_seqs":8})").status, 401);
-  EXPECT_EQ(patch(port, R"({"max_num_seqs":8})", "Authorization: Bearer secret\r\n").status, 200);
-  EXPECT_EQ(get("/admin/config", "Authorization: Bearer secret\r\n").status, 200);
+  EXPECT_EQ(get("/admin/config", "Authorization: Bearer secret\r\n").status, 401) << "the API key is not the token";
+  EXPECT_EQ(error_of(get("/admin/requests", "Authorization: Bearer nope\r\n")).at("code").as_string(),
+            "invalid_admin_token");
+  EXPECT_EQ(patch(port, R"({"max_num_seqs":8})", "Authorization: Bearer secret\r\n").status, 401);
+  EXPECT_TRUE(engine.configured().empty()) << "a refused change has no effect";
+  EXPECT_EQ(patch(port, R"({"max_num_seqs":8})", "Authorization: Bearer admin-secret\r\n").status, 200);
+  EXPECT_EQ(get("/admin/audit", "Authorization: Bearer admin-secret\r\n").status, 200);
+  EXPECT_EQ(
+      post("/v1/completions", R"({"prompt":"hi","max_tokens":2})", "Authorization: Bearer admin-secret\r\n").status,
+      401)
+      << "and the admin token is not an API key";
+}
+
+TEST_F(AdminServer, DisabledAdminIsNotFound) {
+  api::server_config config = test_server_config();
+  config.admin_enabled = false;
+  start(config);
+  EXPECT_EQ(get("/admin").status, 404);
+  EXPECT_EQ(get("/admin/config").status, 404);
+}
+
+TEST_F(AdminServer, RequestsAreListedAbortedAndReprioritisedWithAnAuditTrail) {
+  const std::string id = "admin-test-1";
+  std::thread client([&] {
+    http_call(port, {.method = "POST",
+                     .path = "/v1/completions",
+                     .body = R"({"prompt":"endless","max_tokens":5,"stream":true})",
+                     .extra_headers = "X-Request-Id: " + id + "\r\n"});
+  });
+  ASSERT_TRUE(fake_engine::eventually([&] { return !engine.list_requests().empty(); }));
+  const std::string live_id = engine.list_requests().front().id;
+  const boost::json::value table = boost::json::parse(get("/admin/requests").body);
+  ASSERT_EQ(table.at("requests").as_array().size(), 1u);
+  EXPECT_EQ(table.at("requests").at(0).at("id").as_string(), live_id);
+  EXPECT_EQ(table.at("requests").at(0).at("state").as_string(), "decoding");
+  const std::string base = "/admin/requests/" + live_id;
+  EXPECT_EQ(post(base + "/priority", R"({"priority":"high"})").status, 400);
+  EXPECT_EQ(post(base + "/priority", R"({"priority":-7})").status, 200);
+  EXPECT_EQ(engine.list_requests().front().priority, -7);
+  EXPECT_EQ(post("/admin/requests/nobody/abort", "").status, 404);
+  EXPECT_EQ(get(base + "/abort").status, 405);
+  EXPECT_EQ(post(base + "/abort", "").status, 200);
+  client.join();
+  EXPECT_EQ(engine.cancelled(), std::vector<std::string>{live_id});
+  const boost::json::value audit = boost::json::parse(get("/admin/audit").body);
+  const boost::json::array& entries = audit.at("entries").as_array();
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].at("action").as_string(), "priority");
+  EXPECT_EQ(entries[0].at("from").as_string(), "0");
+  EXPECT_EQ(entries[0].at("to").as_string(), "-7");
+  EXPECT_EQ(entries[1].at("action").as_string(), "abort");
+  EXPECT_EQ(entries[1].at("who").as_string(), "loopback@127.0.0.1");
+}
+
+TEST_F(AdminServer, ChangesAreAuditedWithTheirPreviousValue) {
+  ASSERT_EQ(patch(port, R"({"max_num_batched_tokens":64,"policy":"priority"})").status, 200);
+  EXPECT_EQ(patch(port, R"({"max_num_batched_tokens":0})").status, 400);
+  const boost::json::array entries = boost::json::parse(get("/admin/audit").body).at("entries").as_array();
+  ASSERT_EQ(entries.size(), 2u) << "one per knob changed, none for the refused change";
+  EXPECT_EQ(entries[0].at("target").as_string(), "max_num_batched_tokens");
+  EXPECT_EQ(entries[0].at("from").as_string(), "2048");
+  EXPECT_EQ(entries[0].at("to").as_string(), "64");
+  const boost::json::value config = boost::json::parse(get("/admin/config").body);
+  EXPECT_EQ(config.at("knobs").at("policy").at("source").as_string(), "runtime");
+}
+
+TEST_F(AdminServer, SaveWritesTheLiveSettingsBackToTheConfigFile) {
+  EXPECT_EQ(error_of(post("/admin/config/save", "")).at("code").as_string(), "no_config_file");
+  const std::string file = ::testing::TempDir() + "troupe-admin-save.json";
+  {
+    std::ofstream out(file);
+    out << R"({"port": 8123, "max_num_seqs": 5})";
+  }
+  api::server_config config = test_server_config();
+  config.config_file = file;
+  start(config);
+  ASSERT_EQ(patch(port, R"({"max_num_seqs":12,"admission_watermark":0.2})").status, 200);
+  ASSERT_EQ(post("/admin/config/save", "").status, 200);
+  config_store reloaded(all_knobs());
+  reloaded.load_file(file);
+  EXPECT_EQ(reloaded.get_int("port"), 8123) << "other entries are kept";
+  EXPECT_EQ(reloaded.get_int("max_num_seqs"), 12);
+  EXPECT_DOUBLE_EQ(reloaded.get_real("admission_watermark"), 0.2);
+  std::filesystem::remove(file);
+}
+
+TEST_F(AdminServer, TheStreamNeedsAnUpgradeAndTheSnapshotCarriesTheCharts) {
+  EXPECT_EQ(get("/admin/stream").status, 426);
+  const boost::json::value first = boost::json::parse(get("/admin/snapshot").body);
+  EXPECT_TRUE(first.at("gauges").at("healthy").as_bool());
+  EXPECT_EQ(first.at("settings").at("policy").as_string(), "fcfs");
+  const boost::json::value second = boost::json::parse(get("/admin/snapshot").body);
+  EXPECT_GT(second.at("interval_s").as_double(), 0.0);
+  EXPECT_DOUBLE_EQ(second.at("rates").at("generation_tokens_per_s").as_double(), 0.0);
 }
 
 }  // namespace

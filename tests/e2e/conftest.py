@@ -70,6 +70,15 @@ class LiveServer:
             samples[(match.group(1), labels)] = float(match.group(3))
         return samples
 
+    def histogram_buckets(self, name):
+        """Cumulative counts of histogram `name` per `le` bound (+Inf as float("inf"))."""
+        buckets = {}
+        for (sample, labels), value in self.metrics().items():
+            if sample == name + "_bucket":
+                bound = dict(labels)["le"]
+                buckets[float("inf") if bound == "+Inf" else float(bound)] = value
+        return buckets
+
     def metric(self, name):
         """Sum of a metric's samples over all label sets."""
         return sum(value for (sample, _), value in self.metrics().items() if sample == name)

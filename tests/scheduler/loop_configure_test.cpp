@@ -35,6 +35,43 @@ TEST(LoopConfigure, EveryFieldOfAChangeReachesTheScheduler) {
   EXPECT_EQ(settings.max_waiting_requests, 10);
 }
 
+TEST(LoopConfigure, ThePolicyAndPreemptionTunablesAreLive) {
+  loop_driver d;
+  settings_change change;
+  change.mlfq_levels = 3;
+  change.mlfq_quantum_growth = 4;
+  change.mlfq_entry_prompt_tokens = 64;
+  change.mlfq_promote_after = 2.5;
+  change.fair_prompt_weight = 0.5;
+  change.fair_output_weight = 3;
+  change.fair_idle_tenants = 7;
+  change.swap_min_tokens = 100;
+  change.preemption_grace_steps = 2;
+  change.admission_watermark = 0.1;
+  EXPECT_EQ(d.loop.configure(change, 0), "");
+  const scheduler_config& config = d.loop.core().config();
+  EXPECT_EQ(config.policies.mlfq_levels, 3);
+  EXPECT_EQ(config.policies.mlfq_quantum_growth, 4);
+  EXPECT_EQ(config.policies.mlfq_entry_prompt_tokens, 64);
+  EXPECT_DOUBLE_EQ(config.policies.mlfq_promote_after_s, 2.5);
+  EXPECT_DOUBLE_EQ(config.policies.fair_prompt_weight, 0.5);
+  EXPECT_DOUBLE_EQ(config.policies.fair_output_weight, 3);
+  EXPECT_EQ(config.policies.fair_idle_tenants, 7u);
+  EXPECT_EQ(config.swap_min_tokens, 100);
+  EXPECT_EQ(config.preemption_grace_steps, 2);
+  EXPECT_DOUBLE_EQ(config.admission_watermark, 0.1);
+  const live_settings settings = d.loop.stats(0).settings;
+  EXPECT_EQ(settings.mlfq_levels, 3);
+  EXPECT_DOUBLE_EQ(settings.mlfq_promote_after, 2.5);
+  EXPECT_EQ(settings.fair_idle_tenants, 7);
+  EXPECT_EQ(settings.swap_min_tokens, 100);
+  EXPECT_DOUBLE_EQ(settings.admission_watermark, 0.1);
+  change = {};
+  change.admission_watermark = 0.6;
+  EXPECT_EQ(d.loop.configure(change, 0), "knob 'admission_watermark': 0.6 is outside [0, 0.5]");
+  EXPECT_DOUBLE_EQ(d.loop.core().config().admission_watermark, 0.1) << "nothing changed";
+}
+
 TEST(LoopConfigure, UnsetFieldsStayAsTheyAre) {
   loop_driver d;
   const scheduler_config before = d.loop.core().config();

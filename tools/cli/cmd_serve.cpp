@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 
+#include "api/http/admin_access.hpp"
 #include "api/http/http_server.hpp"
 #include "config/config_store.hpp"
 #include "tools/cli/command_registry.hpp"
@@ -74,6 +75,11 @@ void run(const serve_flags& flags) {
   const engine_config engine_settings(knobs);
   api::server_config server_settings(knobs, engine_settings);
   server_settings.version = TROUPE_VERSION;
+  // Refused before the model loads (http_server checks again, for embedders).
+  if (std::string problem =
+          api::admin_startup_problem(server_settings.host, server_settings.admin_enabled, server_settings.admin_token);
+      !problem.empty())
+    throw std::runtime_error(problem);
   const sigset_t signals = stop_signals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
@@ -103,7 +109,9 @@ void setup(CLI::App& root) {
       flags->options[knob.name] = cmd->add_flag(flag + "," + negation, flags->switches[knob.name], help_of(knob));
     } else {
       const char* type = knob.kind == knob_kind::integer ? "INT" : knob.kind == knob_kind::real ? "NUM" : "TEXT";
-      flags->options[knob.name] = cmd->add_option(flag, flags->values[knob.name], help_of(knob))->type_name(type);
+      // --config-file names the same file: the one POST /admin/config/save writes back to.
+      const std::string names = knob.name == "config" ? flag + ",--config-file" : flag;
+      flags->options[knob.name] = cmd->add_option(names, flags->values[knob.name], help_of(knob))->type_name(type);
     }
     flags->options[knob.name]->group(knob.group == "server" ? "Server" : "Engine");
   }
