@@ -1,5 +1,6 @@
 #include "model/chat/tool_call_formats.hpp"
 
+#include <algorithm>
 #include <boost/json/value.hpp>
 #include <initializer_list>
 #include <optional>
@@ -119,11 +120,15 @@ scan_result scan_hermes(std::string_view region, bool at_end) {
 
 constexpr std::string_view mistral_marker = "[TOOL_CALLS]";
 
-/// `[TOOL_CALLS]` then a JSON array of calls (or one call object).
+/// `[TOOL_CALLS]` then a JSON array of calls (or one call object). At the
+/// start of the output the array may come alone: [TOOL_CALLS] is a control
+/// token, which skip_special_tokens drops from the text.
 scan_result scan_mistral(std::string_view region, bool at_end) {
-  const std::size_t pos = skip_whitespace(region, mistral_marker.size());
+  if (region.size() < mistral_marker.size() && mistral_marker.starts_with(region) && !at_end) return {};
+  const std::size_t after_marker = region.starts_with(mistral_marker) ? mistral_marker.size() : 0;
+  const std::size_t pos = skip_whitespace(region, after_marker);
   if (pos == region.size()) return waiting(region, at_end);
-  if (region[pos] != '[' && region[pos] != '{') return malformed(mistral_marker.size());
+  if (region[pos] != '[' && region[pos] != '{') return malformed(std::max<std::size_t>(after_marker, 1));
   const std::size_t end = json_container_end(region, pos);
   if (end == std::string_view::npos) return waiting(region, at_end);
   const std::optional<boost::json::value> value = parse_json(region.substr(pos, end - pos));
@@ -214,11 +219,11 @@ std::size_t json_container_end(std::string_view text, std::size_t start) {
 }
 
 const call_format* format_of(tool_call_family family) {
-  static const call_format llama{{python_tag, "{"}, {}, ';', true, scan_llama};
-  static const call_format hermes{{hermes_open}, {}, 0, false, scan_hermes};
-  static const call_format mistral{{mistral_marker}, {}, 0, false, scan_mistral};
+  static const call_format llama{{}, {python_tag, "{"}, {}, ';', scan_llama};
+  static const call_format hermes{{hermes_open}, {}, {}, 0, scan_hermes};
+  static const call_format mistral{{mistral_marker}, {"["}, {}, 0, scan_mistral};
   static const call_format deepseek{
-      {deepseek_calls_begin, deepseek_call_begin}, {deepseek_calls_end}, 0, false, scan_deepseek};
+      {deepseek_calls_begin, deepseek_call_begin}, {}, {deepseek_calls_end}, 0, scan_deepseek};
   switch (family) {
     case tool_call_family::llama3_json:
       return &llama;

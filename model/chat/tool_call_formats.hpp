@@ -33,10 +33,10 @@ struct scan_result {
 
 /// One family's format.
 struct call_format {
-  std::vector<std::string_view> markers;  ///< a call region starts with one of these
-  std::vector<std::string_view> closers;  ///< dropped where they follow calls (an outer end tag)
-  char separator = 0;                     ///< may stand between calls (0: none)
-  bool markers_only_at_start = false;     ///< calls count only when the output starts with them
+  std::vector<std::string_view> markers;        ///< a call region starts with one of these, anywhere
+  std::vector<std::string_view> start_markers;  ///< … or with one of these at the start or after a call
+  std::vector<std::string_view> closers;        ///< dropped where they follow calls (an outer end tag)
+  char separator = 0;                           ///< may stand between calls (0: none)
   /// Reads the region at the start of `region` (which starts with a marker);
   /// `at_end`: no more text will come.
   scan_result (*scan)(std::string_view region, bool at_end) = nullptr;

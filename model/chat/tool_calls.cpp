@@ -31,6 +31,13 @@ constexpr std::string_view whitespace = " \t\r\n";
 
 bool contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
 
+/// Where a call may start right at the start of the output or after a call.
+std::vector<std::string_view> leading_markers(const call_format& format) {
+  std::vector<std::string_view> all = format.markers;
+  all.insert(all.end(), format.start_markers.begin(), format.start_markers.end());
+  return all;
+}
+
 /// True when `text` is a proper prefix of one of `candidates`.
 bool may_become_one_of(std::string_view text, const std::vector<std::string_view>& candidates) {
   return std::any_of(candidates.begin(), candidates.end(), [&](std::string_view candidate) {
@@ -115,7 +122,7 @@ void adapt_tool_call_arguments(boost::json::object& message, tool_call_family fa
 
 tool_call_parser::tool_call_parser(tool_call_family family) : family_(family), state_(state::content) {
   const call_format* format = format_of(family_);
-  if (format != nullptr && format->markers_only_at_start) state_ = state::start;
+  if (format != nullptr && !format->start_markers.empty()) state_ = state::start;
 }
 
 std::vector<tool_call_event> tool_call_parser::feed(std::string_view text) {
@@ -157,26 +164,22 @@ void tool_call_parser::run(bool at_end, std::vector<tool_call_event>& out) {
 }
 
 bool tool_call_parser::step_start(bool at_end, std::vector<tool_call_event>& out) {
-  const call_format& format = *format_of(family_);
+  const std::vector<std::string_view> markers = leading_markers(*format_of(family_));
   const std::size_t first = std::min(buffer_.find_first_not_of(whitespace), buffer_.size());
   const std::string_view rest = std::string_view(buffer_).substr(first);
-  if (!leading_one_of(rest, format.markers).empty()) {
+  if (!leading_one_of(rest, markers).empty()) {
+    leading_ = buffer_.substr(0, first);
     buffer_.erase(0, first);
     state_ = state::region;
     return true;
   }
-  if (!at_end && (rest.empty() || may_become_one_of(rest, format.markers))) return false;
-  markers_enabled_ = false;
+  if (!at_end && (rest.empty() || may_become_one_of(rest, markers))) return false;
   state_ = state::content;
   return step_content(at_end, out);
 }
 
 bool tool_call_parser::step_content(bool at_end, std::vector<tool_call_event>& out) {
   const call_format& format = *format_of(family_);
-  if (!markers_enabled_) {
-    emit_content(std::exchange(buffer_, {}), out);
-    return false;
-  }
   std::size_t earliest = std::string::npos;
   for (const std::string_view marker : format.markers) earliest = std::min(earliest, buffer_.find(marker));
   if (earliest != std::string::npos) {
@@ -199,10 +202,10 @@ bool tool_call_parser::step_region(bool at_end, std::vector<tool_call_event>& ou
   scan_result result = format.scan(buffer_, at_end);
   if (result.status == scan_status::incomplete) return false;
   if (result.status == scan_status::malformed) {
-    emit_content(buffer_.substr(0, result.consumed), out);
-    if (format.markers_only_at_start) markers_enabled_ = false;
+    emit_content(std::exchange(leading_, {}) + buffer_.substr(0, result.consumed), out);
     state_ = state::content;
   } else {
+    leading_.clear();
     for (tool_call_detail::parsed_call& call : result.calls) {
       out.push_back({calls_++, {}, std::move(call.name), std::move(call.arguments)});
     }
@@ -214,6 +217,7 @@ bool tool_call_parser::step_region(bool at_end, std::vector<tool_call_event>& ou
 
 bool tool_call_parser::step_between(bool at_end, std::vector<tool_call_event>& out) {
   const call_format& format = *format_of(family_);
+  const std::vector<std::string_view> markers = leading_markers(format);
   std::size_t pos = std::min(buffer_.find_first_not_of(whitespace), buffer_.size());
   if (format.separator != 0 && pos < buffer_.size() && buffer_[pos] == format.separator) {
     pos = std::min(buffer_.find_first_not_of(whitespace, pos + 1), buffer_.size());
@@ -223,7 +227,8 @@ bool tool_call_parser::step_between(bool at_end, std::vector<tool_call_event>& o
     buffer_.erase(0, pos + closer.size());
     return true;
   }
-  if (!leading_one_of(rest, format.markers).empty()) {
+  if (!leading_one_of(rest, markers).empty()) {
+    leading_ = buffer_.substr(0, pos);
     buffer_.erase(0, pos);
     state_ = state::region;
     return true;
@@ -232,8 +237,7 @@ bool tool_call_parser::step_between(bool at_end, std::vector<tool_call_event>& o
     if (at_end) buffer_.clear();  // separators after the last call are not content
     return false;
   }
-  if (!at_end && (may_become_one_of(rest, format.markers) || may_become_one_of(rest, format.closers))) return false;
-  if (format.markers_only_at_start) markers_enabled_ = false;
+  if (!at_end && (may_become_one_of(rest, markers) || may_become_one_of(rest, format.closers))) return false;
   state_ = state::content;
   return step_content(at_end, out);
 }

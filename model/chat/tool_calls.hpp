@@ -18,7 +18,7 @@ enum class tool_call_family : std::uint8_t {
   none,         ///< no parsing: calls stay in the content
   llama3_json,  ///< Llama 3.1-3.3: `{"name": …, "parameters": {…}}`, optionally after <|python_tag|>, `;`-separated
   hermes,       ///< Hermes 2/3, Qwen 2.5/3: `<tool_call>{"name": …, "arguments": {…}}</tool_call>` per call
-  mistral,      ///< Mistral: `[TOOL_CALLS][{"name": …, "arguments": {…}}, …]`
+  mistral,      ///< Mistral: `[TOOL_CALLS][{"name": …, "arguments": {…}}, …]` (the array alone at the start)
   deepseek_v3,  ///< DeepSeek V3/R1: `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>name …`
 };
 
@@ -81,9 +81,9 @@ class tool_call_parser {
   bool step_between(bool at_end, std::vector<tool_call_event>& out);
 
   tool_call_family family_;
-  std::string buffer_;  ///< text not yet reported
+  std::string buffer_;   ///< text not yet reported
+  std::string leading_;  ///< whitespace (and separator) before the region being read: content unless it holds calls
   state state_;
-  bool markers_enabled_ = true;  ///< false once a start-only format saw non-call text
   int calls_ = 0;
 };
 

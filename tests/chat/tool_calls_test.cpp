@@ -153,6 +153,16 @@ TEST(ToolCallParser, MistralParallelCalls) {
   EXPECT_EQ(out.calls, (std::vector<call>{{0, "get_weather", weather_args}, {1, "get_time", time_args}}));
 }
 
+TEST(ToolCallParser, MistralArrayWithoutItsControlTokenCountsOnlyAtTheStart) {
+  const outcome out =
+      parse_every_way(tool_call_family::mistral, "[{\"name\": \"get_time\", \"arguments\": {\"zone\": \"CET\"}}]");
+  EXPECT_EQ(out, (outcome{"", {{0, "get_time", time_args}}}));
+  for (const std::string text : {"[1] First, [{\"name\": \"f\", \"arguments\": {}}]", "[TOOL", "[", "[{\"a\": 1}]",
+                                 "Use [{\"name\": \"f\", \"arguments\": {}}]"}) {
+    EXPECT_EQ(parse_every_way(tool_call_family::mistral, text), (outcome{text, {}})) << text;
+  }
+}
+
 TEST(ToolCallParser, MistralMalformedIsContent) {
   for (const std::string text : {"[TOOL_CALLS] I cannot", "[TOOL_CALLS][{\"name\": 3}]", "[TOOL_CALLS][]",
                                  "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {]", "[TOOL_CALLS][{\"name\": \"f\""}) {
@@ -232,7 +242,7 @@ TEST(ToolCallParser, RandomTextsStreamLikeWholeParses) {
   std::mt19937 random(1234);
   for (const tool_call_family family : {tool_call_family::llama3_json, tool_call_family::hermes,
                                         tool_call_family::mistral, tool_call_family::deepseek_v3}) {
-    for (int round = 0; round < 300; ++round) {
+    for (int round = 0; round < 1000; ++round) {
       std::string text;
       const int count = static_cast<int>(random() % 12) + 1;
       for (int i = 0; i < count; ++i) text += pieces[random() % pieces.size()];
@@ -242,7 +252,9 @@ TEST(ToolCallParser, RandomTextsStreamLikeWholeParses) {
       }
       const outcome whole = complete(family, text);
       EXPECT_EQ(streamed(family, text, cuts), whole) << text;
-      if (whole.calls.empty()) EXPECT_EQ(whole.content, text);
+      if (whole.calls.empty()) {
+        EXPECT_EQ(whole.content, text);
+      }
     }
   }
 }
