@@ -1,5 +1,6 @@
 #include "model/chat/tool_call_schema.hpp"
 
+#include <algorithm>
 #include <boost/json/serialize.hpp>
 
 namespace troupe {

@@ -2,7 +2,7 @@
 // Tool calls in model output: each model family writes its calls in its own
 // text format (the one its chat template teaches); a tool_call_parser turns
 // that text, fed in arbitrary pieces, into plain content and complete calls.
-// Pure: no I/O, no JSON types in the interface.
+// Pure: no I/O.
 
 #include <boost/json/object.hpp>
 #include <cstdint>
