@@ -11,6 +11,7 @@
 #include "actors/speculator_actor.hpp"
 #include "actors/tokenizer_actor.hpp"
 #include "model/batch_runner.hpp"
+#include "model/chat/tool_calls.hpp"
 #include "model/demo_model.hpp"
 #include "model/gguf.hpp"
 #include "model/model_files.hpp"
@@ -68,6 +69,22 @@ void check_vocabulary(const std::filesystem::path& dir, const checkpoint& weight
   if (const auto bos = weights.generation().bos_token_id) check_id("generation_config.json", "bos_token_id", *bos);
 }
 
+/// The tool-call format for the `tool_call_parser` knob: "auto" reads the
+/// template that renders requests with tools.
+std::string tool_call_parser_name(const std::string& knob, const chat_template_source& templates) {
+  std::string template_text;
+  if (!templates.templates.empty()) {
+    try {
+      template_text = templates.select(true);
+    } catch (const chat_template_error&) {
+      // No template fits requests with tools: nothing to detect.
+    }
+  }
+  const std::optional<tool_call_family> family = resolve_tool_call_family(knob, template_text);
+  if (!family) throw std::runtime_error("knob 'tool_call_parser': unknown parser '" + knob + "'");
+  return std::string(tool_call_family_name(*family));
+}
+
 }  // namespace
 
 double troupe_handles::now() const {
@@ -115,6 +132,7 @@ loaded_engine_model load_engine_model(const engine_config& config) {
   loaded.info.vocab_size = static_cast<int>(model.vocab_size);
   loaded.info.max_model_len = loaded.max_model_len;
   loaded.info.device = device;
+  loaded.info.tool_call_parser = tool_call_parser_name(config.tool_call_parser, loaded.preparer->templates());
   spdlog::info("model {}: {} layers, context {}, KV pool {} blocks of {} tokens ({} MiB), host swap {} blocks, on {}",
                loaded.info.served_model_name, model.num_hidden_layers, loaded.max_model_len, loaded.num_device_blocks,
                config.block_size, loaded.num_device_blocks * static_cast<std::int64_t>(block_bytes) >> 20,

@@ -129,6 +129,9 @@ std::vector<knob_spec> engine_knobs() {
           boolean("batch_invariant", false,
                   "bitwise batch-independent numerics: a seeded request gives the same tokens whatever shares "
                   "its steps (cpu; slower prefill)"),
+          text("tool_call_parser", "auto", {"auto", "none", "llama3_json", "hermes", "mistral", "deepseek_v3"},
+               "how tool calls are read out of chat output: auto detects the format from the chat template "
+               "(restart to change)"),
           text("speculative", "off", {"off", "ngram", "draft", "layerskip"},
                "speculative decoding proposer: prompt lookup, a draft model, or the target with layers skipped "
                "(restart to change; num_speculative_tokens turns it down live)"),

@@ -3,6 +3,8 @@
 #include <boost/json.hpp>
 #include <stdexcept>
 
+#include "model/chat/tool_calls.hpp"
+
 namespace troupe {
 
 namespace {
@@ -51,6 +53,11 @@ std::string prompt_preparer::render_chat(const std::string& messages_json, const
   inputs.special_tokens = source_.special_tokens;
   if (compiled_.empty()) throw std::invalid_argument("this model has no chat template");
   const std::string& name_source = source_.select(inputs.tools.has_value());
+  // OpenAI clients send call arguments as JSON text; most templates render them with tojson.
+  const tool_call_family family = detect_tool_call_family(name_source);
+  for (boost::json::value& message : inputs.messages) {
+    if (message.is_object()) adapt_tool_call_arguments(message.get_object(), family);
+  }
   for (const auto& [name, text] : source_.templates) {
     if (&text == &name_source) return compiled_.at(name).render(make_chat_context(inputs));
   }

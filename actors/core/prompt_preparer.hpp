@@ -38,6 +38,8 @@ class prompt_preparer {
                           const std::string& kwargs_json, bool add_generation_prompt) const;
 
   const std::shared_ptr<const text::tokenizer>& tokenizer() const { return tokenizer_; }
+  /// The model's chat templates (empty when it has none).
+  const chat_template_source& templates() const { return source_; }
 
  private:
   std::shared_ptr<const text::tokenizer> tokenizer_;

@@ -7,6 +7,7 @@
 #include "api/http/api_error.hpp"
 #include "api/http/openai_request.hpp"
 #include "api/http/request_fields.hpp"
+#include "api/http/tool_request.hpp"
 #include "base/utf8.hpp"
 
 namespace troupe::api {
@@ -95,43 +96,6 @@ std::string read_chat_messages(const json_field& fields) {
 
 namespace {
 
-void check_tool(const boost::json::value& tool, std::size_t index) {
-  const std::string param = "tools[" + std::to_string(index) + "]";
-  if (!tool.is_object()) throw invalid_field(param, "'" + param + "' must be an object", "invalid_type");
-  const json_field fields = request_fields(tool, param);
-  if (fields.get_string("type", 32).value_or("") != "function") {
-    throw invalid_field(fields.child_path("type"), "'" + fields.child_path("type") + "' must be \"function\"");
-  }
-  const std::optional<json_field> function = fields.get_object("function");
-  if (!function) throw invalid_field(fields.child_path("function"), "'function' is required", "missing_field");
-  function->at("name").string(256);
-  function->get_string("description");
-  function->get_object("parameters");
-}
-
-/// Tools go to the chat template unless tool_choice is "none". Tool calls
-/// are not parsed out of the output: they stay in `content`.
-std::string read_tools(const json_field& fields, const request_limits& limits) {
-  const std::optional<json_field> choice = fields.find("tool_choice");
-  std::string choice_text = "auto";
-  if (choice) {
-    const boost::json::value& value = choice->value();
-    if (!value.is_string() || (value.get_string() != "auto" && value.get_string() != "none")) {
-      throw invalid_field("tool_choice", "'tool_choice' supports only \"auto\" and \"none\"", "unsupported_value");
-    }
-    choice_text = value.get_string();
-  }
-  fields.get_bool("parallel_tool_calls");
-  const std::optional<json_field> tools_field = fields.get_array("tools");
-  if (!tools_field || tools_field->array().empty()) return {};
-  const boost::json::array& tools = tools_field->array();
-  if (tools.size() > static_cast<std::size_t>(limits.max_tools)) {
-    throw invalid_field("tools", "'tools' has more than " + std::to_string(limits.max_tools) + " entries", "too_many");
-  }
-  for (std::size_t i = 0; i < tools.size(); ++i) check_tool(tools[i], i);
-  return choice_text == "none" ? std::string() : boost::json::serialize(tools);
-}
-
 void read_chat_extras(const json_field& fields, const request_limits& limits, parsed_generation& out,
                       generation_request& base) {
   out.logprobs = fields.get_bool("logprobs").value_or(false);
@@ -169,7 +133,7 @@ parsed_generation parse_chat_request(const boost::json::value& body, const reque
   base.sampling.logprobs = out.logprobs;
   base.sampling.top_logprobs = out.top_logprobs;
   base.kind = prompt_kind::chat;
-  base.chat_tools_json = read_tools(fields, limits);
+  read_tool_fields(fields, limits, model, out, base);
   base.chat_messages_json = read_chat_messages(fields);
   out.prompts.push_back(std::move(base));
   check_request_output_budget(out, limits, model);

@@ -22,7 +22,10 @@ generation_job::generation_job(parsed_generation request, job_options options)
       options_(std::move(options)),
       builder_(make_identity(request_), options_.mode == output_mode::sse && request_.include_usage),
       prompts_(request_.prompts.size()),
-      choices_(request_.prompts.size() * static_cast<std::size_t>(request_.n)) {}
+      choices_(request_.prompts.size() * static_cast<std::size_t>(request_.n)) {
+  if (!request_.stream || request_.tools.family == tool_call_family::none) return;
+  for (choice_state& choice : choices_) choice.parser.emplace(request_.tools.family);
+}
 
 generation_job::~generation_job() { cancel(); }
 
@@ -90,13 +93,18 @@ void generation_job::handle_delta(std::size_t prompt, delta_event event) {
     early_events_.emplace_back(prompt, std::move(event));
     return maybe_start_stream();
   }
+  choice_state& choice = choices_[static_cast<std::size_t>(index)];
   if (!request_.stream) {
-    choice_state& choice = choices_[static_cast<std::size_t>(index)];
     choice.text += event.text;
     choice.logprobs.insert(choice.logprobs.end(), event.logprobs.begin(), event.logprobs.end());
     return;
   }
   if (event.text.empty() && event.logprobs.empty()) return;  // text held back (stop strings, UTF-8)
+  if (choice.parser) {
+    std::vector<tool_call_event> parsed = choice.parser->feed(event.text);
+    stream_parsed(index, std::move(parsed), std::move(event));
+    return notify_frames();
+  }
   event.choice = index;
   if (auto queue = options_.queue.lock()) queue->push_delta(options_.stream_key, shared_from_this(), event);
   notify_frames();
@@ -113,7 +121,10 @@ void generation_job::handle_finished(std::size_t prompt, const finished_event& e
   choice_state& choice = choices_[static_cast<std::size_t>(index)];
   choice.reason = event.reason;
   choice.stop_reason = event.stop_reason;
-  if (request_.stream) push_frame(index, builder_.finish(index, event.reason, event.stop_reason));
+  if (request_.stream) {
+    if (choice.parser) stream_parsed(index, choice.parser->finish(), {});
+    push_frame(index, builder_.finish(index, event.reason, event.stop_reason, !choice.calls.empty()));
+  }
   if (!event.request_done) return notify_frames();
   prompts_[prompt].usage = event.usage;
   release_prompt(prompt);
@@ -167,12 +178,7 @@ void generation_job::complete() {
   }
   if (options_.mode == output_mode::aggregate) {
     std::vector<choice_result> results;
-    for (std::size_t i = 0; i < choices_.size(); ++i) {
-      const std::string& prefix = request_.echo ? prompts_[i / static_cast<std::size_t>(request_.n)].prompt_text : "";
-      choice_state& choice = choices_[i];
-      results.push_back({static_cast<int>(i), prefix + choice.text, prefix.size(), std::move(choice.logprobs),
-                         choice.reason.value_or(finish_reason::abort), choice.stop_reason});
-    }
+    for (std::size_t i = 0; i < choices_.size(); ++i) results.push_back(finished_choice(i));
     http_reply reply;
     reply.body = boost::json::serialize(response_json(builder_.identity(), results, total, request_.logprobs));
     if (options_.listener) options_.listener->job_reply(*this, std::move(reply));
@@ -180,11 +186,63 @@ void generation_job::complete() {
     if (request_.include_usage) push_frame(-1, builder_.usage(total));
     push_bytes(-1, std::string(sse_done_event));
   } else {
-    std::vector<finish_reason> reasons;
-    for (const choice_state& choice : choices_) reasons.push_back(choice.reason.value_or(finish_reason::abort));
+    std::vector<std::string> reasons;
+    for (const choice_state& choice : choices_) {
+      const finish_reason reason = choice.reason.value_or(finish_reason::abort);
+      reasons.emplace_back(request_.endpoint == endpoint_kind::chat ? chat_finish_reason(reason, !choice.calls.empty())
+                                                                    : finish_reason_name(reason));
+    }
     push_bytes(-1, ws_done_frame(options_.client_id, reasons, total));
   }
   end(true);
+}
+
+choice_result generation_job::finished_choice(std::size_t i) {
+  const std::string& prefix = request_.echo ? prompts_[i / static_cast<std::size_t>(request_.n)].prompt_text : "";
+  choice_state& choice = choices_[i];
+  choice_result result{static_cast<int>(i),
+                       prefix + choice.text,
+                       prefix.size(),
+                       std::move(choice.logprobs),
+                       choice.reason.value_or(finish_reason::abort),
+                       choice.stop_reason};
+  if (request_.tools.family == tool_call_family::none) return result;
+  parsed_tool_calls parsed = parse_tool_calls(request_.tools.family, choice.text);
+  result.text = std::move(parsed.content);
+  for (const tool_call_event& call : parsed.calls) {
+    if (call.index > 0 && !request_.tools.parallel) break;
+    result.tool_calls.push_back({make_tool_call_id(request_.tools.family), call.name, call.arguments});
+  }
+  return result;
+}
+
+void generation_job::stream_parsed(int index, std::vector<tool_call_event> parsed, delta_event event) {
+  event.choice = index;
+  event.text.clear();
+  bool carried = false;
+  auto queue = options_.queue.lock();
+  for (const tool_call_event& piece : parsed) {
+    if (piece.index >= 0) {
+      stream_tool_call(index, piece);
+      continue;
+    }
+    delta_event content = carried ? delta_event{} : std::move(event);
+    content.choice = index;
+    content.text = piece.text;
+    if (queue) queue->push_delta(options_.stream_key, shared_from_this(), content);
+    carried = true;
+  }
+  if (!carried && !event.logprobs.empty() && queue) queue->push_delta(options_.stream_key, shared_from_this(), event);
+}
+
+void generation_job::stream_tool_call(int index, const tool_call_event& call) {
+  choice_state& choice = choices_[static_cast<std::size_t>(index)];
+  if (call.index > 0 && !request_.tools.parallel) return;
+  rendered_tool_call rendered{make_tool_call_id(request_.tools.family), call.name, call.arguments};
+  const int call_index = static_cast<int>(choice.calls.size());
+  push_frame(index, builder_.tool_call_start(index, call_index, rendered));
+  push_frame(index, builder_.tool_call_arguments(index, call_index, rendered.arguments));
+  choice.calls.push_back(std::move(rendered));
 }
 
 void generation_job::fail(const api_error& error) {

@@ -19,6 +19,7 @@
 #include "api/http/api_error.hpp"
 #include "api/http/outgoing_queue.hpp"
 #include "api/http/response_render.hpp"
+#include "model/chat/tool_calls.hpp"
 #include "troupe/engine.hpp"
 
 namespace troupe::api {
@@ -101,6 +102,8 @@ class generation_job final : public delta_renderer, public std::enable_shared_fr
   };
   struct choice_state {
     std::string text;
+    std::optional<tool_call_parser> parser;  ///< streamed chat with tools: reads calls as text arrives
+    std::vector<rendered_tool_call> calls;   ///< streamed: the calls sent so far
     std::vector<token_logprobs> logprobs;
     std::optional<finish_reason> reason;
     std::optional<std::string> stop_reason;
@@ -118,6 +121,13 @@ class generation_job final : public delta_renderer, public std::enable_shared_fr
   void fail(const api_error& error);
   void end(bool notify);
   void release_prompt(std::size_t prompt);
+  /// Streams what the choice's tool-call parser made of new text: content
+  /// as mergeable deltas (the first carries `event`'s tokens and logprobs),
+  /// calls as tool_calls chunks.
+  void stream_parsed(int index, std::vector<tool_call_event> parsed, delta_event event);
+  void stream_tool_call(int index, const tool_call_event& call);
+  /// The complete response's choice `i`, tool calls parsed out of its text.
+  choice_result finished_choice(std::size_t i);
   void push_frame(int choice, const boost::json::value& chunk);
   /// Appends ready bytes to the connection's queue (dropped once it is gone).
   void push_bytes(int choice, std::string bytes);

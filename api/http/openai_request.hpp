@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "api/http/request_limits.hpp"
+#include "model/chat/tool_call_schema.hpp"
 #include "troupe/engine.hpp"
 #include "troupe/request.hpp"
 
@@ -17,6 +18,15 @@ namespace troupe::api {
 
 /// Which OpenAI endpoint a request is for (the response shapes differ).
 enum class endpoint_kind : std::uint8_t { completions, chat };
+
+/// How tool calls are read out of chat choices.
+struct tool_call_settings {
+  /// The format parsed; none when the request has no tools, tool_choice is
+  /// "none", or the model has no known format.
+  tool_call_family family = tool_call_family::none;
+  bool parallel = true;  ///< parallel_tool_calls: false keeps only each choice's first call
+  tool_choice choice;    ///< what the client asked for (required/named: for the constraint engine)
+};
 
 /// A validated generation: one engine request per prompt, and how to answer.
 struct parsed_generation {
@@ -29,6 +39,7 @@ struct parsed_generation {
   bool echo = false;           ///< completions: prepend the prompt text to each choice
   bool logprobs = false;       ///< report logprobs in the endpoint's shape
   int top_logprobs = 0;        ///< alternatives per token
+  tool_call_settings tools;    ///< chat: parsing tool calls out of the output
 };
 
 /// `POST /v1/completions` (`body`: the request object): `prompt` is a

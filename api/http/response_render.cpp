@@ -37,6 +37,22 @@ boost::json::value stop_reason_json(const std::optional<std::string>& stop_reaso
   return stop_reason ? boost::json::value(json_text(*stop_reason)) : boost::json::value();
 }
 
+/// A complete response's assistant message: content (null when only tools
+/// were called) and tool_calls.
+boost::json::object chat_message_json(const std::string& text, std::span<const rendered_tool_call> calls) {
+  boost::json::object message{{"role", "assistant"}};
+  message["content"] = calls.empty() || !text.empty() ? boost::json::value(text) : boost::json::value();
+  if (calls.empty()) return message;
+  boost::json::array tool_calls;
+  for (const rendered_tool_call& call : calls) {
+    tool_calls.push_back({{"id", call.id},
+                          {"type", "function"},
+                          {"function", {{"name", json_text(call.name)}, {"arguments", json_text(call.arguments)}}}});
+  }
+  message["tool_calls"] = std::move(tool_calls);
+  return message;
+}
+
 }  // namespace
 
 std::string random_hex(std::size_t bytes) {
@@ -54,6 +70,19 @@ std::string random_hex(std::size_t bytes) {
 
 std::string make_response_id(endpoint_kind endpoint) {
   return (endpoint == endpoint_kind::chat ? "chatcmpl-" : "cmpl-") + random_hex(16);
+}
+
+std::string make_tool_call_id(tool_call_family family) {
+  if (family != tool_call_family::mistral) return "call_" + random_hex(12);
+  thread_local std::mt19937_64 generator{std::random_device{}()};
+  static constexpr std::string_view alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  std::string id(9, 'a');
+  for (char& c : id) c = alphabet[generator() % alphabet.size()];
+  return id;
+}
+
+const char* chat_finish_reason(finish_reason reason, bool called_tools) {
+  return called_tools && reason == finish_reason::stop ? "tool_calls" : finish_reason_name(reason);
 }
 
 boost::json::object usage_json(const usage_info& usage) {
@@ -109,7 +138,7 @@ boost::json::object response_json(const response_identity& identity, std::span<c
     entry["index"] = choice.index;
     const std::string text = json_text(choice.text);
     if (chat) {
-      entry["message"] = boost::json::object{{"role", "assistant"}, {"content", text}};
+      entry["message"] = chat_message_json(text, choice.tool_calls);
     } else {
       entry["text"] = text;
     }
@@ -119,7 +148,8 @@ boost::json::object response_json(const response_identity& identity, std::span<c
       logprobs = chat ? chat_logprobs_json(choice.logprobs) : completion_logprobs_json(choice.logprobs, offset);
     }
     entry["logprobs"] = std::move(logprobs);
-    entry["finish_reason"] = finish_reason_name(choice.reason);
+    entry["finish_reason"] =
+        chat ? chat_finish_reason(choice.reason, !choice.tool_calls.empty()) : finish_reason_name(choice.reason);
     entry["stop_reason"] = stop_reason_json(choice.stop_reason);
     choice_array.emplace_back(std::move(entry));
   }
@@ -164,8 +194,25 @@ boost::json::object chunk_builder::text(int index, std::string_view text, boost:
   return chunk(std::move(choice));
 }
 
+boost::json::object chunk_builder::tool_call_start(int index, int call_index, const rendered_tool_call& call) const {
+  boost::json::object function{{"name", json_text(call.name)}, {"arguments", ""}};
+  boost::json::object entry{{"index", call_index}, {"id", call.id}, {"type", "function"}, {"function", function}};
+  return chunk({{"index", index},
+                {"delta", {{"tool_calls", boost::json::array{std::move(entry)}}}},
+                {"logprobs", nullptr},
+                {"finish_reason", nullptr}});
+}
+
+boost::json::object chunk_builder::tool_call_arguments(int index, int call_index, std::string_view arguments) const {
+  boost::json::object entry{{"index", call_index}, {"function", {{"arguments", json_text(arguments)}}}};
+  return chunk({{"index", index},
+                {"delta", {{"tool_calls", boost::json::array{std::move(entry)}}}},
+                {"logprobs", nullptr},
+                {"finish_reason", nullptr}});
+}
+
 boost::json::object chunk_builder::finish(int index, finish_reason reason,
-                                          const std::optional<std::string>& stop_reason) const {
+                                          const std::optional<std::string>& stop_reason, bool called_tools) const {
   boost::json::object choice{{"index", index}};
   if (identity_.endpoint == endpoint_kind::chat) {
     choice["delta"] = boost::json::object{};
@@ -173,7 +220,7 @@ boost::json::object chunk_builder::finish(int index, finish_reason reason,
     choice["text"] = "";
   }
   choice["logprobs"] = nullptr;
-  choice["finish_reason"] = finish_reason_name(reason);
+  choice["finish_reason"] = chat_finish_reason(reason, called_tools);
   choice["stop_reason"] = stop_reason_json(stop_reason);
   return chunk(std::move(choice));
 }

@@ -42,6 +42,20 @@ boost::json::object completion_logprobs_json(std::span<const token_logprobs> tok
 /// Chat logprobs `{content: [{token, logprob, bytes, top_logprobs}]}`.
 boost::json::object chat_logprobs_json(std::span<const token_logprobs> tokens);
 
+/// A tool call as the API reports it.
+struct rendered_tool_call {
+  std::string id;         ///< "call_" and 24 hex digits; 9 letters and digits for Mistral (its template checks)
+  std::string name;       ///< the function's name
+  std::string arguments;  ///< JSON object text
+};
+
+/// A fresh tool-call id in the form `family`'s templates accept back.
+std::string make_tool_call_id(tool_call_family family);
+
+/// The OpenAI finish_reason of a chat choice: "tool_calls" when it stopped
+/// after calling tools, else the engine's reason.
+const char* chat_finish_reason(finish_reason reason, bool called_tools);
+
 /// One finished choice of a complete (non-streamed) response.
 struct choice_result {
   int index = 0;
@@ -50,6 +64,9 @@ struct choice_result {
   std::vector<token_logprobs> logprobs;  ///< one per generated token when asked for
   finish_reason reason = finish_reason::stop;
   std::optional<std::string> stop_reason;
+  /// chat: calls parsed out of the output; `text` is then the rest (content
+  /// is null when that is empty).
+  std::vector<rendered_tool_call> tool_calls;
 };
 
 /// The complete response object (`text_completion` or `chat.completion`).
@@ -66,8 +83,14 @@ class chunk_builder {
   boost::json::object role(int index) const;
   /// New text for a choice; `logprobs` is null or the endpoint's logprobs object.
   boost::json::object text(int index, std::string_view text, boost::json::value logprobs) const;
-  /// The choice's last chunk: empty delta/text with finish_reason.
-  boost::json::object finish(int index, finish_reason reason, const std::optional<std::string>& stop_reason) const;
+  /// Chat: a tool call's first chunk, delta.tool_calls[{index, id, type, function: {name, arguments: ""}}].
+  boost::json::object tool_call_start(int index, int call_index, const rendered_tool_call& call) const;
+  /// Chat: more of a tool call's arguments, delta.tool_calls[{index, function: {arguments}}].
+  boost::json::object tool_call_arguments(int index, int call_index, std::string_view arguments) const;
+  /// The choice's last chunk: empty delta/text with finish_reason ("tool_calls"
+  /// for a chat choice that stopped after `called_tools`).
+  boost::json::object finish(int index, finish_reason reason, const std::optional<std::string>& stop_reason,
+                             bool called_tools = false) const;
   /// The usage chunk (empty choices) sent before [DONE] when asked for.
   boost::json::object usage(const usage_info& usage) const;
 

@@ -61,6 +61,7 @@ routed_request handle_models(const http_request_view&, const route_context& cont
   boost::json::object entry{{"id", model.served_model_name}, {"object", "model"},
                             {"created", context.started_at}, {"owned_by", "troupe"},
                             {"root", model.model_dir},       {"max_model_len", model.max_model_len}};
+  entry["tool_call_parser"] = model.tool_call_parser;  // which tool-call format chat output is read in
   return json_reply(boost::json::object{{"object", "list"}, {"data", boost::json::array{std::move(entry)}}});
 }
 

@@ -92,10 +92,9 @@ std::string ws_delta_frame(const boost::json::value& id, const boost::json::valu
   return boost::json::serialize(boost::json::object{{"type", "delta"}, {"id", id}, {"chunk", chunk}});
 }
 
-std::string ws_done_frame(const boost::json::value& id, std::span<const finish_reason> reasons,
-                          const usage_info& usage) {
+std::string ws_done_frame(const boost::json::value& id, std::span<const std::string> reasons, const usage_info& usage) {
   boost::json::array all;
-  for (const finish_reason reason : reasons) all.emplace_back(finish_reason_name(reason));
+  for (const std::string& reason : reasons) all.emplace_back(reason);
   boost::json::value first = reasons.empty() ? boost::json::value() : boost::json::value(all.front());
   return boost::json::serialize(boost::json::object{{"type", "done"},
                                                     {"id", id},

@@ -35,9 +35,9 @@ ws_client_message parse_ws_message(std::string_view text, const request_limits& 
 /// `{"type":"delta","id":…,"chunk":{…}}` with the SSE chunk object.
 std::string ws_delta_frame(const boost::json::value& id, const boost::json::value& chunk);
 /// `{"type":"done","id":…,"finish_reason":…,"finish_reasons":[…],"usage":{…}}`;
-/// finish_reason is choice 0's, finish_reasons every choice's by index.
-std::string ws_done_frame(const boost::json::value& id, std::span<const finish_reason> reasons,
-                          const usage_info& usage);
+/// finish_reason is choice 0's, finish_reasons every choice's by index
+/// (OpenAI names: "stop", "length", "abort", "tool_calls").
+std::string ws_done_frame(const boost::json::value& id, std::span<const std::string> reasons, const usage_info& usage);
 /// `{"type":"error","id":…,"error":{message,type,param,code}}`.
 std::string ws_error_frame(const boost::json::value& id, const api_error& error);
 /// `{"type":"pong","data":…}`.

@@ -73,6 +73,7 @@ struct engine_config {
   int tokenizer_workers;                   ///< tokenizer actors in the pool
   double request_timeout_s;                ///< default per-request timeout, seconds
   bool batch_invariant;                 ///< bitwise batch-independent numerics (slower prefill; see docs/operations.md)
+  std::string tool_call_parser;         ///< tool-call format: auto (from the chat template), none or a family
   std::string speculative;              ///< speculative decoding proposer: off | ngram | draft | layerskip
   std::string draft_model;              ///< draft: HF directory (empty: the demo draft with the demo model)
   std::string speculative_skip_layers;  ///< layerskip: layers skipped ("4-7", "1,3,5"; empty: the upper half)
@@ -209,6 +210,10 @@ struct model_info {
   int vocab_size = 0;
   int max_model_len = 0;
   std::string device;
+  /// The tool-call format read out of chat output ("none", "llama3_json",
+  /// "hermes", "mistral", "deepseek_v3"): the tool_call_parser knob, or
+  /// what the chat template shows when it is "auto".
+  std::string tool_call_parser = "none";
 };
 
 /// An in-process engine. Thread-safe: submit/cancel/stats from any thread.

@@ -10,6 +10,9 @@
 //   overloaded    error overloaded before anything else
 //   too-long      error too_long before anything else
 //   utf8-split    "€" split over two tokens: the first delta holds its text back
+//   tool-calls    text, then two Hermes-format tool calls, in 3-byte deltas; finish "stop"
+//   tool-call-only  one Hermes-format call and nothing else
+//   tool-call-broken  a Hermes call whose JSON is malformed
 
 #include "fake_engine.hpp"
 
@@ -36,6 +39,20 @@ token_logprobs logprob_entry(const std::string& text, int token, float logprob, 
   return entry;
 }
 
+/// The scripted output of the tool-call scripts ("" for other prompts).
+std::string tool_call_script(const std::string& prompt) {
+  const std::string weather =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+  if (has(prompt, "tool-call-only")) return weather;
+  if (has(prompt, "tool-call-broken"))
+    return "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {]}\n</tool_call>";
+  if (has(prompt, "tool-calls")) {
+    return "Checking.\n" + weather +
+           "\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"zone\": \"CET\"}}\n</tool_call>";
+  }
+  return {};
+}
+
 }  // namespace
 
 fake_engine::fake_engine() {
@@ -44,6 +61,7 @@ fake_engine::fake_engine() {
   info_.vocab_size = 1000;
   info_.max_model_len = 4096;
   info_.device = "cpu";
+  info_.tool_call_parser = "hermes";
 }
 
 fake_engine::~fake_engine() { shutdown(std::chrono::milliseconds(0)); }
@@ -76,6 +94,13 @@ void fake_engine::run_script(generation_request request, std::shared_ptr<request
       request.kind == prompt_kind::token_ids ? detokenize(request.prompt_token_ids, false) : prompt;
   sink->on_accepted({id, prompt_tokens, prompt_text});
 
+  if (const std::string script = tool_call_script(prompt); !script.empty()) {
+    usage_info usage{prompt_tokens, 0, 0};
+    for (std::size_t at = 0; at < script.size() && !live->cancelled; at += 3, ++usage.completion_tokens) {
+      sink->on_delta({id, 0, script.substr(at, 3), {static_cast<std::int32_t>(100 + at)}, {}});
+    }
+    return sink->on_finished({id, 0, finish_reason::stop, {}, usage, true});
+  }
   const bool endless = has(prompt, "endless") || has(prompt, "flood");
   const int tokens = has(prompt, "stop-early")   ? 2
                      : endless                   ? 1'000'000
