@@ -67,6 +67,7 @@ struct generation_request {
   /// Structured output (response_format json_object / json_schema, or a
   /// regex, choice list or grammar): none means free text.
   std::optional<constraints::constraint_spec> constraint;
+  std::string constraint_field;  ///< the request field the constraint came from (errors name it)
 
   int priority = 0;                   ///< lower runs first (policy `priority`)
   std::optional<double> deadline_ms;  ///< finish within this many ms of arrival (policy `deadline`)
