@@ -2,43 +2,32 @@
 
 #include <algorithm>
 
+#include "base/utf8.hpp"
+
 namespace troupe::constraints {
 namespace {
 
 expression_ptr make(expression node) { return std::make_shared<const expression>(std::move(node)); }
 
+expression_ptr with_items(expression::kind type, std::vector<expression_ptr> items) {
+  expression node;
+  node.type = type;
+  node.items = std::move(items);
+  return make(std::move(node));
+}
+
 /// Appends the byte-range sequences that encode [lo, hi], where both ends
 /// have the same UTF-8 length and differ only in bytes a single range per
 /// position can describe.
 void encode_aligned(char32_t lo, char32_t hi, std::vector<expression_ptr>& out) {
-  auto bytes_of = [](char32_t cp, std::uint8_t* b) {
-    if (cp < 0x80) {
-      b[0] = static_cast<std::uint8_t>(cp);
-      return 1;
-    }
-    if (cp < 0x800) {
-      b[0] = static_cast<std::uint8_t>(0xC0 | (cp >> 6));
-      b[1] = static_cast<std::uint8_t>(0x80 | (cp & 0x3F));
-      return 2;
-    }
-    if (cp < 0x10000) {
-      b[0] = static_cast<std::uint8_t>(0xE0 | (cp >> 12));
-      b[1] = static_cast<std::uint8_t>(0x80 | ((cp >> 6) & 0x3F));
-      b[2] = static_cast<std::uint8_t>(0x80 | (cp & 0x3F));
-      return 3;
-    }
-    b[0] = static_cast<std::uint8_t>(0xF0 | (cp >> 18));
-    b[1] = static_cast<std::uint8_t>(0x80 | ((cp >> 12) & 0x3F));
-    b[2] = static_cast<std::uint8_t>(0x80 | ((cp >> 6) & 0x3F));
-    b[3] = static_cast<std::uint8_t>(0x80 | (cp & 0x3F));
-    return 4;
-  };
-  std::uint8_t a[4];
-  std::uint8_t b[4];
-  const int length = bytes_of(lo, a);
-  bytes_of(hi, b);
+  std::string first;
+  std::string last;
+  append_utf8(first, lo);
+  append_utf8(last, hi);
   std::vector<expression_ptr> parts;
-  for (int i = 0; i < length; ++i) parts.push_back(byte_set({{a[i], b[i]}}));
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    parts.push_back(byte_set({{static_cast<std::uint8_t>(first[i]), static_cast<std::uint8_t>(last[i])}}));
+  }
   out.push_back(parts.size() == 1 ? parts[0] : sequence(std::move(parts)));
 }
 
@@ -109,17 +98,11 @@ expression_ptr code_point_set(const std::vector<code_point_range>& ranges) {
 }
 
 expression_ptr sequence(std::vector<expression_ptr> items) {
-  expression node;
-  node.type = expression::kind::sequence;
-  node.items = std::move(items);
-  return make(std::move(node));
+  return with_items(expression::kind::sequence, std::move(items));
 }
 
 expression_ptr choice(std::vector<expression_ptr> items) {
-  expression node;
-  node.type = expression::kind::choice;
-  node.items = std::move(items);
-  return make(std::move(node));
+  return with_items(expression::kind::choice, std::move(items));
 }
 
 expression_ptr repeat(expression_ptr item, std::size_t min, std::size_t max) {

@@ -31,7 +31,11 @@ void pushdown::close(const configuration& stacks, closed_configuration& out) {
     if (machine_.has_bytes(top.state)) out.live.push_back(top);
     const std::uint32_t depth = pool_.depth_of(top.parent);
     for (auto i = machine_.call_begin[top.state]; i < machine_.call_begin[top.state + 1]; ++i) {
-      if (depth >= max_depth_) break;
+      if (depth >= max_depth_) {
+        depth_capped_ = true;
+        break;
+      }
+      deepest_ = std::max<std::size_t>(deepest_, depth + 1);
       const auto& edge = machine_.calls[i];
       work_.push_back({machine_.rule_start[edge.rule], pool_.intern(edge.target, top.parent)});
     }

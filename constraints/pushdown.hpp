@@ -72,10 +72,16 @@ class pushdown {
   frame_pool& pool() { return pool_; }
   /// The automaton.
   const automaton& machine() const { return machine_; }
+  /// Most frames any closure has reached so far.
+  std::size_t deepest() const { return deepest_; }
+  /// True when some closure wanted to call beyond the depth cap.
+  bool depth_capped() const { return depth_capped_; }
 
  private:
   const automaton& machine_;
   std::size_t max_depth_;
+  std::size_t deepest_ = 0;
+  bool depth_capped_ = false;
   frame_pool pool_;
   std::vector<stack_top> work_;
   closed_configuration scratch_;

@@ -31,47 +31,102 @@ void store_sparse_when_small(token_table& table) {
   table.accepted = {};
 }
 
+/// One walk of the vocabulary trie from a stack. Level d holds the stacks
+/// after the first d bytes of the current trie path; when they are a
+/// single stack its top is kept directly, so the common case (one stack
+/// inside a rule) costs one transition lookup per trie node.
+class table_walker {
+ public:
+  table_walker(const automaton& machine, const vocab_trie& trie, std::size_t max_depth)
+      : machine_(machine), trie_(trie), runner_(machine, max_depth) {}
+
+  token_table run(const std::vector<std::int32_t>& frames) {
+    table_.accepted.assign((trie_.vocab_size + 31) / 32, 0);
+    std::int32_t parent = -1;
+    for (std::size_t i = frames.size(); i-- > 1;) parent = runner_.pool().intern(frames[i], parent);
+    stepped_ = {{frames[0], parent}};
+    if (!close_level(0, false)) return finish();
+    for (std::uint32_t i = 1; i < trie_.nodes.size();) i = visit(i);
+    return finish();
+  }
+
+ private:
+  struct level {
+    std::int32_t state = -1;  ///< the single live stack's top, or -1 (see closed)
+    std::int32_t parent = -1;
+    bool context = false;  ///< some path returned below the known frames
+    closed_configuration closed;
+  };
+
+  /// Handles node `i`; returns the next node to visit.
+  std::uint32_t visit(std::uint32_t i) {
+    const auto& node = trie_.nodes[i];
+    const std::uint32_t d = node.depth;
+    if (levels_.size() <= d) levels_.resize(d + 1);
+    const level& up = levels_[d - 1];
+    if (up.state >= 0) {
+      const std::int32_t next = machine_.next(up.state, node.byte);
+      if (next >= 0 && !machine_.has_calls(next) && !machine_.accepting[next]) {
+        accept_node(i);
+        levels_[d].state = next;
+        levels_[d].parent = up.parent;
+        levels_[d].context = up.context;
+        return i + 1;
+      }
+      stepped_.clear();
+      if (next >= 0) stepped_.push_back({next, up.parent});
+    } else {
+      runner_.step(up.closed.live, node.byte, stepped_);
+    }
+    if (stepped_.empty()) {
+      if (up.context) add_range(trie_, trie_.subtree_tokens(i), table_.uncertain);
+      return node.end;
+    }
+    const auto own = accept_node(i);
+    if (close_level(d, up.context)) return i + 1;
+    if (levels_[d].context) add_range(trie_, {own.second, trie_.subtree_tokens(i).second}, table_.uncertain);
+    return node.end;
+  }
+
+  /// Closes `stepped_` into level d; false when no stack can read on.
+  bool close_level(std::uint32_t d, bool context_above) {
+    if (levels_.size() <= d) levels_.resize(d + 1);
+    level& here = levels_[d];
+    runner_.close(stepped_, here.closed);
+    here.context = context_above || here.closed.context;
+    const bool single = here.closed.live.size() == 1;
+    here.state = single ? here.closed.live[0].state : -1;
+    here.parent = single ? here.closed.live[0].parent : -1;
+    return !here.closed.live.empty();
+  }
+
+  std::pair<std::uint32_t, std::uint32_t> accept_node(std::uint32_t i) {
+    const auto own = trie_.node_tokens(i);
+    for (auto t = own.first; t < own.second; ++t) set_bit(table_.accepted, trie_.token_ids[t]);
+    return own;
+  }
+
+  token_table finish() {
+    store_sparse_when_small(table_);
+    table_.deepest = runner_.deepest();
+    table_.capped = runner_.depth_capped();
+    return std::move(table_);
+  }
+
+  const automaton& machine_;
+  const vocab_trie& trie_;
+  pushdown runner_;
+  std::vector<level> levels_;
+  configuration stepped_;
+  token_table table_;
+};
+
 }  // namespace
 
 token_table compute_token_table(const automaton& machine, const vocab_trie& trie,
                                 const std::vector<std::int32_t>& frames, std::size_t max_depth) {
-  token_table table;
-  table.accepted.assign((trie.vocab_size + 31) / 32, 0);
-  pushdown runner(machine, max_depth);
-  std::int32_t parent = -1;
-  for (std::size_t i = frames.size(); i-- > 1;) parent = runner.pool().intern(frames[i], parent);
-  // closed[d] / context[d]: the stacks after the first d bytes of the
-  // current trie path, and whether some path returned below `frames`.
-  std::vector<closed_configuration> closed(1);
-  std::vector<bool> context(1);
-  runner.close(configuration{{frames[0], parent}}, closed[0]);
-  context[0] = closed[0].context;
-  configuration stepped;
-  for (std::uint32_t i = 1; i < trie.nodes.size();) {
-    const auto& node = trie.nodes[i];
-    const std::uint32_t d = node.depth;
-    runner.step(closed[d - 1].live, node.byte, stepped);
-    if (stepped.empty()) {
-      if (context[d - 1]) add_range(trie, trie.subtree_tokens(i), table.uncertain);
-      i = node.end;
-      continue;
-    }
-    const auto own = trie.node_tokens(i);
-    for (auto t = own.first; t < own.second; ++t) set_bit(table.accepted, trie.token_ids[t]);
-    if (closed.size() <= d) {
-      closed.resize(d + 1);
-      context.resize(d + 1);
-    }
-    runner.close(stepped, closed[d]);
-    context[d] = context[d - 1] || closed[d].context;
-    if (closed[d].live.empty()) {
-      if (context[d]) add_range(trie, {own.second, trie.subtree_tokens(i).second}, table.uncertain);
-      i = node.end;
-      continue;
-    }
-    ++i;
-  }
-  store_sparse_when_small(table);
+  token_table table = table_walker(machine, trie, max_depth).run(frames);
+  table.depth_cap = max_depth;
   return table;
 }
 
@@ -88,14 +143,20 @@ std::shared_ptr<const token_table> token_table_cache::get(const automaton& machi
                                                           const std::vector<std::int32_t>& frames,
                                                           std::size_t max_depth) {
   std::string key(reinterpret_cast<const char*>(frames.data()), frames.size() * sizeof(std::int32_t));
-  key.append(reinterpret_cast<const char*>(&max_depth), sizeof max_depth);
   {
     std::lock_guard lock(mutex_);
-    if (auto it = tables_.find(key); it != tables_.end()) return it->second;
+    if (auto it = tables_.find(key); it != tables_.end()) {
+      for (const auto& table : it->second) {
+        if (table->valid_for(max_depth)) return table;
+      }
+    }
   }
   auto table = std::make_shared<const token_table>(compute_token_table(machine, trie, frames, max_depth));
   std::lock_guard lock(mutex_);
-  if (tables_.size() < capacity_) tables_.emplace(std::move(key), table);
+  if (size_ < capacity_) {
+    tables_[key].push_back(table);
+    ++size_;
+  }
   return table;
 }
 

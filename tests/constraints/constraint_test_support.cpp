@@ -94,9 +94,9 @@ std::vector<std::int32_t> allowed_ids(const std::vector<std::uint32_t>& mask, st
   return ids;
 }
 
-walk_result random_walk(const compiled_constraint& constraint, const vocabulary& vocab, std::uint32_t seed,
-                        std::size_t steps) {
-  std::mt19937 rng(seed);
+walk_result random_walk(const compiled_constraint& constraint, const vocabulary& vocab, const walk_spec& spec) {
+  std::mt19937 rng(spec.seed);
+  const std::size_t steps = spec.steps;
   walk_result result;
   auto matcher = constraint.start();
   std::vector<std::uint32_t> mask((vocab.token_bytes.size() + 31) / 32);

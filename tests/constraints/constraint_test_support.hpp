@@ -39,12 +39,17 @@ struct walk_result {
   std::string failure;     ///< non-empty when a property broke on the way
 };
 
+/// How one random walk is drawn.
+struct walk_spec {
+  std::uint32_t seed = 0;  ///< seeds the sampler
+  std::size_t steps = 16;  ///< free steps before steering towards the end
+};
+
 /// Samples tokens under the mask (seeded) until eos; after `steps` it
 /// steers towards completion. Checks on the way that every allowed token
 /// is accepted, that sampled forbidden tokens are refused, and that the
 /// mask is never empty before the end.
-walk_result random_walk(const compiled_constraint& constraint, const vocabulary& vocab, std::uint32_t seed,
-                        std::size_t steps);
+walk_result random_walk(const compiled_constraint& constraint, const vocabulary& vocab, const walk_spec& spec);
 
 /// Feeds the tokenisation of `document` token by token; returns an empty
 /// string when every token was allowed and the end is complete, else what

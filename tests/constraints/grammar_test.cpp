@@ -83,17 +83,17 @@ TEST(GrammarConstraint, RandomWalksEndInSentences) {
     const auto compiled_brackets = compiler.compile({constraint_kind::grammar, brackets});
     const auto compiled_list = compiler.compile({constraint_kind::grammar, bullet_list});
     for (std::uint32_t seed = 0; seed < 6; ++seed) {
-      const auto a = random_walk(*compiled_arithmetic, fixture.vocab, seed, 20);
+      const auto a = random_walk(*compiled_arithmetic, fixture.vocab, {.seed = seed, .steps = 20});
       ASSERT_TRUE(a.failure.empty()) << name << ": " << a.failure;
       if (a.completed) {
         EXPECT_TRUE(arithmetic_checker(a.text).valid()) << a.text;
       }
-      const auto b = random_walk(*compiled_brackets, fixture.vocab, seed, 20);
+      const auto b = random_walk(*compiled_brackets, fixture.vocab, {.seed = seed, .steps = 20});
       ASSERT_TRUE(b.failure.empty()) << name << ": " << b.failure;
       if (b.completed) {
         EXPECT_TRUE(balanced(b.text)) << b.text;
       }
-      const auto l = random_walk(*compiled_list, fixture.vocab, seed, 10);
+      const auto l = random_walk(*compiled_list, fixture.vocab, {.seed = seed, .steps = 10});
       ASSERT_TRUE(l.failure.empty()) << name << ": " << l.failure;
       ASSERT_TRUE(l.completed);
       EXPECT_TRUE(std::regex_match(widen(l.text), list_checker)) << l.text;

@@ -17,7 +17,7 @@ TEST(JsonObjectConstraint, RandomWalksEndInObjects) {
     const auto compiled = shared_compiler(name).compile({constraint_kind::json_object, ""});
     int completed = 0;
     for (std::uint32_t seed = 0; seed < 16; ++seed) {
-      const auto walk = random_walk(*compiled, fixture.vocab, seed, 24);
+      const auto walk = random_walk(*compiled, fixture.vocab, {.seed = seed, .steps = 24});
       ASSERT_TRUE(walk.failure.empty()) << name << " seed " << seed << ": " << walk.failure;
       if (!walk.completed) continue;
       ++completed;
@@ -37,8 +37,9 @@ TEST(JsonObjectConstraint, MatchersShareOneCompiledConstraintAcrossThreads) {
   std::vector<walk_result> walks(4);
   std::vector<std::thread> threads;
   for (std::size_t i = 0; i < walks.size(); ++i) {
-    threads.emplace_back(
-        [&, i] { walks[i] = random_walk(*compiled, fixture.vocab, 100 + static_cast<std::uint32_t>(i), 16); });
+    threads.emplace_back([&, i] {
+      walks[i] = random_walk(*compiled, fixture.vocab, {.seed = 100 + static_cast<std::uint32_t>(i), .steps = 16});
+    });
   }
   for (auto& thread : threads) thread.join();
   for (const auto& walk : walks) {

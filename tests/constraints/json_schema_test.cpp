@@ -72,7 +72,7 @@ TEST(JsonSchemaConstraint, RandomWalksEndInValidDocuments) {
       const auto compiled = shared_compiler(vocab_name).compile({constraint_kind::json_schema, c.schema});
       int completed = 0;
       for (std::uint32_t seed = 0; seed < 8; ++seed) {
-        const auto walk = random_walk(*compiled, fixture.vocab, seed, 40);
+        const auto walk = random_walk(*compiled, fixture.vocab, {.seed = seed, .steps = 40});
         ASSERT_TRUE(walk.failure.empty()) << vocab_name << " " << c.name << " seed " << seed << ": " << walk.failure;
         if (!walk.completed) continue;
         ++completed;

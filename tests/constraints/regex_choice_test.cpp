@@ -44,7 +44,7 @@ TEST(RegexConstraint, RandomWalksEndInMatches) {
       const auto compiled = shared_compiler(name).compile({constraint_kind::regex, c.pattern});
       int completed = 0;
       for (std::uint32_t seed = 0; seed < 12; ++seed) {
-        const auto walk = random_walk(*compiled, fixture.vocab, seed, 12);
+        const auto walk = random_walk(*compiled, fixture.vocab, {.seed = seed, .steps = 12});
         ASSERT_TRUE(walk.failure.empty()) << name << " /" << c.pattern << "/ seed " << seed << ": " << walk.failure;
         if (!walk.completed) continue;
         ++completed;
@@ -84,7 +84,7 @@ TEST(RegexConstraint, UnicodeClassesWalkWholeCharacters) {
   EXPECT_EQ(feed_document(*compiled, fixture, "éàü"), "");
   EXPECT_EQ(feed_document(*compiled, fixture, "αβγ!"), "");
   for (std::uint32_t seed = 0; seed < 8; ++seed) {
-    const auto walk = random_walk(*compiled, fixture.vocab, seed, 6);
+    const auto walk = random_walk(*compiled, fixture.vocab, {.seed = seed, .steps = 6});
     ASSERT_TRUE(walk.failure.empty()) << walk.failure;
     ASSERT_TRUE(walk.completed);
     EXPECT_TRUE(full_match("[à-ÿ]{2,4}|[α-ω]+!", walk.text)) << walk.text;
@@ -98,7 +98,7 @@ TEST(ChoiceConstraint, WalksEndInOneOfTheChoices) {
     const auto& fixture = load_vocabulary(name);
     const auto compiled = shared_compiler(name).compile({constraint_kind::choice, spec});
     for (std::uint32_t seed = 0; seed < 16; ++seed) {
-      const auto walk = random_walk(*compiled, fixture.vocab, seed, 8);
+      const auto walk = random_walk(*compiled, fixture.vocab, {.seed = seed, .steps = 8});
       ASSERT_TRUE(walk.failure.empty()) << walk.failure;
       ASSERT_TRUE(walk.completed);
       EXPECT_NE(std::find(choices.begin(), choices.end(), walk.text), choices.end()) << walk.text;
