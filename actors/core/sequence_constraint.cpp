@@ -1,5 +1,7 @@
 #include "actors/core/sequence_constraint.hpp"
 
+#include <algorithm>
+
 namespace troupe {
 
 namespace {
