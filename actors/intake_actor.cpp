@@ -14,6 +14,8 @@ admitted_request_ptr admit(const intake_setup& setup, const submission& job, con
   const generation_request& request = job.request;
   auto admitted = std::make_shared<admitted_request>();
   admitted->spec = make_request_spec(request, prompt.ids);
+  admitted->spec.constraint = prompt.constraint;
+  admitted->spec.constraint_vocab = prompt.constraint_vocab;
   if (!admitted->spec.timeout_s) admitted->spec.timeout_s = setup.default_timeout_s;
   admitted->output.n = request.n;
   admitted->output.skip_special_tokens = request.skip_special_tokens;

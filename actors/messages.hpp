@@ -37,8 +37,10 @@ struct submission {
 /// A prompt made ready by a tokenizer actor: rendered (chat) and encoded.
 struct prepared_prompt {
   std::vector<std::int32_t> ids;
-  std::string text;                  ///< the prompt as text (for echo)
-  std::optional<error_event> error;  ///< set when the prompt could not be prepared
+  std::string text;                                                    ///< the prompt as text (for echo)
+  std::optional<error_event> error;                                    ///< set when the prompt could not be prepared
+  std::shared_ptr<const constraints::compiled_constraint> constraint;  ///< structured output; null: none
+  std::int32_t constraint_vocab = 0;                                   ///< ids the constraint's masks cover
 };
 
 /// A request that passed admission and tokenization, on its way to the scheduler.

@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 #include <map>
 
+#include "actors/core/request_constraint.hpp"
+
 namespace troupe {
 
 namespace {
@@ -14,17 +16,25 @@ struct open_stream {
 
 struct tokenizer_state {
   std::shared_ptr<const prompt_preparer> preparer;
+  std::shared_ptr<constraints::constraint_compiler> constraints;
   std::map<request_handle, open_stream> streams;
   static inline const char* name = "tokenizer";
 };
 
-prepared_prompt_ptr prepare(const prompt_preparer& preparer, const submission& job) {
+prepared_prompt_ptr prepare(const tokenizer_state& state, const submission& job) {
   auto out = std::make_shared<prepared_prompt>();
-  prepared_prompt_result result = preparer.prepare(job.request);
+  prepared_prompt_result result = state.preparer->prepare(job.request);
   if (result.error) {
     out->error = error_event{job.request.request_id, error_kind::invalid_request, *result.error, result.param};
     return out;
   }
+  compiled_request_constraint constraint = compile_request_constraint(state.constraints.get(), job.request);
+  if (constraint.error) {
+    out->error = std::move(constraint.error);
+    return out;
+  }
+  out->constraint = std::move(constraint.constraint);
+  out->constraint_vocab = constraint.vocab;
   out->ids = std::move(result.ids);
   out->text = std::move(result.text);
   return out;
@@ -53,10 +63,12 @@ void send_finishes(tokenizer_state& state, const stream_batch& batch) {
 }
 
 tokenizer_actor::behavior_type tokenizer_behavior(tokenizer_actor::stateful_pointer<tokenizer_state> self,
-                                                  std::shared_ptr<const prompt_preparer> preparer) {
+                                                  std::shared_ptr<const prompt_preparer> preparer,
+                                                  std::shared_ptr<constraints::constraint_compiler> constraints) {
   self->state.preparer = std::move(preparer);
+  self->state.constraints = std::move(constraints);
   return {
-      [self](atom::encode, const submission_ptr& job) { return prepare(*self->state.preparer, *job); },
+      [self](atom::encode, const submission_ptr& job) { return prepare(self->state, *job); },
       [self](atom::open, const stream_open_ptr& open) {
         output_stream stream(self->state.preparer->tokenizer(), open->accepted.request_id, open->output);
         self->state.streams.emplace(open->handle, open_stream{std::move(stream), open->sink});
@@ -79,8 +91,9 @@ tokenizer_actor::behavior_type tokenizer_behavior(tokenizer_actor::stateful_poin
 
 }  // namespace
 
-tokenizer_actor spawn_tokenizer(caf::actor_system& system, std::shared_ptr<const prompt_preparer> preparer) {
-  return system.spawn(tokenizer_behavior, std::move(preparer));
+tokenizer_actor spawn_tokenizer(caf::actor_system& system, std::shared_ptr<const prompt_preparer> preparer,
+                                std::shared_ptr<constraints::constraint_compiler> constraints) {
+  return system.spawn(tokenizer_behavior, std::move(preparer), std::move(constraints));
 }
 
 }  // namespace troupe

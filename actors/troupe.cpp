@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <random>
 
+#include "actors/core/request_constraint.hpp"
 #include "actors/drafter_loading.hpp"
 #include "actors/intake_actor.hpp"
 #include "actors/kv_manager_actor.hpp"
@@ -127,6 +128,7 @@ loaded_engine_model load_engine_model(const engine_config& config) {
   loaded.executor = resources;
   loaded.drafter = load_drafter(config, *resources, loaded.num_device_blocks);
   loaded.eos_token_ids = eos_ids(*loaded.weights, *loaded.preparer->tokenizer());
+  loaded.constraints = make_constraint_compiler(*loaded.preparer->tokenizer(), loaded.eos_token_ids);
   loaded.info.served_model_name = config.served_model_name.empty() ? dir.filename().string() : config.served_model_name;
   loaded.info.model_dir = dir.string();
   loaded.info.vocab_size = static_cast<int>(model.vocab_size);
@@ -161,7 +163,7 @@ troupe_handles spawn_troupe(caf::actor_system& system, const engine_config& conf
   handles.kv = spawn_kv_manager(system, kv_manager_config(setup.loop.scheduler));
   handles.executor = spawn_executor(system, model.executor);
   for (int i = 0; i < std::max(1, config.tokenizer_workers); ++i)
-    handles.tokenizers.push_back(spawn_tokenizer(system, model.preparer));
+    handles.tokenizers.push_back(spawn_tokenizer(system, model.preparer, model.constraints));
   setup.kv = handles.kv;
   setup.executor = handles.executor;
   setup.shards = handles.tokenizers;

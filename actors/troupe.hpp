@@ -18,8 +18,9 @@ namespace troupe {
 struct loaded_engine_model {
   std::shared_ptr<const checkpoint> weights;
   std::shared_ptr<const prompt_preparer> preparer;
-  std::shared_ptr<executor_resources> executor;  ///< backend, model, KV pools
-  std::shared_ptr<executor_resources> drafter;   ///< the draft model's stream (speculative draft/layerskip), or null
+  std::shared_ptr<constraints::constraint_compiler> constraints;  ///< structured output, shared by the tokenizers
+  std::shared_ptr<executor_resources> executor;                   ///< backend, model, KV pools
+  std::shared_ptr<executor_resources> drafter;  ///< the draft model's stream (speculative draft/layerskip), or null
   model_info info;
   std::int64_t num_device_blocks = 0;
   std::int64_t num_host_blocks = 0;

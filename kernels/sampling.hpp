@@ -3,7 +3,9 @@
 //
 // Semantics every backend implements identically, in this order, on one
 // float32 logits row of the vocabulary:
-//  1. add `logit_bias`; set suppressed ids (eos/stop ids before min_tokens) to -inf;
+//  1. add `logit_bias`; set suppressed ids (eos/stop ids before min_tokens)
+//     and ids whose bit is clear in `allowed_mask` (a structured-output
+//     constraint, when the mask is not empty) to -inf;
 //  2. repetition penalty over ids in prompt or output (positive logits divided,
 //     negative multiplied); then logit -= frequency_penalty * count_in_output
 //     + presence_penalty * (count_in_output > 0);
@@ -20,8 +22,10 @@
 // Verification of draft tokens (speculative decoding, kernels/speculative.hpp)
 // reuses these rules: a step_batch::verify group's row i is processed by
 // steps 1, 2, 4 and 5 exactly as an ordinary row with the same sampling_row
-// (whose output_tokens include the drafts before it), giving the target
-// distribution p_i; then, in row order,
+// (whose output_tokens include the drafts before it, and whose allowed_mask
+// is the constraint's mask after those drafts, so a forbidden draft has
+// p_i(d) = 0 and is rejected), giving the target distribution p_i; then, in
+// row order,
 //  7. greedy rows (temperature 0 or top_k 1): draft d_{i+1} is accepted when
 //     it is row i's argmax (ties to the lowest id); the first rejected row
 //     emits its argmax;
@@ -68,7 +72,20 @@ struct sampling_row {
   std::span<const std::int32_t> prompt_tokens;      ///< for the repetition penalty
   std::span<const std::int32_t> output_tokens;      ///< for all penalties
   std::span<const std::int32_t> suppressed_tokens;  ///< forced to -inf (e.g. eos before min_tokens)
+  /// Allowed-token bitmask of a structured-output constraint: bit (t % 32)
+  /// of word t / 32 set when id t may be drawn. Ids past its end are not
+  /// allowed (the model's logits may be padded beyond the tokenizer's
+  /// vocabulary) and bits past the logits row are ignored. Empty: every id
+  /// is allowed.
+  std::span<const std::uint32_t> allowed_mask;
 };
+
+/// Whether `mask` (a sampling_row::allowed_mask) allows `id`; an empty mask allows all.
+inline bool mask_allows(std::span<const std::uint32_t> mask, std::int32_t id) {
+  if (mask.empty()) return true;
+  const auto word = static_cast<std::size_t>(id) / 32;
+  return word < mask.size() && ((mask[word] >> (static_cast<std::uint32_t>(id) % 32)) & 1u) != 0;
+}
 
 /// A token and its log-probability.
 struct token_logprob {

@@ -69,6 +69,12 @@ struct sequence {
   std::vector<std::int32_t> draft_context;  ///< outputs, then the drafts: the verify rows' output_tokens
   std::vector<float> draft_probs;           ///< [num_drafts * vocab] the drafts' q rows, or empty
   double acceptance = 1.0;                  ///< exponential average of accepted / proposed drafts
+  /// Structured output: the constraint's position after `outputs` (null:
+  /// unconstrained). Transitions never touch it: a recompute replays no
+  /// sampling, so the outputs it has accepted stay accepted.
+  std::unique_ptr<constraints::token_matcher> matcher;
+  std::vector<std::uint32_t> allowed_mask;  ///< the mask of the row in flight (backs its hook)
+  std::vector<std::uint32_t> draft_masks;   ///< [num_drafts][mask words] the verify rows' masks (back their hooks)
 
   /// Prompt plus outputs: every token whose K/V the sequence needs.
   std::int32_t total_tokens() const;

@@ -3,6 +3,7 @@
 // scheduler_result.cpp.
 
 #include "actors/core/scheduler.hpp"
+#include "actors/core/sequence_constraint.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -148,6 +149,7 @@ sequence& scheduler::add_sequence(request_state& request, int choice) {
   seq->request = &request;
   seq->choice = choice;
   seq->seed = choice_seed(request.seed, choice);
+  start_matcher(*seq);
   sequence& ref = *seq;
   ++status_counts_[static_cast<int>(ref.status)];
   sequences_.emplace(ref.id, &ref);

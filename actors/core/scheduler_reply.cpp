@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "actors/core/scheduler.hpp"
+#include "actors/core/sequence_constraint.hpp"
 
 namespace troupe {
 
@@ -183,6 +184,9 @@ scheduled_sequence scheduler::commit_grant(const grant& g, in_flight_step& recor
 void scheduler::add_rows(scheduled_step& step, const scheduled_sequence& scheduled, sequence& seq,
                          in_flight_step& record) {
   request_state& request = *seq.request;
+  // Every row of a fork step starts the document: the parent's mask fits them all.
+  const std::span<const std::uint32_t> mask =
+      scheduled.num_samples > 0 ? next_row_mask(seq) : std::span<const std::uint32_t>{};
   for (std::int32_t c = 0; c < scheduled.num_samples; ++c) {
     logits_row_hook hook;
     hook.sequence_index = step.sequences.size() - 1;
@@ -196,6 +200,7 @@ void scheduler::add_rows(scheduled_step& step, const scheduled_sequence& schedul
     hook.output_tokens = seq.outputs;
     if (static_cast<std::int64_t>(hook.token_index) < request.spec.min_tokens)
       hook.suppressed_tokens = request.min_tokens_suppressed;
+    hook.allowed_mask = mask;
     step.rows.push_back(hook);
     record.rows.push_back({&seq, &request, hook.choice});
   }

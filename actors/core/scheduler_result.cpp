@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "actors/core/scheduler.hpp"
+#include "actors/core/sequence_constraint.hpp"
 
 namespace troupe {
 
@@ -37,6 +38,7 @@ std::optional<finish_reason> scheduler::stop_reason(const sequence& seq, std::in
 void scheduler::append_token(sequence& seq, const sample_output& sample, double now, scheduler_events& events) {
   request_state& request = *seq.request;
   seq.outputs.push_back(sample.token);
+  const bool document_over = advance_matcher(seq, sample.token);
   ++request.usage.completion_tokens;
   ++metrics_.generation_tokens;
   events.tokens.push_back({request.handle, seq.choice, sample});
@@ -47,7 +49,11 @@ void scheduler::append_token(sequence& seq, const sample_output& sample, double 
     metrics_.inter_token_latency_s.observe(now - seq.last_token_time);
   }
   seq.last_token_time = now;
-  if (const auto reason = stop_reason(seq, sample.token)) finish_sequence(seq, *reason, now, events);
+  if (document_over) {
+    finish_sequence(seq, finish_reason::stop, now, events);
+  } else if (const auto reason = stop_reason(seq, sample.token)) {
+    finish_sequence(seq, *reason, now, events);
+  }
 }
 
 scheduler_events scheduler::on_step_result(const step_result& result, double now) {

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "actors/core/scheduler.hpp"
+#include "actors/core/sequence_constraint.hpp"
 
 namespace troupe {
 
@@ -71,6 +72,7 @@ std::string scheduler::set_drafts(scheduled_step& step, std::size_t sequence_ind
   seq->draft_probs = std::move(draft_probs);
   scheduled.drafts = std::move(drafts);
   scheduled.draft_probs = seq->draft_probs;
+  const auto masks = draft_row_masks(*seq, scheduled.drafts);
   std::vector<logits_row_hook> hooks;
   std::vector<in_flight_row> records;
   for (std::int32_t i = 1; i <= j; ++i) {
@@ -80,6 +82,7 @@ std::string scheduler::set_drafts(scheduled_step& step, std::size_t sequence_ind
     hook.suppressed_tokens = static_cast<std::int64_t>(hook.token_index) < request.spec.min_tokens
                                  ? std::span<const std::int32_t>(request.min_tokens_suppressed)
                                  : std::span<const std::int32_t>{};
+    if (!masks.empty()) hook.allowed_mask = masks[static_cast<std::size_t>(i) - 1];
     hooks.push_back(hook);
     records.push_back({seq, &request, seq->choice, i});
   }

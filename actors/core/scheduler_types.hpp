@@ -4,6 +4,7 @@
 // layer can turn each into a message.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -114,6 +115,10 @@ struct request_spec {
   std::int32_t adapter_id = 0;       ///< LoRA adapter slot (0: none)
   std::uint64_t cache_salt = 0;      ///< prefix-cache partition (generation_request::cache_salt)
   bool speculate = true;             ///< false: never speculative decoding for this request
+  /// Structured output compiled against the vocabulary (the tokenizer
+  /// actor compiles it); null: unconstrained.
+  std::shared_ptr<const constraints::compiled_constraint> constraint;
+  std::int32_t constraint_vocab = 0;  ///< ids the constraint's masks cover (the tokenizer's vocabulary)
 };
 
 /// The scheduler's view of a public request (deadline_ms becomes seconds).
@@ -193,6 +198,7 @@ struct logits_row_hook {
   std::span<const std::int32_t> prompt_tokens;
   std::span<const std::int32_t> output_tokens;
   std::span<const std::int32_t> suppressed_tokens;  ///< eos and stop ids while below min_tokens
+  std::span<const std::uint32_t> allowed_mask;      ///< the constraint's mask for this row; empty: unconstrained
 };
 
 /// A planned step: who runs which tokens, rows to sample, copies to run first.

@@ -68,6 +68,7 @@ void fill_sampling_rows(step_batch& batch, const scheduled_step& step) {
     row.prompt_tokens = hook.prompt_tokens;
     row.output_tokens = hook.output_tokens;
     row.suppressed_tokens = hook.suppressed_tokens;
+    row.allowed_mask = hook.allowed_mask;
     batch.sampling.push_back(row);
   }
 }

@@ -16,7 +16,7 @@ namespace {
 
 constexpr auto chat_only_keys = std::to_array<std::string_view>(
     {"messages", "max_completion_tokens", "logprobs", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls",
-     "response_format", "chat_template_kwargs", "add_generation_prompt"});
+     "chat_template_kwargs", "add_generation_prompt"});
 constexpr auto message_keys =
     std::to_array<std::string_view>({"role", "content", "name", "tool_calls", "tool_call_id"});
 constexpr auto roles = std::to_array<std::string_view>({"system", "developer", "user", "assistant", "tool"});
@@ -102,12 +102,6 @@ void read_chat_extras(const json_field& fields, const request_limits& limits, pa
   if (const auto top = fields.get_int("top_logprobs", 0, limits.engine.max_top_logprobs)) {
     if (!out.logprobs && *top > 0) throw invalid_field("top_logprobs", "'top_logprobs' requires 'logprobs': true");
     out.top_logprobs = static_cast<int>(*top);
-  }
-  if (const std::optional<json_field> format = fields.get_object("response_format")) {
-    if (format->get_string("type", 64).value_or("") != "text") {
-      throw invalid_field("response_format.type", "only response_format type \"text\" is supported",
-                          "unsupported_value");
-    }
   }
   if (const std::optional<json_field> kwargs = fields.get_object("chat_template_kwargs")) {
     base.chat_template_kwargs_json = boost::json::serialize(kwargs->value());

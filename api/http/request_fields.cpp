@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "api/http/api_error.hpp"
+#include "api/http/constraint_fields.hpp"
 #include "base/utf8.hpp"
 
 namespace troupe::api {
@@ -181,6 +182,7 @@ void read_common_fields(const json_field& fields, const request_limits& limits, 
   read_logit_bias(fields, limits, model, base);
   read_stop_token_ids(fields, limits, model, base);
   read_extras(fields, base);
+  read_constraint(fields, base);
 }
 
 }  // namespace troupe::api

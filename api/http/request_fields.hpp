@@ -13,9 +13,11 @@ namespace troupe::api {
 /// Keys every generation endpoint accepts (harmless OpenAI bookkeeping
 /// fields such as `metadata` and `store` are accepted and ignored).
 // clang-format off
-inline constexpr std::array<std::string_view, 26> common_request_keys = {
+inline constexpr std::array<std::string_view, 32> common_request_keys = {
     "model", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "stop",
-    "presence_penalty", "frequency_penalty", "logit_bias", "seed", "user",
+    "presence_penalty", "frequency_penalty", "logit_bias", "seed", "user", "response_format",
+    // structured output (constraint_fields.hpp)
+    "structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar",
     // vLLM's extras, then Troupe's own
     "top_k", "min_p", "repetition_penalty", "ignore_eos", "min_tokens", "stop_token_ids",
     "skip_special_tokens", "priority", "deadline_ms", "speculative",

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "constraints/constraint.hpp"
 #include "kernels/sampling.hpp"
 
 namespace troupe {
@@ -63,6 +64,10 @@ struct generation_request {
   bool skip_special_tokens = true;
   int n = 1;          ///< parallel samples sharing the prompt
   bool echo = false;  ///< completions: prepend the prompt text to the output
+  /// Structured output (response_format json_object / json_schema, or a
+  /// regex, choice list or grammar): none means free text.
+  std::optional<constraints::constraint_spec> constraint;
+  std::string constraint_field;  ///< the request field the constraint came from (errors name it)
 
   int priority = 0;                   ///< lower runs first (policy `priority`)
   std::optional<double> deadline_ms;  ///< finish within this many ms of arrival (policy `deadline`)

@@ -30,6 +30,20 @@ void check_id(std::int32_t id, std::int64_t vocab, const char* what) {
                                 " is outside the vocabulary of " + std::to_string(vocab));
 }
 
+// Step 1's constraint mask: ids whose bit is clear become -inf.
+void apply_mask(std::span<const std::uint32_t> mask, std::int64_t vocab, std::vector<float>& logits) {
+  if (mask.empty()) return;
+  const auto words = static_cast<std::size_t>((vocab + 31) / 32);
+  for (std::size_t w = 0; w < words; ++w) {
+    const std::uint32_t bits = w < mask.size() ? mask[w] : 0u;
+    if (bits == 0xffffffffu) continue;
+    const std::size_t end = std::min<std::size_t>(32, static_cast<std::size_t>(vocab) - w * 32);
+    for (std::size_t b = 0; b < end; ++b) {
+      if (((bits >> b) & 1u) == 0) logits[w * 32 + b] = negative_infinity;
+    }
+  }
+}
+
 // Steps 1 and 2 of sampling.hpp, in place on `logits`.
 void apply_adjustments(const sampling_params& params, const sampling_row& row, std::int64_t vocab,
                        std::vector<float>& logits, std::vector<std::int32_t>& ids) {
@@ -41,6 +55,7 @@ void apply_adjustments(const sampling_params& params, const sampling_row& row, s
     check_id(id, vocab, "suppressed");
     logits[static_cast<std::size_t>(id)] = negative_infinity;
   }
+  apply_mask(row.allowed_mask, vocab, logits);
   if (params.repetition_penalty != 1.0f) {
     ids.assign(row.prompt_tokens.begin(), row.prompt_tokens.end());
     ids.insert(ids.end(), row.output_tokens.begin(), row.output_tokens.end());
@@ -223,11 +238,14 @@ std::int32_t draw_token(const draw_distribution& d, float u) {
     }
     return last;
   }
+  std::int32_t last = d.ids[0];
   for (std::int64_t i = 0; i < d.size; ++i) {
+    if (d.weights[i] <= 0.0f) continue;  // a masked or suppressed id top-k kept
     cumulative += d.weights[i];
-    if (cumulative > threshold) return d.ids[i];
+    last = d.ids[i];
+    if (cumulative > threshold) return last;
   }
-  return d.ids[d.size - 1];
+  return last;
 }
 
 void fill_logprobs(const isa_kernels& kernels, const sampling_params& params, const float* logits, std::int64_t vocab,

@@ -43,6 +43,7 @@ struct sampling_batch {
   std::vector<logit_bias_entry> biases;
   std::vector<std::int32_t> suppressed;
   std::vector<penalty_entry> penalties;
+  std::vector<std::uint32_t> masks;           ///< the constrained rows' masks, packed
   std::vector<std::int32_t> sort_offsets{0};  ///< [truncating rows + 1]
   std::int32_t max_top = 0;
 };
@@ -117,6 +118,13 @@ sampling_batch pack_rows(const std::vector<sampling_row>& rows, std::int64_t voc
       batch.suppressed.push_back(id);
     }
     rp.suppressed_end = static_cast<std::int32_t>(batch.suppressed.size());
+    if (!row.allowed_mask.empty()) {
+      const std::size_t words = std::min(row.allowed_mask.size(), static_cast<std::size_t>((vocab + 31) / 32));
+      rp.mask_begin = static_cast<std::int32_t>(batch.masks.size());
+      rp.mask_words = static_cast<std::int32_t>(words);
+      batch.masks.insert(batch.masks.end(), row.allowed_mask.begin(),
+                         row.allowed_mask.begin() + static_cast<std::ptrdiff_t>(words));
+    }
     rp.penalty_begin = static_cast<std::int32_t>(batch.penalties.size());
     if (s.repetition_penalty != 1.0f || s.presence_penalty != 0.0f || s.frequency_penalty != 0.0f)
       collect_penalties(row, i, vocab, marks, batch.penalties);
@@ -177,6 +185,7 @@ sample_result cuda_backend::sample(const step_plan& plan, tensor_view logits) {
   const std::size_t bias_offset = layout.add(batch.biases);
   const std::size_t suppressed_offset = layout.add(batch.suppressed);
   const std::size_t penalty_offset = layout.add(batch.penalties);
+  const std::size_t mask_offset = layout.add(batch.masks);
   const std::size_t sort_offset = layout.add(batch.sort_offsets);
   sampling_buffers buffers;
   buffers.metadata = upload_packed(layout);
@@ -201,6 +210,7 @@ sample_result cuda_backend::sample(const step_plan& plan, tensor_view logits) {
   params.biases = at_offset<const logit_bias_entry>(buffers.metadata.data(), bias_offset);
   params.suppressed = at_offset<const std::int32_t>(buffers.metadata.data(), suppressed_offset);
   params.penalties = at_offset<const penalty_entry>(buffers.metadata.data(), penalty_offset);
+  params.masks = at_offset<const std::uint32_t>(buffers.metadata.data(), mask_offset);
   params.stats = static_cast<row_statistics*>(buffers.stats.data());
   params.sort_keys_in = static_cast<float*>(buffers.sort.data());
   params.sort_ids_in = reinterpret_cast<std::int32_t*>(params.sort_keys_in + sort_elements);

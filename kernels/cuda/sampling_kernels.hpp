@@ -30,6 +30,8 @@ struct sampling_row_params {
   std::int32_t suppressed_end = 0;
   std::int32_t penalty_begin = 0;  ///< [begin, end) into sampler_params::penalties
   std::int32_t penalty_end = 0;
+  std::int32_t mask_begin = -1;  ///< first word of the row's allowed-token mask in sampler_params::masks; -1: none
+  std::int32_t mask_words = 0;   ///< words of it; ids past them are forbidden
   std::uint64_t seed = 0;
   std::uint64_t token_index = 0;
 };
@@ -70,6 +72,7 @@ struct sampler_params {
   const logit_bias_entry* biases = nullptr;
   const std::int32_t* suppressed = nullptr;
   const penalty_entry* penalties = nullptr;
+  const std::uint32_t* masks = nullptr;        ///< allowed-token bitmasks of the constrained rows, packed
   row_statistics* stats = nullptr;             ///< [L]
   float* sort_keys_in = nullptr;               ///< [sort_rows, V] logits / temperature (NaN as -inf, -0 as +0)
   std::int32_t* sort_ids_in = nullptr;         ///< [sort_rows, V] ids 0..V-1
@@ -82,7 +85,7 @@ struct sampler_params {
   std::int32_t max_top = 0;
 };
 
-/// Bias, suppression, penalties, statistics and sort keys.
+/// Bias, suppression, the allowed-token mask, penalties, statistics and sort keys.
 void launch_sampling_prepare(const sampler_params& params, cudaStream_t stream);
 /// Temporary storage the sort needs, bytes.
 std::size_t sampling_sort_temp_bytes(const sampler_params& params);

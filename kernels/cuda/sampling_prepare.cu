@@ -11,7 +11,8 @@ namespace troupe::cuda {
 namespace {
 
 // Steps 1-3 of sampling.hpp on one row: bias (in list order, by one thread,
-// so repeated ids add up exactly as a sequential loop would), suppression,
+// so repeated ids add up exactly as a sequential loop would), suppression
+// and the allowed-token mask,
 // penalties (one entry per distinct id, so threads never share an id), then
 // max / argmax / log-normaliser, and the sort keys of a truncating row.
 __global__ void __launch_bounds__(sampling_threads) sampling_prepare_kernel(sampler_params p) {
@@ -28,6 +29,13 @@ __global__ void __launch_bounds__(sampling_threads) sampling_prepare_kernel(samp
   __syncthreads();
   for (int s = rp.suppressed_begin + static_cast<int>(threadIdx.x); s < rp.suppressed_end; s += sampling_threads)
     work[p.suppressed[s]] = -INFINITY;
+  if (rp.mask_begin >= 0) {
+    for (std::int64_t i = threadIdx.x; i < p.vocab; i += sampling_threads) {
+      const std::int64_t word = i / 32;
+      const std::uint32_t bits = word < rp.mask_words ? p.masks[rp.mask_begin + word] : 0u;
+      if (((bits >> (i % 32)) & 1u) == 0) work[i] = -INFINITY;
+    }
+  }
   __syncthreads();
   for (int e = rp.penalty_begin + static_cast<int>(threadIdx.x); e < rp.penalty_end; e += sampling_threads) {
     const penalty_entry entry = p.penalties[e];

@@ -287,8 +287,7 @@ TEST(ChatRequest, RejectionsNameTheField) {
       {R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21})", 400, "top_logprobs"},
       {R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"required"})", 400, "tool_choice"},
       {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})", 400, "tools[0].function"},
-      {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})", 400,
-       "response_format.type"},
+      {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"xml"}})", 400, "response_format.type"},
       {R"({"messages":[{"role":"user","content":"x"}],"echo":true})", 400, "echo"},
       {R"({"messages":[{"role":"user","content":"x"}],"max_completion_tokens":0})", 400, "max_completion_tokens"},
   };

@@ -57,6 +57,28 @@ def complete_streamed(server, prompt):
     return text
 
 
+CONSTRAINTS = [
+    {"structured_outputs": {"regex": "(one|two|three|four| )+"}},
+    {"structured_outputs": {"regex": "[a-z ;]+"}},
+    {"response_format": {"type": "json_schema", "json_schema": {"name": "w", "schema": {
+        "type": "object", "properties": {"words": {"type": "array", "items": {"enum": ["one", "two", "cat", "mat"]}}},
+        "required": ["words"]}}}},
+]
+
+
+def test_constrained_outputs_equal_a_server_that_does_not_speculate(plain, speculating):
+    """Verify rows carry the constraint's mask after their drafts: greedy
+    constrained output is the non-speculating server's, and stays valid."""
+    before = speculating.metric("troupe:spec_decode_num_accepted_tokens_total")
+    for fields in CONSTRAINTS:
+        for prompt in PROMPTS[::2]:
+            expected = complete(plain, prompt, **fields)
+            assert complete(speculating, prompt, **fields) == expected, (fields, prompt)
+            if "response_format" in fields:
+                json.loads(expected)
+    assert speculating.metric("troupe:spec_decode_num_accepted_tokens_total") > before
+
+
 def test_greedy_outputs_equal_a_server_that_does_not_speculate(plain, speculating):
     want = [complete(plain, p) for p in PROMPTS]
     drafts_before = speculating.metric("troupe:spec_decode_num_draft_tokens_total")

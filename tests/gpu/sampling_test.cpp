@@ -28,6 +28,9 @@ std::vector<float> processed(const std::vector<float>& logits, const sampling_ro
   std::vector<float> l = logits;
   for (const auto& [id, bias] : s.logit_bias) l[static_cast<std::size_t>(id)] += bias;
   for (std::int32_t id : row.suppressed_tokens) l[static_cast<std::size_t>(id)] = neg_inf;
+  for (std::size_t id = 0; id < l.size(); ++id) {
+    if (!mask_allows(row.allowed_mask, static_cast<std::int32_t>(id))) l[id] = neg_inf;
+  }
   std::set<std::int32_t> seen(row.prompt_tokens.begin(), row.prompt_tokens.end());
   seen.insert(row.output_tokens.begin(), row.output_tokens.end());
   for (std::int32_t id : seen) {
@@ -281,6 +284,55 @@ TEST_F(Sampling, DrawFrequenciesFollowTheKeptDistribution) {
       const double sigma = std::sqrt(draws * (weights[i] / total) * (1.0 - weights[i] / total));
       EXPECT_LE(std::fabs(counts[i] - expected), 5.0 * sigma + 1.0) << "id " << i << " top_k " << p->top_k;
     }
+  }
+}
+
+TEST_F(Sampling, MaskedRowsDrawOnlyAllowedIdsAsTheReference) {
+  auto rng = fresh_rng();
+  const std::int64_t vocab = 5000;
+  std::vector<sampling_params> settings(5);
+  settings[0].temperature = 0.0f;
+  settings[1].temperature = 1.0f;
+  settings[2].top_k = 50;  // more than some rows allow
+  settings[3].top_p = 0.9f;
+  settings[4].temperature = 0.8f, settings[4].min_p = 0.05f;
+  for (auto& s : settings) {
+    s.logit_bias = {{0, 50.0f}};  // id 0 is never allowed: the bias cannot lift it
+    s.logprobs = true;
+  }
+  std::uniform_int_distribution<std::int32_t> any_id(1, static_cast<std::int32_t>(vocab - 1));
+  std::vector<std::vector<std::uint32_t>> masks;
+  std::vector<sampling_row> rows;
+  for (std::size_t i = 0; i < 40; ++i) {
+    // Row i % 8 == 7 has a short mask: ids past it are forbidden.
+    const std::size_t words = i % 8 == 7 ? 60 : static_cast<std::size_t>((vocab + 31) / 32);
+    std::vector<std::uint32_t> mask(words, 0u);
+    for (int k = 0; k < 1 + static_cast<int>(i % 30); ++k) {
+      const std::int32_t id = any_id(rng) % static_cast<std::int32_t>(words * 32);
+      if (id != 0) mask[static_cast<std::size_t>(id / 32)] |= 1u << (id % 32);
+    }
+    mask[0] |= 2u;  // id 1: at least one allowed id
+    masks.push_back(std::move(mask));
+  }
+  for (std::size_t i = 0; i < masks.size(); ++i) {
+    sampling_row row;
+    row.params = &settings[i % settings.size()];
+    row.seed = rng();
+    row.token_index = rng() % 1000;
+    row.allowed_mask = masks[i];
+    rows.push_back(row);
+  }
+  const std::vector<float> logits = random_floats(rng, rows.size() * static_cast<std::size_t>(vocab), 3.0f);
+  const std::vector<sample_output> got = sample_on_device(gpu(), rows, logits, vocab);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    SCOPED_TRACE("row " + std::to_string(i));
+    EXPECT_TRUE(mask_allows(masks[i], got[i].token)) << "drew masked id " << got[i].token;
+    const std::vector<float> row_logits(logits.begin() + static_cast<std::ptrdiff_t>(i * vocab),
+                                        logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * vocab));
+    const expected_row want = reference(row_logits, rows[i]);
+    EXPECT_TRUE(want.tokens.count(got[i].token)) << "drew " << got[i].token << ", reference " << *want.tokens.begin();
+    const double logprob = want.values[static_cast<std::size_t>(got[i].token)] - want.log_normalizer;
+    EXPECT_NEAR(got[i].logprob, logprob, f32_rtol * (1.0 + std::fabs(logprob)));
   }
 }
 

@@ -8,7 +8,8 @@
 // step's drafts greedily against the same function (the draft after row i
 // is accepted while it equals row i's token) and then poisons the slots of
 // rejected drafts, as their K/V is garbage: a table that reads them back, or
-// a prefix-cache block holding them, shows.
+// a prefix-cache block holding them, shows. A row with an allowed-token
+// mask draws constrained_token() of the hash instead (fake_constraint.hpp).
 
 #include <algorithm>
 #include <cstdint>
@@ -16,6 +17,7 @@
 
 #include "actors/core/scheduler_types.hpp"
 #include "kernels/step_batch.hpp"
+#include "tests/scheduler/fake_constraint.hpp"
 
 namespace troupe::testing {
 
@@ -92,6 +94,8 @@ class fake_model {
       }
       sample_output out;
       out.token = fake_next_token(hook.seed, hook.token_index, context, vocab_);
+      if (r < batch.sampling.size() && !batch.sampling[r].allowed_mask.empty())
+        out.token = constrained_token(out.token, mask_ids(batch.sampling[r].allowed_mask));
       result.samples.push_back(out);
     }
     for (const verify_group& group : batch.verify) verify(group, batch, result);

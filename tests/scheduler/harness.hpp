@@ -70,7 +70,7 @@ inline scheduler_config small_config(const small_sizes& sizes = {}) {
 /// How a harness runs its scheduler.
 struct harness_options {
   std::string policy = "fcfs";
-  bool real_kv = false;  ///< the real block manager instead of the fake
+  bool real_kv = false;                   ///< the real block manager instead of the fake
   std::optional<policy_config> policies;  ///< when given, replaces config.policies
 };
 

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -49,6 +50,10 @@ class fake_proposer {
   fake_proposer(proposer_kind kind, std::int32_t vocab, std::uint32_t seed = 1)
       : kind_(kind), vocab_(vocab), rng_(seed) {}
 
+  /// When set: what the model draws at output position `index` from the
+  /// unconstrained token (a constrained request's mask applied).
+  std::function<std::int32_t(std::size_t index, std::int32_t token)> constrain;
+
   std::vector<std::int32_t> propose(const scheduler& sched, const scheduled_sequence& scheduled) {
     const request_state& request = *sched.find_request(scheduled.request);
     const sequence& seq = *request.choices.at(static_cast<std::size_t>(scheduled.choice));
@@ -62,7 +67,8 @@ class fake_proposer {
     for (std::int32_t i = 0; i < count; ++i) {
       const std::int32_t next =
           fake_next_token(seq.seed, seq.outputs.size() + static_cast<std::size_t>(i), context, vocab_);
-      drafts.push_back(i < right ? next : (next + 1) % vocab_);
+      const std::int32_t model_token = constrain ? constrain(seq.outputs.size() + i, next) : next;
+      drafts.push_back(i < right ? model_token : (model_token + 1) % vocab_);
       context.push_back(drafts.back());
     }
     return drafts;
