@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything Troupe's build and tests need on Debian 12.
-# Idempotent: safe to re-run. Python test tools go into .venv at the repo root.
+# Idempotent: safe to re-run. clang-14 and its runtime (libFuzzer, sanitizers)
+# build the fuzz targets (tools/fuzz.sh). Python test tools go into .venv at the repo root.
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -13,6 +14,7 @@ packages=(
   libpcre2-dev libutf8proc-dev libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-venv
+  clang-14 libclang-rt-14-dev
 )
 $sudo_cmd apt-get update
 DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y --no-install-recommends "${packages[@]}"
