@@ -48,6 +48,18 @@ kv_pool_sizes size_pools(const engine_config& config, std::size_t block_bytes, i
   return size_kv_pools(request, host);
 }
 
+// Both pools are resident once created (the backends fault every page in),
+// so a size the machine cannot back fails here rather than under load.
+void allocate_pools(executor_resources& resources, const kv_cache_spec& spec, const kv_pool_sizes& pools) {
+  try {
+    resources.cache = resources.device->create_kv_cache(spec);
+    if (pools.host_blocks > 0) resources.host = resources.device->create_host_pool(spec, pools.host_blocks);
+  } catch (const std::exception& error) {
+    throw std::runtime_error("KV pools of " + format_bytes(pools.device_bytes) + " (device) and " +
+                             format_bytes(pools.host_bytes) + " (host) could not be allocated: " + error.what());
+  }
+}
+
 std::vector<std::int32_t> eos_ids(const checkpoint& weights, const text::tokenizer& tokenizer) {
   std::vector<std::int32_t> ids;
   const auto& from_generation = weights.generation().eos_token_ids;
@@ -116,15 +128,7 @@ loaded_engine_model load_engine_model(const engine_config& config) {
   loaded.num_device_blocks = pools.device_blocks;
   loaded.num_host_blocks = pools.host_blocks;
   const kv_cache_spec spec = resources->model->kv_spec(config.block_size, loaded.num_device_blocks, kv_type);
-  try {
-    // Both pools are resident once created (the backends fault every page in), so a size the
-    // machine cannot back fails here rather than under load.
-    resources->cache = resources->device->create_kv_cache(spec);
-    if (loaded.num_host_blocks > 0) resources->host = resources->device->create_host_pool(spec, loaded.num_host_blocks);
-  } catch (const std::exception& error) {
-    throw std::runtime_error("KV pools of " + format_bytes(pools.device_bytes) + " (device) and " +
-                             format_bytes(pools.host_bytes) + " (host) could not be allocated: " + error.what());
-  }
+  allocate_pools(*resources, spec, pools);
   loaded.one_token_step_s = time_one_token_step(*resources);
   loaded.executor = resources;
   loaded.drafter = load_drafter(config, *resources, loaded.num_device_blocks);
