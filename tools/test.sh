@@ -23,7 +23,7 @@ if [ "$fuzz_seconds" -gt 0 ]; then
     # A summary line per target; the whole log (the crash report) when one fails.
     log="$repo_root/build-fuzz/$target.log"
     if tools/fuzz.sh "$target" "$fuzz_seconds" > "$log" 2>&1; then
-      grep -E '^#[0-9]+ +DONE' "$log" | sed "s/^/$target: /"
+      grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | sed "s/^/$target: /"
     else
       cat "$log"
       exit 1
