@@ -19,11 +19,23 @@ struct executor_state {
   static inline const char* name = "executor";
 };
 
+// The test hook's faults other than a plain error: checked only once the
+// step count reached fail_after_steps, so a normal run pays one comparison.
+step_result_ptr injected_fault(const executor_resources& r, const scheduled_step& step) {
+  if (r.fault == "throw") throw std::runtime_error("injected exception");
+  auto result = std::make_shared<step_result>();
+  result->step = step.id;
+  result->samples.resize(step.rows.size() + 1);  // one sample too many: the scheduler must refuse it
+  return result;
+}
+
 caf::result<step_result_ptr> run(executor_state& state, const scheduled_step& step) {
   executor_resources& r = *state.resources;
-  if (r.fail_after_steps >= 0 && state.steps >= r.fail_after_steps) state.failed = true;
+  const bool fault_due = r.fail_after_steps >= 0 && state.steps >= r.fail_after_steps;
+  if (fault_due && r.fault == "error") state.failed = true;
   if (state.failed) return caf::make_error(caf::sec::runtime_error, "executor failed (injected failure)");
   try {
+    if (fault_due) return injected_fault(r, step);
     const auto started = std::chrono::steady_clock::now();
     auto result = std::make_shared<step_result>();
     result->step = step.id;

@@ -22,7 +22,8 @@ struct executor_resources {
   std::unique_ptr<llama_model> model;
   std::unique_ptr<kv_cache> cache;
   std::unique_ptr<host_block_pool> host;
-  int fail_after_steps = -1;  ///< test hook: fail every step after this many (-1: never)
+  int fail_after_steps = -1;    ///< test hook: fail every step after this many (-1: never)
+  std::string fault = "error";  ///< test hook: how (engine_config::test_executor_fault)
 };
 
 /// Runs a one-token greedy step (writing slot 0 of the free KV pool) a few

@@ -176,6 +176,10 @@ void on_step_done(self_ptr self, const step_result& result) {
         "scheduler: steps now overlap in {} mode (one-token step {:.3f} ms, gap between serial steps {:.3f} ms)",
         overlap_mode_name(switched->mode), 1e3 * switched->fixed_step_s, 1e3 * switched->serial_gap_s);
   }
+  if (outcome.failure) {
+    fail_engine(self, std::move(outcome.failure));
+    return;
+  }
   route(self, std::move(outcome.events));
   try_step(self);
 }

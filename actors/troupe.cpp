@@ -1,7 +1,6 @@
 #include "actors/troupe.hpp"
 
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 #include <random>
 
 #include "actors/core/request_constraint.hpp"
@@ -11,6 +10,7 @@
 #include "actors/scheduler_actor.hpp"
 #include "actors/speculator_actor.hpp"
 #include "actors/tokenizer_actor.hpp"
+#include "memory/kv_pool_sizing.hpp"
 #include "model/batch_runner.hpp"
 #include "model/chat/tool_calls.hpp"
 #include "model/demo_model.hpp"
@@ -27,15 +27,41 @@ std::string resolve_device(const std::string& requested) {
   return requested;
 }
 
-// Without an explicit size the CPU pool holds every running sequence at
-// full context, capped at a quarter of physical memory and 8 GiB.
-std::int64_t device_pool_blocks(const engine_config& config, std::size_t block_bytes, int max_model_len) {
-  if (config.kv_cache_bytes > 0) return config.kv_cache_bytes / static_cast<std::int64_t>(block_bytes);
+// Without an explicit size the pool holds every running sequence at full
+// context, capped at a quarter of physical memory and 8 GiB.
+std::int64_t automatic_pool_bytes(const engine_config& config, std::size_t block_bytes, int max_model_len,
+                                  const memory_capacity& host) {
   const std::int64_t wanted_tokens = std::int64_t{config.max_num_seqs} * max_model_len;
-  const std::int64_t physical = static_cast<std::int64_t>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE);
-  const std::int64_t cap = std::min<std::int64_t>(physical / 4, std::int64_t{8} << 30);
+  const std::int64_t cap = std::min<std::int64_t>(host.total / 4, std::int64_t{8} << 30);
   const std::int64_t wanted_blocks = wanted_tokens / config.block_size + config.max_num_seqs;
-  return std::max<std::int64_t>(16, std::min(wanted_blocks, cap / static_cast<std::int64_t>(block_bytes)));
+  const auto block = static_cast<std::int64_t>(block_bytes);
+  return std::max<std::int64_t>(16, std::min(wanted_blocks, cap / block)) * block;
+}
+
+kv_pool_sizes size_pools(const engine_config& config, std::size_t block_bytes, int max_model_len,
+                         const std::string& device) {
+  const memory_capacity host = host_memory();
+  kv_pool_request request;
+  request.device_bytes = config.kv_cache_bytes;
+  request.device_fraction = config.kv_cache_memory_fraction;
+  request.host_bytes = config.swap_space_bytes;
+  request.host_fraction = config.swap_space_memory_fraction;
+  request.block_bytes = static_cast<std::int64_t>(block_bytes);
+  request.auto_device_bytes = automatic_pool_bytes(config, block_bytes, max_model_len, host);
+  request.device_is_host = device == "cpu";
+  return size_kv_pools(request, host);
+}
+
+// Both pools are resident once created (the backends fault every page in),
+// so a size the machine cannot back fails here rather than under load.
+void allocate_pools(executor_resources& resources, const kv_cache_spec& spec, const kv_pool_sizes& pools) {
+  try {
+    resources.cache = resources.device->create_kv_cache(spec);
+    if (pools.host_blocks > 0) resources.host = resources.device->create_host_pool(spec, pools.host_blocks);
+  } catch (const std::exception& error) {
+    throw std::runtime_error("KV pools of " + format_bytes(pools.device_bytes) + " (device) and " +
+                             format_bytes(pools.host_bytes) + " (host) could not be allocated: " + error.what());
+  }
 }
 
 std::vector<std::int32_t> eos_ids(const checkpoint& weights, const text::tokenizer& tokenizer) {
@@ -111,6 +137,7 @@ loaded_engine_model load_engine_model(const engine_config& config) {
   auto resources = std::make_shared<executor_resources>();
   resources->weights_source = loaded.weights;
   resources->fail_after_steps = config.test_fail_executor_after_steps;
+  resources->fault = config.test_executor_fault;
   const std::string device = resolve_device(config.device);
   backend_options device_options;
   device_options.threads = config.threads;
@@ -119,11 +146,11 @@ loaded_engine_model load_engine_model(const engine_config& config) {
   resources->model = std::make_unique<llama_model>(model, loaded.weights->weights(), *resources->device);
   const dtype kv_type = default_kv_type(model.torch_dtype, *resources->device);
   const std::size_t block_bytes = resources->model->kv_block_bytes(config.block_size, kv_type);
-  loaded.num_device_blocks = device_pool_blocks(config, block_bytes, loaded.max_model_len);
-  loaded.num_host_blocks = config.swap_space_bytes / static_cast<std::int64_t>(block_bytes);
+  const kv_pool_sizes pools = size_pools(config, block_bytes, loaded.max_model_len, device);
+  loaded.num_device_blocks = pools.device_blocks;
+  loaded.num_host_blocks = pools.host_blocks;
   const kv_cache_spec spec = resources->model->kv_spec(config.block_size, loaded.num_device_blocks, kv_type);
-  resources->cache = resources->device->create_kv_cache(spec);
-  if (loaded.num_host_blocks > 0) resources->host = resources->device->create_host_pool(spec, loaded.num_host_blocks);
+  allocate_pools(*resources, spec, pools);
   loaded.one_token_step_s = time_one_token_step(*resources);
   loaded.executor = resources;
   loaded.drafter = load_drafter(config, *resources, loaded.num_device_blocks);
@@ -135,10 +162,13 @@ loaded_engine_model load_engine_model(const engine_config& config) {
   loaded.info.max_model_len = loaded.max_model_len;
   loaded.info.device = device;
   loaded.info.tool_call_parser = tool_call_parser_name(config.tool_call_parser, loaded.preparer->templates());
-  spdlog::info("model {}: {} layers, context {}, KV pool {} blocks of {} tokens ({} MiB), host swap {} blocks, on {}",
-               loaded.info.served_model_name, model.num_hidden_layers, loaded.max_model_len, loaded.num_device_blocks,
-               config.block_size, loaded.num_device_blocks * static_cast<std::int64_t>(block_bytes) >> 20,
-               loaded.num_host_blocks, device);
+  loaded.info.kv_pool_device_bytes = pools.device_bytes;
+  loaded.info.kv_pool_host_bytes = pools.host_bytes;
+  spdlog::info("model {}: {} layers, context {}, on {}", loaded.info.served_model_name, model.num_hidden_layers,
+               loaded.max_model_len, device);
+  spdlog::info("KV pools allocated and resident: device {} blocks of {} tokens ({}), host swap {} blocks ({})",
+               loaded.num_device_blocks, config.block_size, format_bytes(pools.device_bytes), loaded.num_host_blocks,
+               format_bytes(pools.host_bytes));
   spdlog::info("model {}: a one-token step takes {:.3f} ms", loaded.info.served_model_name,
                1e3 * loaded.one_token_step_s);
   return loaded;

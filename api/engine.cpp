@@ -58,6 +58,9 @@ class troupe_engine final : public engine {
                  [&](const caf::error& error) {
                    result.health_detail = "the scheduler did not answer: " + caf::to_string(error);
                  });
+    // Fixed at start: the facade reports them, not the scheduler.
+    result.kv_pool_device_bytes = model_.info.kv_pool_device_bytes;
+    result.kv_pool_host_bytes = model_.info.kv_pool_host_bytes;
     return result;
   }
 

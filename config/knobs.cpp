@@ -81,7 +81,13 @@ std::vector<knob_spec> engine_knobs() {
           integer("max_prefill_chunk", 512, 1, 1 << 20, "tokens", "tokens of one prompt per step at most", true),
           integer("block_size", 16, 1, 256, "tokens", "KV cache tokens per block"),
           integer("kv_cache_bytes", 0, 0, 4096 * giga, "bytes", "device KV pool size (0: sized automatically)"),
+          real("kv_cache_memory_fraction", "0", 0, 0.95, "fraction",
+               "device KV pool as a fraction of the device's memory (physical memory, or the cgroup limit, on cpu); "
+               "0: use kv_cache_bytes; wins over it when set"),
           integer("swap_space_bytes", 1 << 30, 0, 4096 * giga, "bytes", "host memory for swapped-out KV blocks"),
+          real("swap_space_memory_fraction", "0", 0, 0.95, "fraction",
+               "host swap pool as a fraction of physical memory (or the cgroup limit); 0: use swap_space_bytes; "
+               "wins over it when set"),
           integer("max_model_len", 0, 0, 1 << 24, "tokens", "context length limit (0: the model's)"),
           text("policy", "fcfs", {"fcfs", "priority", "mlfq", "deadline", "fair"}, "scheduling policy", true),
           integer("mlfq_quantum", 16, 1, 65536, "steps",
@@ -150,6 +156,9 @@ std::vector<knob_spec> engine_knobs() {
                   "speculative decoding: skipped in steps with more decoding sequences than this", true),
           integer("test_fail_executor_after_steps", -1, -1, 1 << 30, "steps",
                   "testing only: the executor fails after this many steps (-1: never)"),
+          text("test_executor_fault", "error", {"error", "throw", "malformed"},
+               "testing only: how the executor fails (test_fail_executor_after_steps): answers an error, throws "
+               "inside the step, or returns a result with the wrong number of samples"),
       },
       "engine");
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything Troupe's build and tests need on Debian 12 (headless
-# Chromium and its driver for the console's browser test included).
+# Chromium and its driver for the console's browser test; clang-14 and its
+# runtime (libFuzzer, sanitizers) for the fuzz targets, tools/fuzz.sh).
 # Idempotent: safe to re-run. Python test tools go into .venv at the repo root.
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -15,6 +16,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-venv
   chromium chromium-driver
+  clang-14 libclang-rt-14-dev
 )
 $sudo_cmd apt-get update
 DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y --no-install-recommends "${packages[@]}"

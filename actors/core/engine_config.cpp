@@ -30,7 +30,9 @@ const std::pair<const char*, engine_field> engine_fields[] = {
     {"max_prefill_chunk", &engine_config::max_prefill_chunk},
     {"block_size", &engine_config::block_size},
     {"kv_cache_bytes", &engine_config::kv_cache_bytes},
+    {"kv_cache_memory_fraction", &engine_config::kv_cache_memory_fraction},
     {"swap_space_bytes", &engine_config::swap_space_bytes},
+    {"swap_space_memory_fraction", &engine_config::swap_space_memory_fraction},
     {"max_model_len", &engine_config::max_model_len},
     {"policy", &engine_config::policy},
     {"mlfq_quantum", &engine_config::mlfq_quantum},
@@ -67,7 +69,8 @@ const std::pair<const char*, engine_field> engine_fields[] = {
     {"num_speculative_tokens", &engine_config::num_speculative_tokens},
     {"speculative_adaptive", &engine_config::speculative_adaptive},
     {"speculative_max_batch", &engine_config::speculative_max_batch},
-    {"test_fail_executor_after_steps", &engine_config::test_fail_executor_after_steps}};
+    {"test_fail_executor_after_steps", &engine_config::test_fail_executor_after_steps},
+    {"test_executor_fault", &engine_config::test_executor_fault}};
 
 void read(const config_store& knobs, const char* name, std::string& field) { field = knobs.get_text(name); }
 void read(const config_store& knobs, const char* name, int& field) { field = static_cast<int>(knobs.get_int(name)); }

@@ -123,7 +123,17 @@ step_outcome scheduler_loop::on_step_result(const step_result& result, double no
     core_.set_split_decodes(mode == overlap_mode::split);
   }
   result_received_s_ = now;
-  out.events = routed(core_.on_step_result(result, now));
+  scheduler_events events = core_.on_step_result(result, now);
+  if (!events.error.empty()) {
+    // A result that does not fit its step (sample count, verification,
+    // unknown step): nothing the executor says can be trusted any more, and
+    // the step's requests would otherwise wait for rows that never settle.
+    core_.abandon_step(result.step);
+    in_flight_.clear();
+    out.failure = fail("step " + std::to_string(result.step) + ": malformed result: " + events.error, now);
+    return out;
+  }
+  out.events = routed(std::move(events));
   return out;
 }
 

@@ -85,17 +85,19 @@ struct overlap_switch {
   double serial_gap_s = 0;  ///< smoothed executor idle time between serial steps
 };
 
-/// The answer to on_step_result().
-struct step_outcome {
-  loop_events events;
-  std::optional<overlap_switch> overlap_switched;
-};
-
 /// The engine failed: what every live request and every drain is told.
 struct engine_failure {
   std::string reason;
   std::vector<std::pair<request_handle, error_event>> errors;  ///< to each request's output shard
   std::vector<drain_reply> drains;
+};
+
+/// The answer to on_step_result().
+struct step_outcome {
+  loop_events events;
+  std::optional<overlap_switch> overlap_switched;
+  /// The result did not fit its step (a malformed executor answer): the engine failed.
+  std::optional<engine_failure> failure;
 };
 
 /// The answer to drain().

@@ -124,6 +124,9 @@ std::string render_prometheus(const engine_stats& stats, std::string_view model_
   out.gauge("troupe:num_requests_swapped", "Requests whose KV blocks are swapped to host memory.",
             stats.num_requests_swapped);
   out.gauge("troupe:kv_cache_usage_perc", "Fraction of device KV cache blocks in use (0 to 1).", stats.kv_cache_usage);
+  out.family("troupe:kv_pool_bytes", "gauge", "KV pool size in bytes, allocated and resident since start.");
+  out.sample("troupe:kv_pool_bytes", static_cast<double>(stats.kv_pool_device_bytes), "pool=\"device\"");
+  out.sample("troupe:kv_pool_bytes", static_cast<double>(stats.kv_pool_host_bytes), "pool=\"host\"");
   out.counter("troupe:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
               static_cast<double>(stats.prefix_cache_queries));
   out.counter("troupe:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.",

@@ -45,7 +45,9 @@ struct engine_config {
   int max_prefill_chunk;                   ///< tokens of one prompt per step at most
   int block_size;                          ///< KV tokens per block
   std::int64_t kv_cache_bytes;             ///< device KV pool size (0: derived from free memory)
+  double kv_cache_memory_fraction;         ///< device KV pool as a fraction of device memory (0: use the bytes)
   std::int64_t swap_space_bytes;           ///< host swap pool size
+  double swap_space_memory_fraction;       ///< host swap pool as a fraction of host memory (0: use the bytes)
   int max_model_len;                       ///< context length limit (0: the model's)
   std::string policy;                      ///< fcfs | priority | mlfq | deadline | fair
   int mlfq_quantum;                        ///< mlfq: decode steps at the top level before demotion
@@ -83,6 +85,7 @@ struct engine_config {
   bool speculative_adaptive;            ///< speculative decoding: per-sequence draft length follows acceptance
   int speculative_max_batch;            ///< speculative decoding: off in steps with more decoding sequences
   int test_fail_executor_after_steps;   ///< testing hook: the executor fails after this many steps (-1: never)
+  std::string test_executor_fault;      ///< testing hook: "error", "throw" or "malformed" (how it fails)
 };
 
 /// Receives one request's events. Called from engine threads: return quickly
@@ -176,8 +179,10 @@ struct engine_stats {
   int num_requests_running = 0;
   int num_requests_waiting = 0;
   int num_requests_swapped = 0;
-  double kv_cache_usage = 0.0;       ///< device pool, fraction in [0, 1]
-  double host_kv_cache_usage = 0.0;  ///< swap pool, fraction in [0, 1]
+  double kv_cache_usage = 0.0;            ///< device pool, fraction in [0, 1]
+  double host_kv_cache_usage = 0.0;       ///< swap pool, fraction in [0, 1]
+  std::int64_t kv_pool_device_bytes = 0;  ///< device KV pool, allocated and resident since start
+  std::int64_t kv_pool_host_bytes = 0;    ///< host swap pool, allocated and resident since start
   std::int64_t kv_blocks_total = 0;
   std::int64_t kv_blocks_free = 0;
   std::uint64_t prefix_cache_queries = 0;  ///< prompt tokens looked up
@@ -214,6 +219,8 @@ struct model_info {
   /// "hermes", "mistral", "deepseek_v3"): the tool_call_parser knob, or
   /// what the chat template shows when it is "auto".
   std::string tool_call_parser = "none";
+  std::int64_t kv_pool_device_bytes = 0;  ///< device KV pool size, fixed at start
+  std::int64_t kv_pool_host_bytes = 0;    ///< host swap pool size, fixed at start
 };
 
 /// An in-process engine. Thread-safe: submit/cancel/stats from any thread.

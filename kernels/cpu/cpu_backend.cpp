@@ -68,6 +68,10 @@ device_buffer cpu_backend::allocate(std::size_t bytes) {
   return device_buffer(this, allocate_host(bytes), bytes);
 }
 
+device_buffer cpu_backend::allocate_resident(std::size_t bytes) {
+  return device_buffer(this, allocate_host_resident(bytes), bytes);
+}
+
 void cpu_backend::release(void* data, std::size_t bytes) { free_host(data, bytes); }
 
 void cpu_backend::copy_parallel(void* dst, const void* src, std::size_t bytes) {
@@ -113,14 +117,15 @@ std::unique_ptr<kv_cache> cpu_backend::create_kv_cache(const kv_cache_spec& spec
   if (spec.num_layers <= 0 || spec.num_kv_heads <= 0 || spec.head_dim <= 0 || spec.block_size <= 0 ||
       spec.num_blocks <= 0)
     throw std::invalid_argument("create_kv_cache: every dimension of the spec must be positive");
-  return std::make_unique<cpu_kv_cache>(spec, allocate(spec.block_bytes() * static_cast<std::size_t>(spec.num_blocks)));
+  return std::make_unique<cpu_kv_cache>(
+      spec, allocate_resident(spec.block_bytes() * static_cast<std::size_t>(spec.num_blocks)));
 }
 
 std::unique_ptr<host_block_pool> cpu_backend::create_host_pool(const kv_cache_spec& spec, std::int64_t num_blocks) {
   if (num_blocks <= 0 || spec.block_bytes() == 0)
     throw std::invalid_argument("create_host_pool: the pool needs a positive number of non-empty blocks");
   return std::make_unique<cpu_host_pool>(spec.block_bytes(), num_blocks,
-                                         allocate(spec.block_bytes() * static_cast<std::size_t>(num_blocks)));
+                                         allocate_resident(spec.block_bytes() * static_cast<std::size_t>(num_blocks)));
 }
 
 std::unique_ptr<step_plan> cpu_backend::plan_step(const step_batch& batch, const kv_cache_spec& cache,

@@ -79,6 +79,8 @@ class cpu_backend final : public backend {
   dtype activation_type() const override { return dtype::f32; }
 
   device_buffer allocate(std::size_t bytes) override;
+  /// `bytes` (> 0) with every page faulted in (the KV pools).
+  device_buffer allocate_resident(std::size_t bytes);
   void release(void* data, std::size_t bytes) override;
   void copy_to_device(void* dst, const void* src, std::size_t bytes) override;
   void copy_to_host(void* dst, const void* src, std::size_t bytes) override;

@@ -2,8 +2,10 @@
 
 #include <sys/mman.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 namespace troupe::cpu {
@@ -35,6 +37,26 @@ void* allocate_host(std::size_t bytes) {
   if (end > used_end) munmap(reinterpret_cast<void*>(used_end), end - used_end);
   madvise(reinterpret_cast<void*>(aligned), length, MADV_HUGEPAGE);
   return reinterpret_cast<void*>(aligned);
+}
+
+void* allocate_host_resident(std::size_t bytes) {
+  void* data = allocate_host(bytes);
+  if (bytes < huge_allocation_bytes) {
+    std::memset(data, 0, bytes);
+    return data;
+  }
+#if defined(MADV_POPULATE_WRITE)
+  // Fails with ENOMEM instead of a later SIGBUS or OOM kill; kernels before
+  // 5.14 answer EINVAL, and then writing one byte per page does the same.
+  if (madvise(data, round_up(bytes, page_bytes), MADV_POPULATE_WRITE) == 0) return data;
+  if (errno != EINVAL) {
+    free_host(data, bytes);
+    throw std::bad_alloc();
+  }
+#endif
+  auto* bytes_view = static_cast<volatile char*>(data);
+  for (std::size_t offset = 0; offset < bytes; offset += page_bytes) bytes_view[offset] = 0;
+  return data;
 }
 
 void free_host(void* data, std::size_t bytes) {

@@ -14,6 +14,11 @@ inline constexpr std::size_t huge_allocation_bytes = std::size_t{2} << 20;
 /// large). Throws std::bad_alloc.
 void* allocate_host(std::size_t bytes);
 
+/// Like allocate_host, but every page is faulted in before it returns (the
+/// KV pools: resident from start, so memory the machine cannot back fails
+/// here). Throws std::bad_alloc when the pages cannot be populated.
+void* allocate_host_resident(std::size_t bytes);
+
 /// Frees memory from allocate_host; `bytes` must be the size allocated.
 void free_host(void* data, std::size_t bytes);
 

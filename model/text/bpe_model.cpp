@@ -50,6 +50,11 @@ bpe_model::bpe_model(const json_field& model, bool byte_symbols) : byte_symbols_
   if (type != "BPE") model.fail("unsupported model type \"" + std::string(type) + "\" (only BPE)");
   load_options(model);
   load_vocab(model.at("vocab"));
+  // Refused here: HF loads such a file and fails only when a text needs the
+  // unknown token, which would turn a broken model into errors on users' prompts.
+  if (unk_token_ && vocab_.find(*unk_token_) == string_map::missing) {
+    model.at("unk_token").fail("token \"" + *unk_token_ + "\" is not in the vocabulary");
+  }
   load_merges(model.at("merges"));
   if (byte_symbols_) {
     std::string raw;

@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "engine_fixture.hpp"
 #include "model/batch_runner.hpp"
 #include "model/checkpoint.hpp"
@@ -221,6 +224,40 @@ TEST(Engine, AFailedExecutorMakesTheEngineUnhealthyAndFailsItsRequests) {
   ASSERT_TRUE(late->wait());
   ASSERT_TRUE(late->error);
 }
+
+// Each injected executor fault (an error answer, an exception inside the
+// step, a result with the wrong number of samples): the request in flight
+// ends with an internal error (a malformed result used to leave it waiting
+// forever), /health's source turns unhealthy within 2 s, and later requests
+// are refused rather than left hanging.
+class EngineExecutorFault : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EngineExecutorFault, FailsTheRequestsAndTheHealthWithinTwoSeconds) {
+  auto config = testing::tiny_engine_config();
+  config.test_fail_executor_after_steps = 3;
+  config.test_executor_fault = GetParam();
+  auto engine = engine::start(config);
+  auto sink = std::make_shared<testing::recording_sink>();
+  engine->submit(text_request("this request outlives the executor", 50), sink);
+  ASSERT_TRUE(sink->wait());
+  ASSERT_TRUE(sink->error);
+  EXPECT_EQ(sink->error->kind, error_kind::internal);
+  const auto failed_at = std::chrono::steady_clock::now();
+  engine_stats stats = engine->stats();
+  while (stats.healthy && std::chrono::steady_clock::now() - failed_at < std::chrono::seconds(2)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    stats = engine->stats();
+  }
+  EXPECT_FALSE(stats.healthy);
+  EXPECT_FALSE(stats.health_detail.empty());
+  EXPECT_EQ(stats.num_requests_running, 0);
+  auto late = std::make_shared<testing::recording_sink>();
+  engine->submit(text_request("after the failure", 4), late);
+  ASSERT_TRUE(late->wait());
+  ASSERT_TRUE(late->error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, EngineExecutorFault, ::testing::Values("error", "throw", "malformed"));
 
 }  // namespace
 }  // namespace troupe

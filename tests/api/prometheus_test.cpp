@@ -202,5 +202,18 @@ TEST(Prometheus, LabelValuesAreEscaped) {
   EXPECT_EQ(format_metric_value(3), "3");
 }
 
+TEST(Prometheus, KvPoolBytesPerPool) {
+  engine_stats stats = sample_stats();
+  stats.kv_pool_device_bytes = 64 << 20;
+  stats.kv_pool_host_bytes = 32 << 20;
+  const exposition_text parsed = parse_exposition(render_prometheus(stats, "m"));
+  EXPECT_EQ(parsed.types.at("troupe:kv_pool_bytes"), "gauge");
+  std::map<std::string, double> by_pool;
+  for (const metric_sample& sample : parsed.samples) {
+    if (sample.name == "troupe:kv_pool_bytes") by_pool[sample.labels.at("pool")] = sample.value;
+  }
+  EXPECT_EQ(by_pool, (std::map<std::string, double>{{"device", 64 << 20}, {"host", 32 << 20}}));
+}
+
 }  // namespace
 }  // namespace troupe::api

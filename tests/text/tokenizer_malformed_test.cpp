@@ -88,6 +88,9 @@ TEST(TokenizerMalformed, ModelDefectsNameTheField) {
          model(r)["merges"] = boost::json::array{boost::json::array{1, 2}};
        },
        "tokenizer.json: model.merges[0][0]: expected a string, got a number"},
+      // Found by fuzz_tokenizer_json: loaded, then every text needing the unknown token failed to encode.
+      {"unk token not in the vocabulary", [](auto& r) { model(r)["unk_token"] = "<unk>"; },
+       "tokenizer.json: model.unk_token: token \"<unk>\" is not in the vocabulary"},
       {"unigram model", [](auto& r) { model(r)["type"] = "Unigram"; },
        "tokenizer.json: model: unsupported model type \"Unigram\" (only BPE)"},
       {"dropout", [](auto& r) { model(r)["dropout"] = 0.1; },
