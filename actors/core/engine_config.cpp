@@ -48,6 +48,7 @@ const std::pair<const char*, engine_field> engine_fields[] = {
     {"tokenizer_workers", &engine_config::tokenizer_workers},
     {"request_timeout", &engine_config::request_timeout_s},
     {"batch_invariant", &engine_config::batch_invariant},
+    {"quantization", &engine_config::quantization},
     {"speculative", &engine_config::speculative},
     {"draft_model", &engine_config::draft_model},
     {"speculative_skip_layers", &engine_config::speculative_skip_layers},

@@ -61,6 +61,10 @@ std::vector<float> stacked_biases(std::span<const host_tensor> biases, std::int6
   return out;
 }
 
+// Bytes of quantised weight rows one task owns when the activations need
+// several passes (prefill): they stay in L2 while every pass reads them.
+constexpr std::int64_t quantized_panel_bytes = std::int64_t{256} << 10;
+
 // Rows of a weight that one quantisation task converts.
 constexpr std::int64_t quantize_task_rows = 64;
 
@@ -231,7 +235,13 @@ void cpu_backend::linear_quantized(tensor_view x, const cpu_linear_weight& w, te
   args.m_rows = x.rows;
   args.out = out.as<float>();
   args.out_stride = out.row_stride;
-  const std::int64_t run_length = std::max<std::int64_t>(8, ceil_div(w.rows, 4 * pool_.size()) / 8 * 8);
+  // A few runs of weight rows per thread; with more than one pass over the
+  // activations, runs small enough to stay in L2 between passes.
+  std::int64_t run_length = std::max<std::int64_t>(8, ceil_div(w.rows, 4 * pool_.size()) / 8 * 8);
+  if (x.rows > 8) {
+    const auto row_bytes = static_cast<std::int64_t>(w.packed.format == qformat::int8 ? padded : padded / 2);
+    run_length = std::clamp<std::int64_t>(quantized_panel_bytes / row_bytes / 8 * 8, 8, run_length);
+  }
   pool_.parallel_for(ceil_div(w.rows, run_length), [&](std::int64_t task, int) {
     qgemv_args slice = args;
     slice.n_begin = task * run_length;

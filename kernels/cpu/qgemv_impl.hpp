@@ -230,10 +230,12 @@ inline void qgemv_row(const quantized_matrix& w, const quantized_rows& x, std::i
 
 template <qformat F>
 inline void qgemv_rows(const qgemv_args& args) {
+  // Activation rows outer: a pass's 8 rows of codes stay in L1 while the
+  // task's weight rows (sized to stay in L2) stream past them.
   float result[max_rows_per_pass];
-  for (std::int64_t n = args.n_begin; n < args.n_end; ++n) {
-    for (std::int64_t m0 = 0; m0 < args.m_rows; m0 += max_rows_per_pass) {
-      const int mr = static_cast<int>(args.m_rows - m0 < max_rows_per_pass ? args.m_rows - m0 : max_rows_per_pass);
+  for (std::int64_t m0 = 0; m0 < args.m_rows; m0 += max_rows_per_pass) {
+    const int mr = static_cast<int>(args.m_rows - m0 < max_rows_per_pass ? args.m_rows - m0 : max_rows_per_pass);
+    for (std::int64_t n = args.n_begin; n < args.n_end; ++n) {
       qgemv_row<F>(*args.weights, *args.x, n, m0, mr, result);
       const float bias = args.bias != nullptr ? args.bias[n] : 0.0f;
       for (int i = 0; i < mr; ++i) args.out[(m0 + i) * args.out_stride + n] = result[i] + bias;
