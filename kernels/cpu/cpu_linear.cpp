@@ -65,6 +65,10 @@ std::vector<float> stacked_biases(std::span<const host_tensor> biases, std::int6
 // several passes (prefill): they stay in L2 while every pass reads them.
 constexpr std::int64_t quantized_panel_bytes = std::int64_t{256} << 10;
 
+// Above this many activation rows quantised weights are dequantised to bf16
+// panels for oneDNN (prefill); at or below it the integer GEMV runs.
+constexpr std::int64_t quantized_gemv_max_rows = 16;
+
 // Rows of a weight that one quantisation task converts.
 constexpr std::int64_t quantize_task_rows = 64;
 
@@ -122,6 +126,7 @@ std::unique_ptr<linear_weight> cpu_backend::prepare_quantized_linear(std::span<c
     first_row += rows;
   }
   weight->quantized = true;
+  weight->type = dtype::bf16;  // what the oneDNN path computes in
   weight->packed = view_of(layout, weight->storage.data());
   weight->data = weight->storage.data();
   weight->bias = stacked_biases(biases, weight->rows);
@@ -136,10 +141,12 @@ void cpu_backend::linear(tensor_view x, const linear_weight& w, tensor_view out)
   require(out.cols == weight->rows, "linear", "out columns differ from the weight's out_features");
   require(x.rows == out.rows, "linear", "x and out differ in rows");
   if (x.rows == 0 || weight->rows == 0) return;
-  if (weight->quantized) {
+  if (weight->quantized && (batch_invariant_ || x.rows <= quantized_gemv_max_rows)) {
     // Every output row is computed on its own in one fixed order, so this
     // path is batch-invariant as it stands.
     linear_quantized(x, *weight, out);
+  } else if (weight->quantized) {
+    matmuls_->run(pool_, kernels_, x, *weight, out);  // dequantised to bf16 panels
   } else if (batch_invariant_) {
     // The skinny GEMM computes every output element in the same order
     // whatever the row count, the row's place in a tile, the tile shape, the

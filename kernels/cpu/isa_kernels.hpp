@@ -179,6 +179,9 @@ struct isa_kernels {
   /// codes [padded_cols] in interleaved order, scales and sums [padded_cols / 32].
   void (*quantize_row)(const float* x, std::int64_t cols, std::int64_t padded_cols, std::int8_t* codes, float* scales,
                        float* sums);
+  /// Weight rows [row_begin, row_end) of `w` as bf16 in natural order:
+  /// [row_end - row_begin][w.cols] at `out` (the prefill GEMM's panels).
+  void (*dequantize_rows)(const quantized_matrix& w, std::int64_t row_begin, std::int64_t row_end, std::uint16_t* out);
   /// max(x[0..n)); -inf for n == 0.
   float (*row_max)(const float* x, std::int64_t n);
   /// Σ exp(x[i] - shift), accumulated in double.

@@ -64,6 +64,7 @@ inline vi load_codes(const void* p) { return _mm512_loadu_si512(p); }
 inline vi low_nibbles(vi v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0f)); }
 inline vi high_nibbles(vi v) { return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0f)); }
 inline vi int_zero() { return _mm512_setzero_si512(); }
+inline vi int_add(vi a, vi b) { return _mm512_add_epi32(a, b); }
 /// acc + Σ over each lane's 4 bytes of w (u8, < 16 for int4) × x (s8).
 inline vi dot_nibbles(vi acc, vi w, vi x) { return _mm512_dpbusd_epi32(acc, w, x); }
 inline vi dot_int8(vi acc, vi w, vi x) { return _mm512_dpbusd_epi32(acc, w, x); }
@@ -94,6 +95,7 @@ inline vi load_codes(const void* p) { return _mm256_loadu_si256(static_cast<cons
 inline vi low_nibbles(vi v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0f)); }
 inline vi high_nibbles(vi v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0f)); }
 inline vi int_zero() { return _mm256_setzero_si256(); }
+inline vi int_add(vi a, vi b) { return _mm256_add_epi32(a, b); }
 inline vi dot_nibbles(vi acc, vi w, vi x) {
   return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1)));
 }
@@ -129,20 +131,23 @@ constexpr int max_rows_per_pass = 8;
 
 /// One output row `n` for activation rows [m0, m0 + mr): returns the dot
 /// products through `result` (before bias).
-template <qformat F>
-inline void qgemv_row(const quantized_matrix& w, const quantized_rows& x, std::int64_t n, std::int64_t m0, int mr,
-                      float* result) {
+template <qformat F, int MR>
+[[gnu::always_inline]] inline void qgemv_row(const quantized_matrix& w, const quantized_rows& x, std::int64_t n,
+                                             std::int64_t m0, float* result) {
+  constexpr int mr = MR;
   const std::int64_t groups = w.padded_cols / quant_group, superblocks = w.padded_cols / quant_superblock;
   constexpr bool nibbles = F != qformat::int8;
   const std::int64_t row_bytes = nibbles ? w.padded_cols / 2 : w.padded_cols;
   const std::uint8_t* codes = w.codes + n * row_bytes;
   qf acc[max_rows_per_pass], offsets[max_rows_per_pass];
+#pragma GCC unroll 8
   for (int i = 0; i < mr; ++i) acc[i] = offsets[i] = qzero();
   for (std::int64_t sb = 0; sb < superblocks; ++sb) {
     for (int h = 0; h < halves; ++h) {
       vi wv[8];
       if constexpr (nibbles) {
         const std::uint8_t* base = codes + sb * (quant_superblock / 2) + h * vector_bytes;
+#pragma GCC unroll 4
         for (int i = 0; i < 4; ++i) {
           const vi packed = load_codes(base + 64 * i);
           wv[i] = low_nibbles(packed);
@@ -158,12 +163,19 @@ inline void qgemv_row(const quantized_matrix& w, const quantized_rows& x, std::i
         scale = load_halfs(w.group_scales + n * groups + g0);
         offset = F == qformat::int4_asym ? load_halfs(w.group_offsets + n * groups + g0) : qmul(scale, qset1(-8.0f));
       }
+#pragma GCC unroll 8
       for (int i = 0; i < mr; ++i) {
         const std::int8_t* xc = x.codes + (m0 + i) * x.padded_cols + sb * quant_superblock + h * vector_bytes;
-        vi dot = int_zero();
-        for (int r = 0; r < 8; ++r)
+        // Two chains, so consecutive dot-product instructions do not wait on each other.
+        vi dot = int_zero(), dot_odd = int_zero();
+#pragma GCC unroll 4
+        for (int r = 0; r < 8; r += 2) {
           dot = nibbles ? dot_nibbles(dot, wv[r], load_codes(xc + 64 * r))
                         : dot_int8(dot, wv[r], load_codes(xc + 64 * r));
+          dot_odd = nibbles ? dot_nibbles(dot_odd, wv[r + 1], load_codes(xc + 64 * (r + 1)))
+                            : dot_int8(dot_odd, wv[r + 1], load_codes(xc + 64 * (r + 1)));
+        }
+        dot = int_add(dot, dot_odd);
         const qf x_scale = qload(x.scales + (m0 + i) * groups + g0);
         const qf x_sums = qload(x.sums + (m0 + i) * groups + g0);
         if constexpr (nibbles) {
@@ -198,9 +210,10 @@ inline int weight_code(const quantized_matrix& w, std::int64_t n, std::int64_t p
   return p < 256 ? byte & 0x0f : byte >> 4;
 }
 
-template <qformat F>
-inline void qgemv_row(const quantized_matrix& w, const quantized_rows& x, std::int64_t n, std::int64_t m0, int mr,
+template <qformat F, int MR>
+inline void qgemv_row(const quantized_matrix& w, const quantized_rows& x, std::int64_t n, std::int64_t m0,
                       float* result) {
+  constexpr int mr = MR;
   const std::int64_t groups = w.padded_cols / quant_group;
   for (int i = 0; i < mr; ++i) {
     const std::int8_t* xc = x.codes + (m0 + i) * x.padded_cols;
@@ -228,17 +241,117 @@ inline void qgemv_row(const quantized_matrix& w, const quantized_rows& x, std::i
 
 #endif
 
+/// Output rows [n_begin, n_end) for the MR activation rows from m0.
+template <qformat F, int MR>
+void qgemv_pass(const qgemv_args& args, std::int64_t m0) {
+  float result[MR];
+  for (std::int64_t n = args.n_begin; n < args.n_end; ++n) {
+    qgemv_row<F, MR>(*args.weights, *args.x, n, m0, result);
+    const float bias = args.bias != nullptr ? args.bias[n] : 0.0f;
+    for (int i = 0; i < MR; ++i) args.out[(m0 + i) * args.out_stride + n] = result[i] + bias;
+  }
+}
+
 template <qformat F>
 inline void qgemv_rows(const qgemv_args& args) {
   // Activation rows outer: a pass's 8 rows of codes stay in L1 while the
-  // task's weight rows (sized to stay in L2) stream past them.
-  float result[max_rows_per_pass];
+  // task's weight rows (sized to stay in L2) stream past them. The row count
+  // is a template argument so the accumulators stay in registers.
   for (std::int64_t m0 = 0; m0 < args.m_rows; m0 += max_rows_per_pass) {
-    const int mr = static_cast<int>(args.m_rows - m0 < max_rows_per_pass ? args.m_rows - m0 : max_rows_per_pass);
-    for (std::int64_t n = args.n_begin; n < args.n_end; ++n) {
-      qgemv_row<F>(*args.weights, *args.x, n, m0, mr, result);
-      const float bias = args.bias != nullptr ? args.bias[n] : 0.0f;
-      for (int i = 0; i < mr; ++i) args.out[(m0 + i) * args.out_stride + n] = result[i] + bias;
+    switch (args.m_rows - m0 < max_rows_per_pass ? args.m_rows - m0 : max_rows_per_pass) {
+      case 1:
+        qgemv_pass<F, 1>(args, m0);
+        break;
+      case 2:
+        qgemv_pass<F, 2>(args, m0);
+        break;
+      case 3:
+        qgemv_pass<F, 3>(args, m0);
+        break;
+      case 4:
+        qgemv_pass<F, 4>(args, m0);
+        break;
+      case 5:
+        qgemv_pass<F, 5>(args, m0);
+        break;
+      case 6:
+        qgemv_pass<F, 6>(args, m0);
+        break;
+      case 7:
+        qgemv_pass<F, 7>(args, m0);
+        break;
+      default:
+        qgemv_pass<F, 8>(args, m0);
+        break;
+    }
+  }
+}
+
+/// W codes from `p` (u8, or the low / high nibbles of bytes) as floats.
+inline vf load_codes_as_float(const std::uint8_t* p, int shift) {
+#if defined(__AVX512F__)
+  const __m512i wide = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m512i codes = shift < 0 ? wide : _mm512_and_si512(_mm512_srli_epi32(wide, shift), _mm512_set1_epi32(15));
+  return _mm512_cvtepi32_ps(codes);
+#elif defined(__AVX2__)
+  const __m256i wide = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  const __m256i codes = shift < 0 ? wide : _mm256_and_si256(_mm256_srli_epi32(wide, shift), _mm256_set1_epi32(15));
+  return _mm256_cvtepi32_ps(codes);
+#else
+  return static_cast<float>(shift < 0 ? *p : (*p >> shift) & 15);
+#endif
+}
+
+/// One weight row dequantised to bf16 in natural order (k < cols).
+template <qformat F>
+inline void dequantize_row(const quantized_matrix& w, std::int64_t n, std::uint16_t* out) {
+  constexpr bool nibbles = F != qformat::int8;
+  const std::int64_t groups = w.padded_cols / quant_group;
+  const std::uint8_t* codes = w.codes + n * (nibbles ? w.padded_cols / 2 : w.padded_cols);
+  for (std::int64_t sb = 0; sb * quant_superblock < w.cols; ++sb) {
+    // Scale and offset of each of a 64-byte vector's positions (lane = group).
+    float scale[64], offset[64];
+    for (int q = 0; q < 64; ++q) {
+      const std::int64_t g = n * groups + sb * groups_per_superblock + q / 4;
+      if constexpr (F == qformat::int8) {
+        scale[q] = w.row_scales[n];
+        offset[q] = -128.0f * w.row_scales[n];
+      } else {
+        scale[q] = half_to_float(w.group_scales[g]);
+        offset[q] = F == qformat::int4_asym ? half_to_float(w.group_offsets[g]) : -8.0f * scale[q];
+      }
+    }
+    for (int r = 0; r < 8; ++r) {
+      std::uint16_t values[64];
+      for (int q = 0; q < 64; q += W) {
+        const int p = 64 * r + q;
+        const vf code = nibbles ? load_codes_as_float(codes + sb * 256 + p % 256, p < 256 ? 0 : 4)
+                                : load_codes_as_float(codes + sb * quant_superblock + p, -1);
+        store_bf16(values + q, fma(code, load(scale + q), load(offset + q)));
+      }
+      // Lane j of vector r holds input features 32 j + 4 r .. + 3.
+      for (int j = 0; j < 16; ++j) {
+        const std::int64_t k = sb * quant_superblock + 32 * j + 4 * r;
+        for (int t = 0; t < 4 && k + t < w.cols; ++t) out[k + t] = values[4 * j + t];
+      }
+    }
+  }
+}
+
+inline void dequantize_rows(const quantized_matrix& w, std::int64_t row_begin, std::int64_t row_end,
+                            std::uint16_t* out) {
+  for (std::int64_t n = row_begin; n < row_end; ++n) {
+    std::uint16_t* row = out + (n - row_begin) * w.cols;
+    switch (w.format) {
+      case qformat::int8:
+        dequantize_row<qformat::int8>(w, n, row);
+        break;
+      case qformat::int4:
+        dequantize_row<qformat::int4>(w, n, row);
+        break;
+      case qformat::int4_asym:
+        dequantize_row<qformat::int4_asym>(w, n, row);
+        break;
     }
   }
 }

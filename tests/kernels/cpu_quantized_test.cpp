@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/cpu_features.hpp"
 #include "kernels/cpu/isa_kernels.hpp"
 #include "kernels/cpu/quantized_weights.hpp"
 #include "tests/kernels/cpu_test_support.hpp"
@@ -160,6 +161,113 @@ TEST(QuantizedGemv, EveryLevelMatchesTheReference) {
           }
         }
       }
+    }
+  }
+}
+
+TEST(QuantizedGemv, DequantisedPanelsMatchTheReferenceAtEveryLevel) {
+  random_source rng;
+  SCOPED_TRACE(rng.trace());
+  const std::int64_t rows = 6, cols = 1000;
+  const std::vector<float> w = rng.floats(static_cast<std::size_t>(rows * cols));
+  for (auto format : all_formats) {
+    const quantized_buffer q = quantize(w, format, rows, cols);
+    const cpu::quantized_matrix view = q.view();
+    for (auto level : test::supported_levels()) {
+      std::vector<std::uint16_t> out(static_cast<std::size_t>((rows - 1) * cols), 0xffff);
+      cpu::kernels_for(level).dequantize_rows(view, 1, rows, out.data());
+      for (std::int64_t n = 1; n < rows; ++n) {
+        for (std::int64_t k = 0; k < cols; ++k) {
+          const float want = cpu::dequantized_weight(view, n, k);
+          const float got = bf16_to_float(out[static_cast<std::size_t>((n - 1) * cols + k)]);
+          ASSERT_NEAR(got, want, std::fabs(want) * 0x1p-8f + 1e-7f)
+              << quantization_name(format) << " at " << cpu::isa_name(level) << " row " << n << " col " << k;
+        }
+      }
+    }
+  }
+}
+
+// linear() end to end: stacked bf16 parts with biases, through the integer
+// GEMV (few rows) and the dequantised oneDNN panels (many rows), against the
+// dequantised weights times the exact activations. The bound allows each
+// activation its int8 step (GEMV) or its and the weight's bf16 rounding (GEMM).
+TEST(QuantizedLinear, StackedPartsWithBiasesAtEveryLevelAndRowCount) {
+  random_source rng;
+  SCOPED_TRACE(rng.trace());
+  const std::int64_t k = 600, outs[] = {24, 40};
+  std::vector<test::stored_values> stored;
+  std::vector<std::vector<float>> biases;
+  std::vector<host_tensor> parts, bias_tensors;
+  std::vector<float> all_weights;
+  for (std::int64_t out : outs) {
+    stored.push_back(test::store_as(rng.floats(static_cast<std::size_t>(out * k)), dtype::bf16));
+    biases.push_back(rng.floats(static_cast<std::size_t>(out)));
+    all_weights.insert(all_weights.end(), stored.back().exact.begin(), stored.back().exact.end());
+  }
+  for (std::size_t i = 0; i < stored.size(); ++i) {
+    parts.push_back({"part" + std::to_string(i), dtype::bf16, {outs[i], k}, stored[i].bytes.data()});
+    bias_tensors.push_back({"bias" + std::to_string(i), dtype::f32, {outs[i]}, biases[i].data()});
+  }
+  const std::int64_t n_total = outs[0] + outs[1];
+  for (auto format : all_formats) {
+    const quantized_buffer q = quantize(all_weights, format, n_total, k);
+    const cpu::quantized_matrix view = q.view();
+    for (auto level : test::supported_levels()) {
+      auto device = test::make_backend_at(level);
+      const auto weight = device->prepare_quantized_linear(parts, bias_tensors, format);
+      ASSERT_EQ(weight->out_features(), n_total);
+      for (std::int64_t m : {1, 5, 40}) {
+        const std::vector<float> x = rng.floats(static_cast<std::size_t>(m * k), -3.0f, 3.0f);
+        test::padded_matrix xs(*device, m, k), out(*device, m, n_total);
+        xs.fill(x);
+        out.poison_view();
+        device->linear(xs.view(), *weight, out.view());
+        ASSERT_TRUE(out.padding_intact());
+        const std::vector<float> got = out.values();
+        for (std::int64_t i = 0; i < m; ++i) {
+          for (std::int64_t n = 0; n < n_total; ++n) {
+            double want =
+                n < outs[0] ? biases[0][static_cast<std::size_t>(n)] : biases[1][static_cast<std::size_t>(n - outs[0])];
+            double bound = 1e-5;
+            for (std::int64_t c = 0; c < k; ++c) {
+              const double wv = cpu::dequantized_weight(view, n, c), xv = x[static_cast<std::size_t>(i * k + c)];
+              float group_max = 0.0f;
+              for (std::int64_t t = c / quant_group * quant_group; t < std::min(k, (c / quant_group + 1) * quant_group);
+                   ++t)
+                group_max = std::max(group_max, std::fabs(x[static_cast<std::size_t>(i * k + t)]));
+              want += wv * xv;
+              bound += std::fabs(wv) * (group_max / 127.0 * 0.5 + std::fabs(xv) * 0x1p-7) + 1e-4 * std::fabs(wv * xv);
+            }
+            ASSERT_NEAR(got[static_cast<std::size_t>(i * n_total + n)], want, bound)
+                << quantization_name(format) << " at " << cpu::isa_name(level) << " m " << m << " row " << i << " out "
+                << n;
+          }
+        }
+      }
+    }
+  }
+}
+
+// A row's result does not depend on what else shares the call.
+TEST(QuantizedLinear, RowsAreIndependentOfTheBatch) {
+  random_source rng;
+  SCOPED_TRACE(rng.trace());
+  const std::int64_t n = 70, k = 530, m = 9;
+  const auto w = test::store_as(rng.floats(static_cast<std::size_t>(n * k)), dtype::bf16);
+  const host_tensor part{"w", dtype::bf16, {n, k}, w.bytes.data()};
+  const std::vector<float> x = rng.floats(static_cast<std::size_t>(m * k));
+  auto device = test::make_backend_at(cpu::detected_isa());
+  for (auto format : all_formats) {
+    const auto weight = device->prepare_quantized_linear(std::span(&part, 1), {}, format);
+    test::padded_matrix all(*device, m, k), all_out(*device, m, n);
+    all.fill(x);
+    device->linear(all.view(), *weight, all_out.view());
+    for (std::int64_t r : {0, 4, 8}) {
+      test::padded_matrix one(*device, 1, k), one_out(*device, 1, n);
+      one.fill(std::vector<float>(x.begin() + r * k, x.begin() + (r + 1) * k));
+      device->linear(one.view(), *weight, one_out.view());
+      for (std::int64_t c = 0; c < n; ++c) ASSERT_EQ(one_out.at(0, c), all_out.at(r, c)) << r << " " << c;
     }
   }
 }
