@@ -67,7 +67,7 @@ constexpr std::int64_t quantized_panel_bytes = std::int64_t{256} << 10;
 
 // Above this many activation rows quantised weights are dequantised to bf16
 // panels for oneDNN (prefill); at or below it the integer GEMV runs.
-constexpr std::int64_t quantized_gemv_max_rows = 16;
+constexpr std::int64_t quantized_gemv_max_rows = 96;
 
 // Rows of a weight that one quantisation task converts.
 constexpr std::int64_t quantize_task_rows = 64;

@@ -176,7 +176,7 @@ void bench_quantized(const bench_arguments& args) {
   const std::int64_t n = 8192, k = 2048;
   const auto values = random_bf16(static_cast<std::size_t>(n * k));
   const host_tensor tensor{"w", dtype::bf16, {n, k}, values.data()};
-  for (std::int64_t m : {1, 8, 32, 512}) {
+  for (std::int64_t m : {1, 8, 32, 64, 128, 512}) {
     for (auto format : {weight_quantization::none, weight_quantization::int8, weight_quantization::int4}) {
       const double bytes_per_weight = format == weight_quantization::none   ? 2.0
                                       : format == weight_quantization::int8 ? 1.0
