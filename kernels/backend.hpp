@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/quantization.hpp"
 #include "kernels/rope_spec.hpp"
 #include "kernels/sampling.hpp"
 #include "kernels/step_batch.hpp"
@@ -102,6 +103,12 @@ class backend {
   /// optional `biases` ([out_i] each; empty or one per part).
   virtual std::unique_ptr<linear_weight> prepare_linear(std::span<const host_tensor> parts,
                                                         std::span<const host_tensor> biases) = 0;
+  /// prepare_linear with the weights converted to `format` at load (round to
+  /// nearest; weight_quantization::none: prepare_linear itself). Throws
+  /// std::runtime_error when the backend has no kernels for `format`.
+  virtual std::unique_ptr<linear_weight> prepare_quantized_linear(std::span<const host_tensor> parts,
+                                                                  std::span<const host_tensor> biases,
+                                                                  weight_quantization format);
   /// Allocates the paged KV pool described by `spec`.
   virtual std::unique_ptr<kv_cache> create_kv_cache(const kv_cache_spec& spec) = 0;
   /// Allocates a host swap pool of `num_blocks` blocks shaped like `spec`'s.

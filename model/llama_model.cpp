@@ -57,14 +57,15 @@ std::int64_t grown(std::int64_t needed, std::int64_t current) {
 
 }  // namespace
 
-llama_model::llama_model(const model_config& config, const model_weights& weights, backend& backend)
+llama_model::llama_model(const model_config& config, const model_weights& weights, backend& backend,
+                         weight_quantization quantization)
     : config_(config), backend_(backend), workspace_(std::make_unique<workspace>()) {
   geometry_.num_q_heads = static_cast<int>(config.num_attention_heads);
   geometry_.num_kv_heads = static_cast<int>(config.num_key_value_heads);
   geometry_.head_dim = static_cast<int>(config.head_dim);
   geometry_.scale = 1.0f / std::sqrt(static_cast<float>(config.head_dim));
   geometry_.rope = config.rope;
-  upload_weights(weights);
+  upload_weights(weights, quantization);
   active_layers_.resize(weights_->layers.size());
   for (std::size_t i = 0; i < active_layers_.size(); ++i) active_layers_[i] = static_cast<int>(i);
 }
@@ -90,20 +91,26 @@ llama_model::llama_model(const llama_model& source, backend& backend, std::vecto
 
 llama_model::~llama_model() = default;
 
-void llama_model::upload_weights(const model_weights& weights) {
+void llama_model::upload_weights(const model_weights& weights, weight_quantization quantization) {
   auto up = std::make_shared<uploaded>();
   up->embed_tokens = backend_.upload(*weights.embed_tokens);
   up->final_norm = backend_.upload(*weights.final_norm);
   const host_tensor lm_head = *weights.lm_head;
-  up->lm_head = backend_.prepare_linear({&lm_head, 1}, {});
+  // The LM head is a fifth of a small model's weights and decides every
+  // token: int8 keeps its logits close while streaming half the bytes (a
+  // tied head gets its own int8 copy; the embedding gather keeps the table).
+  const weight_quantization head_format =
+      quantization == weight_quantization::none ? weight_quantization::none : weight_quantization::int8;
+  up->lm_head = backend_.prepare_quantized_linear({&lm_head, 1}, {}, head_format);
   up->layers.resize(weights.layers.size());
   for (std::size_t i = 0; i < weights.layers.size(); ++i) {
     const layer_weights& w = weights.layers[i];
     layer& l = up->layers[i];
-    l.qkv = backend_.prepare_linear(present({w.q_proj, w.k_proj, w.v_proj}), present({w.q_bias, w.k_bias, w.v_bias}));
-    l.o = backend_.prepare_linear(present({w.o_proj}), present({w.o_bias}));
-    l.gate_up = backend_.prepare_linear(present({w.gate_proj, w.up_proj}), {});
-    l.down = backend_.prepare_linear(present({w.down_proj}), {});
+    l.qkv = backend_.prepare_quantized_linear(present({w.q_proj, w.k_proj, w.v_proj}),
+                                              present({w.q_bias, w.k_bias, w.v_bias}), quantization);
+    l.o = backend_.prepare_quantized_linear(present({w.o_proj}), present({w.o_bias}), quantization);
+    l.gate_up = backend_.prepare_quantized_linear(present({w.gate_proj, w.up_proj}), {}, quantization);
+    l.down = backend_.prepare_quantized_linear(present({w.down_proj}), {}, quantization);
     l.input_norm = backend_.upload(*w.input_norm);
     l.post_attention_norm = backend_.upload(*w.post_attention_norm);
     if (w.q_norm != nullptr) l.q_norm = backend_.upload(*w.q_norm);

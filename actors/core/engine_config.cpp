@@ -61,6 +61,7 @@ const std::pair<const char*, engine_field> engine_fields[] = {
     {"request_timeout", &engine_config::request_timeout_s},
     {"batch_invariant", &engine_config::batch_invariant},
     {"tool_call_parser", &engine_config::tool_call_parser},
+    {"quantization", &engine_config::quantization},
     {"speculative", &engine_config::speculative},
     {"draft_model", &engine_config::draft_model},
     {"speculative_skip_layers", &engine_config::speculative_skip_layers},

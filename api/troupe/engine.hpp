@@ -76,6 +76,7 @@ struct engine_config {
   double request_timeout_s;                ///< default per-request timeout, seconds
   bool batch_invariant;                 ///< bitwise batch-independent numerics (slower prefill; see docs/operations.md)
   std::string tool_call_parser;         ///< tool-call format: auto (from the chat template), none or a family
+  std::string quantization;             ///< weight-only quantisation at load: none | int8 | int4 | int4_asym
   std::string speculative;              ///< speculative decoding proposer: off | ngram | draft | layerskip
   std::string draft_model;              ///< draft: HF directory (empty: the demo draft with the demo model)
   std::string speculative_skip_layers;  ///< layerskip: layers skipped ("4-7", "1,3,5"; empty: the upper half)

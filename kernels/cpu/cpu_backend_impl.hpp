@@ -18,7 +18,8 @@ class onednn_matmuls;
 class cpu_step_plan;
 struct sampler_scratch;
 
-/// A prepared weight: [out_features][in_features] row-major in `type`.
+/// A prepared weight: [out_features][in_features] row-major in `type`, or
+/// quantised (`packed`, in `storage`) when `quantized`.
 class cpu_linear_weight final : public linear_weight {
  public:
   std::int64_t out_features() const override { return rows; }
@@ -29,6 +30,8 @@ class cpu_linear_weight final : public linear_weight {
   const void* data = nullptr;  ///< into `storage`, or the checkpoint mapping
   device_buffer storage;
   std::vector<float> bias;  ///< [rows] or empty
+  bool quantized = false;
+  quantized_matrix packed;  ///< the quantised layout when `quantized`
 };
 
 /// The paged KV pool in host memory.
@@ -89,6 +92,9 @@ class cpu_backend final : public backend {
   device_tensor upload(const host_tensor& tensor) override;
   std::unique_ptr<linear_weight> prepare_linear(std::span<const host_tensor> parts,
                                                 std::span<const host_tensor> biases) override;
+  std::unique_ptr<linear_weight> prepare_quantized_linear(std::span<const host_tensor> parts,
+                                                          std::span<const host_tensor> biases,
+                                                          weight_quantization format) override;
   std::unique_ptr<kv_cache> create_kv_cache(const kv_cache_spec& spec) override;
   std::unique_ptr<host_block_pool> create_host_pool(const kv_cache_spec& spec, std::int64_t num_blocks) override;
 
@@ -117,6 +123,8 @@ class cpu_backend final : public backend {
   /// The skinny GEMM, parallel over weight rows; `k_blocked` walks K in
   /// blocks (many rows, batch-invariant mode) with the same per-element order.
   void linear_skinny(tensor_view x, const cpu_linear_weight& w, tensor_view out, bool k_blocked);
+  /// Quantises x's rows to int8 and runs the quantised skinny GEMM.
+  void linear_quantized(tensor_view x, const cpu_linear_weight& w, tensor_view out);
   /// bf16 copies of x's rows, `stride` elements apart, for the vdpbf16ps path.
   const std::uint16_t* round_rows_to_bf16(tensor_view x, std::int64_t stride);
   /// Largest M that `linear` runs on the skinny GEMM for weights of `type`.
@@ -134,6 +142,8 @@ class cpu_backend final : public backend {
   std::vector<std::unique_ptr<sampler_scratch>> sampler_scratch_;
   std::vector<float> attention_partials_;
   std::vector<std::uint16_t> activations_bf16_;
+  std::vector<std::int8_t> activation_codes_;  ///< int8 activations of the quantised path
+  std::vector<float> activation_scales_, activation_sums_;
 };
 
 /// Sizes of the rows a task of a row-parallel op covers: enough rows that

@@ -47,7 +47,8 @@ isa_level detect() {
       bit(leaf7.ebx, 16) && bit(leaf7.ebx, 17) && bit(leaf7.ebx, 30) && bit(leaf7.ebx, 31);  // F DQ BW VL
   if (!zmm_state || !avx512) return isa_level::avx2;
   const cpuid_regs leaf7_1 = query(7, 1);
-  return bit(leaf7_1.eax, 5) ? isa_level::avx512_bf16 : isa_level::avx512;
+  // Every CPU with AVX512_BF16 also has AVX512_VNNI; the level needs both.
+  return bit(leaf7_1.eax, 5) && bit(leaf7.ecx, 11) ? isa_level::avx512_bf16 : isa_level::avx512;
 }
 #else
 isa_level detect() { return isa_level::scalar; }

@@ -12,7 +12,7 @@ enum class isa_level : int {
   scalar = 0,       ///< baseline x86-64, no vector kernels beyond what the compiler emits
   avx2 = 1,         ///< AVX2 + FMA + F16C
   avx512 = 2,       ///< AVX-512 F/BW/VL/DQ (+ AVX2 set)
-  avx512_bf16 = 3,  ///< AVX-512 plus AVX512_BF16 (vdpbf16ps)
+  avx512_bf16 = 3,  ///< AVX-512 plus AVX512_BF16 (vdpbf16ps) and AVX512_VNNI (vpdpbusd)
 };
 
 /// The best level this CPU and OS support (computed once, then cached).

@@ -2,11 +2,13 @@
 // between the skinny GEMM (decode) and oneDNN (prefill).
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
 #include "kernels/cpu/cpu_backend_impl.hpp"
 #include "kernels/cpu/onednn_matmuls.hpp"
+#include "kernels/cpu/quantized_weights.hpp"
 
 namespace troupe::cpu {
 
@@ -47,6 +49,29 @@ constexpr std::int64_t invariant_panel_bytes = std::int64_t{512} << 10;
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
+std::vector<float> stacked_biases(std::span<const host_tensor> biases, std::int64_t rows) {
+  std::vector<float> out;
+  if (biases.empty()) return out;
+  out.resize(static_cast<std::size_t>(rows));
+  float* dst = out.data();
+  for (const host_tensor& bias : biases) {
+    convert_elements(bias.data, bias.type, dst, dtype::f32, static_cast<std::size_t>(bias.numel()));
+    dst += bias.numel();
+  }
+  return out;
+}
+
+// Bytes of quantised weight rows one task owns when the activations need
+// several passes (prefill): they stay in L2 while every pass reads them.
+constexpr std::int64_t quantized_panel_bytes = std::int64_t{256} << 10;
+
+// Above this many activation rows quantised weights are dequantised to bf16
+// panels for oneDNN (prefill); at or below it the integer GEMV runs.
+constexpr std::int64_t quantized_gemv_max_rows = 96;
+
+// Rows of a weight that one quantisation task converts.
+constexpr std::int64_t quantize_task_rows = 64;
+
 }  // namespace
 
 std::unique_ptr<linear_weight> cpu_backend::prepare_linear(std::span<const host_tensor> parts,
@@ -74,14 +99,37 @@ std::unique_ptr<linear_weight> cpu_backend::prepare_linear(std::span<const host_
     }
     weight->data = weight->storage.data();
   }
-  if (!biases.empty()) {
-    weight->bias.resize(static_cast<std::size_t>(weight->rows));
-    float* dst = weight->bias.data();
-    for (const host_tensor& bias : biases) {
-      convert_elements(bias.data, bias.type, dst, dtype::f32, static_cast<std::size_t>(bias.numel()));
-      dst += bias.numel();
-    }
+  weight->bias = stacked_biases(biases, weight->rows);
+  return weight;
+}
+
+std::unique_ptr<linear_weight> cpu_backend::prepare_quantized_linear(std::span<const host_tensor> parts,
+                                                                     std::span<const host_tensor> biases,
+                                                                     weight_quantization format) {
+  if (format == weight_quantization::none) return prepare_linear(parts, biases);
+  check_parts(parts, biases);
+  auto weight = std::make_unique<cpu_linear_weight>();
+  weight->cols = parts.front().shape[1];
+  for (const host_tensor& part : parts) weight->rows += part.shape[0];
+  const quantized_layout layout = layout_for(format, weight->rows, weight->cols);
+  weight->storage = allocate(layout.total_bytes);
+  std::memset(weight->storage.data(), 0, layout.total_bytes);
+  std::int64_t first_row = 0;
+  for (const host_tensor& part : parts) {
+    const std::int64_t rows = part.shape[0];
+    const std::size_t row_bytes = static_cast<std::size_t>(weight->cols) * dtype_size(part.type);
+    pool_.parallel_for(ceil_div(rows, quantize_task_rows), [&](std::int64_t task, int) {
+      const std::int64_t begin = task * quantize_task_rows, count = std::min(quantize_task_rows, rows - begin);
+      quantize_rows(static_cast<const char*>(part.data) + static_cast<std::size_t>(begin) * row_bytes, part.type, count,
+                    layout, weight->storage.data(), first_row + begin);
+    });
+    first_row += rows;
   }
+  weight->quantized = true;
+  weight->type = dtype::bf16;  // what the oneDNN path computes in
+  weight->packed = view_of(layout, weight->storage.data());
+  weight->data = weight->storage.data();
+  weight->bias = stacked_biases(biases, weight->rows);
   return weight;
 }
 
@@ -93,7 +141,13 @@ void cpu_backend::linear(tensor_view x, const linear_weight& w, tensor_view out)
   require(out.cols == weight->rows, "linear", "out columns differ from the weight's out_features");
   require(x.rows == out.rows, "linear", "x and out differ in rows");
   if (x.rows == 0 || weight->rows == 0) return;
-  if (batch_invariant_) {
+  if (weight->quantized && (batch_invariant_ || x.rows <= quantized_gemv_max_rows)) {
+    // Every output row is computed on its own in one fixed order, so this
+    // path is batch-invariant as it stands.
+    linear_quantized(x, *weight, out);
+  } else if (weight->quantized) {
+    matmuls_->run(pool_, kernels_, x, *weight, out);  // dequantised to bf16 panels
+  } else if (batch_invariant_) {
     // The skinny GEMM computes every output element in the same order
     // whatever the row count, the row's place in a tile, the tile shape, the
     // K blocking or the thread that runs it; oneDNN promises no such thing.
@@ -165,6 +219,41 @@ void cpu_backend::linear_skinny(tensor_view x, const cpu_linear_weight& w, tenso
     slice.n_end = std::min(w.rows, slice.n_begin + run_length);
     if (k_blocked) slice.accumulators = scratch_.get(thread);
     kernels_.gemv(slice);
+  });
+}
+
+void cpu_backend::linear_quantized(tensor_view x, const cpu_linear_weight& w, tensor_view out) {
+  const std::int64_t padded = w.packed.padded_cols, groups = padded / quant_group;
+  activation_codes_.resize(static_cast<std::size_t>(x.rows * padded));
+  activation_scales_.resize(static_cast<std::size_t>(x.rows * groups));
+  activation_sums_.resize(static_cast<std::size_t>(x.rows * groups));
+  const std::int64_t per_task = rows_per_task(x.rows, x.cols, pool_.size());
+  pool_.parallel_for(ceil_div(x.rows, per_task), [&](std::int64_t task, int) {
+    for (std::int64_t r = task * per_task; r < std::min(x.rows, (task + 1) * per_task); ++r)
+      kernels_.quantize_row(x.as<const float>() + r * x.row_stride, x.cols, padded,
+                            activation_codes_.data() + r * padded, activation_scales_.data() + r * groups,
+                            activation_sums_.data() + r * groups);
+  });
+  const quantized_rows rows{activation_codes_.data(), activation_scales_.data(), activation_sums_.data(), padded};
+  qgemv_args args;
+  args.weights = &w.packed;
+  args.x = &rows;
+  args.bias = w.bias.empty() ? nullptr : w.bias.data();
+  args.m_rows = x.rows;
+  args.out = out.as<float>();
+  args.out_stride = out.row_stride;
+  // A few runs of weight rows per thread; with more than one pass over the
+  // activations, runs small enough to stay in L2 between passes.
+  std::int64_t run_length = std::max<std::int64_t>(8, ceil_div(w.rows, 4 * pool_.size()) / 8 * 8);
+  if (x.rows > 8) {
+    const auto row_bytes = static_cast<std::int64_t>(w.packed.format == qformat::int8 ? padded : padded / 2);
+    run_length = std::clamp<std::int64_t>(quantized_panel_bytes / row_bytes / 8 * 8, 8, run_length);
+  }
+  pool_.parallel_for(ceil_div(w.rows, run_length), [&](std::int64_t task, int) {
+    qgemv_args slice = args;
+    slice.n_begin = task * run_length;
+    slice.n_end = std::min(w.rows, slice.n_begin + run_length);
+    kernels_.qgemv(slice);
   });
 }
 

@@ -44,6 +44,53 @@ struct gemv_args {
 /// weight rows: one vector of partial sums per (activation row of a pass, weight row).
 inline std::size_t gemv_accumulator_floats(std::int64_t n) { return static_cast<std::size_t>(n) * 8 * 16; }
 
+/// Weight-only quantised formats (values of troupe::weight_quantization, kernels/quantized.hpp).
+enum class qformat : std::uint8_t { int8 = 1, int4 = 2, int4_asym = 3 };
+
+/// Weights in a superblock of this many input features share one layout
+/// unit; in_features are zero-padded to a multiple of it.
+constexpr std::int64_t quant_superblock = 512;
+/// Input features per quantisation group (int4 weights, int8 activations).
+constexpr std::int64_t quant_group = 32;
+
+/// A quantised [rows][cols] weight matrix (layout: kernels/cpu/README.md).
+/// Within a superblock of 16 groups, byte p (p < 512) of the interleaved
+/// order holds input feature 32 * ((p % 64) / 4) + 4 * (p / 64) + p % 4, so
+/// 32-bit lane j of each 64-byte vector belongs to group j.
+struct quantized_matrix {
+  qformat format = qformat::int8;
+  std::int64_t rows = 0, cols = 0;
+  std::int64_t padded_cols = 0;  ///< cols rounded up to quant_superblock
+  /// int8: [rows][padded_cols] bytes q + 128 in interleaved order. int4:
+  /// [rows][padded_cols / 2]; byte b of a superblock's 256 holds interleaved
+  /// position b in its low nibble and position b + 256 in its high one.
+  const std::uint8_t* codes = nullptr;
+  const float* row_scales = nullptr;             ///< int8: [rows], w = scale * (code - 128)
+  const std::uint16_t* group_scales = nullptr;   ///< int4: f16 [rows][padded_cols / 32]
+  const std::uint16_t* group_offsets = nullptr;  ///< int4_asym: f16 [rows][groups], w = scale * code + offset;
+                                                 ///< null for int4: offset = -8 * scale
+};
+
+/// Activation rows quantised to int8 per group of 32 (symmetric), in the
+/// same interleaved order as the weights: x ≈ scale[g] * code.
+struct quantized_rows {
+  const std::int8_t* codes = nullptr;  ///< [m][padded_cols]
+  const float* scales = nullptr;       ///< [m][groups]
+  const float* sums = nullptr;         ///< [m][groups]: scale[g] * Σ codes of group g
+  std::int64_t padded_cols = 0;
+};
+
+/// out[m, n] = Σ_k x[m, k] · w[n, k] (+ bias[n]) for m < m_rows, n in [n_begin, n_end).
+struct qgemv_args {
+  const quantized_matrix* weights = nullptr;
+  const quantized_rows* x = nullptr;
+  const float* bias = nullptr;  ///< [rows] or null
+  std::int64_t m_rows = 0;
+  float* out = nullptr;
+  std::int64_t out_stride = 0;
+  std::int64_t n_begin = 0, n_end = 0;
+};
+
 /// One attention work item: every q head of `num_queries` consecutive tokens
 /// of one sequence against the sequence's cached tokens [kv_begin, kv_end).
 /// Rows are (token, q head), q head = kv head * group + g. The context is
@@ -126,6 +173,15 @@ struct isa_kernels {
   void (*attention)(const attention_args& args);
   /// Merges the chunks of split attention rows into their outputs.
   void (*attention_merge)(const attention_merge_args& args);
+  /// Quantised GEMV/small-batch GEMM (int8 activations × int8/int4 weights).
+  void (*qgemv)(const qgemv_args& args);
+  /// Quantises one activation row x[0..cols), zero-padded to padded_cols:
+  /// codes [padded_cols] in interleaved order, scales and sums [padded_cols / 32].
+  void (*quantize_row)(const float* x, std::int64_t cols, std::int64_t padded_cols, std::int8_t* codes, float* scales,
+                       float* sums);
+  /// Weight rows [row_begin, row_end) of `w` as bf16 in natural order:
+  /// [row_end - row_begin][w.cols] at `out` (the prefill GEMM's panels).
+  void (*dequantize_rows)(const quantized_matrix& w, std::int64_t row_begin, std::int64_t row_end, std::uint16_t* out);
   /// max(x[0..n)); -inf for n == 0.
   float (*row_max)(const float* x, std::int64_t n);
   /// Σ exp(x[i] - shift), accumulated in double.

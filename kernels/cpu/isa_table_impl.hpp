@@ -4,6 +4,7 @@
 #include "kernels/cpu/attention_impl.hpp"
 #include "kernels/cpu/elementwise_impl.hpp"
 #include "kernels/cpu/gemv_impl.hpp"
+#include "kernels/cpu/qgemv_impl.hpp"
 
 namespace troupe::cpu::TROUPE_ISA_NS {
 
@@ -17,7 +18,8 @@ constexpr isa_kernels make_table(const char* name) {
 #endif
     .gemv = gemv, .from_f32 = from_f32, .to_f32 = to_f32, .rms_norm_row = rms_norm_row,
     .add_rms_norm_row = add_rms_norm_row, .silu_mul_row = silu_mul_row, .rope_row = rope_row, .attention = attention,
-    .attention_merge = attention_merge, .row_max = row_max, .sum_exp = sum_exp, .exp_scaled = exp_scaled,
+    .attention_merge = attention_merge, .qgemv = qgemv, .quantize_row = quantize_row,
+    .dequantize_rows = dequantize_rows, .row_max = row_max, .sum_exp = sum_exp, .exp_scaled = exp_scaled,
   };
 }
 

@@ -44,10 +44,11 @@ std::int64_t round_up(std::int64_t value, std::int64_t multiple) {
 struct onednn_matmuls::state {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   bool bf16_compute = false;
-  std::vector<dnnl::stream> streams;                // one per pool thread
-  std::vector<std::vector<unsigned char>> scratch;  // oneDNN scratchpads, per thread
-  std::vector<std::vector<float>> panels;           // widened weight panels, per thread
-  std::vector<std::uint16_t> x_bf16;                // [M][K] activations rounded to bf16
+  std::vector<dnnl::stream> streams;                    // one per pool thread
+  std::vector<std::vector<unsigned char>> scratch;      // oneDNN scratchpads, per thread
+  std::vector<std::vector<float>> panels;               // widened weight panels, per thread
+  std::vector<std::vector<std::uint16_t>> bf16_panels;  // dequantised weight panels, per thread
+  std::vector<std::uint16_t> x_bf16;                    // [M][K] activations rounded to bf16
   std::map<primitive_key, cached_matmul> primitives;
 
   const cached_matmul& primitive_for(const primitive_key& key) {
@@ -71,6 +72,7 @@ onednn_matmuls::onednn_matmuls(int threads, bool bf16_compute) : state_(std::mak
   for (int t = 0; t < threads; ++t) state_->streams.emplace_back(state_->engine);
   state_->scratch.resize(static_cast<std::size_t>(threads));
   state_->panels.resize(static_cast<std::size_t>(threads));
+  state_->bf16_panels.resize(static_cast<std::size_t>(threads));
 }
 
 onednn_matmuls::~onednn_matmuls() = default;
@@ -79,6 +81,7 @@ onednn_matmuls::~onednn_matmuls() = default;
 struct panel_plan {
   bool bf16_direct = false;  ///< bf16 × bf16 → f32 in oneDNN
   bool widen = false;        ///< 16-bit weights converted to f32 panel by panel
+  bool dequantize = false;   ///< quantised weights expanded to bf16 panel by panel
   std::int64_t width = 0, tasks = 0;
   const cached_matmul* full = nullptr;  ///< primitive for a panel of `width` columns
   const cached_matmul* last = nullptr;  ///< primitive for the last, narrower panel
@@ -88,11 +91,13 @@ void onednn_matmuls::run(thread_pool& pool, const isa_kernels& kernels, tensor_v
                          tensor_view out) {
   state& s = *state_;
   panel_plan plan;
-  plan.bf16_direct = w.type == dtype::bf16 && s.bf16_compute;
-  plan.widen = w.type != dtype::f32 && !plan.bf16_direct;
-  // One panel per thread (A is packed once per panel), smaller when weights are widened.
+  plan.dequantize = w.quantized;
+  plan.bf16_direct = (w.type == dtype::bf16 || plan.dequantize) && s.bf16_compute;
+  plan.widen = (w.type != dtype::f32 || plan.dequantize) && !plan.bf16_direct;
+  // One panel per thread (A is packed once per panel), smaller when weights are widened or dequantised.
   plan.width = round_up((w.rows + pool.size() - 1) / pool.size(), 16);
-  if (plan.widen) plan.width = std::clamp<std::int64_t>(panel_bytes / (w.cols * 4) / 16 * 16, 16, plan.width);
+  if (plan.widen || plan.dequantize)
+    plan.width = std::clamp<std::int64_t>(panel_bytes / (w.cols * (plan.widen ? 4 : 2)) / 16 * 16, 16, plan.width);
   plan.width = std::min(plan.width, w.rows);
   plan.tasks = (w.rows + plan.width - 1) / plan.width;
   const dt src_type = plan.bf16_direct ? dt::bf16 : dt::f32;
@@ -110,8 +115,12 @@ void onednn_matmuls::run(thread_pool& pool, const isa_kernels& kernels, tensor_v
   for (const cached_matmul* matmul : {plan.full, plan.last}) {
     for (auto& buffer : s.scratch) buffer.resize(std::max(buffer.size(), matmul->scratchpad.get_size()));
   }
+  const auto panel_elements = static_cast<std::size_t>(plan.width * w.cols);
   if (plan.widen) {
-    for (auto& panel : s.panels) panel.resize(std::max(panel.size(), static_cast<std::size_t>(plan.width * w.cols)));
+    for (auto& panel : s.panels) panel.resize(std::max(panel.size(), panel_elements));
+  }
+  if (plan.dequantize) {
+    for (auto& panel : s.bf16_panels) panel.resize(std::max(panel.size(), panel_elements));
   }
   if (plan.bf16_direct) round_activations(pool, kernels, x);
   pool.parallel_for(plan.tasks,
@@ -136,9 +145,16 @@ void onednn_matmuls::run_panel(const panel_plan& plan, const isa_kernels& kernel
   const std::int64_t m = x.rows, k = w.cols, n0 = task * plan.width, cols = std::min(plan.width, w.rows - n0);
   const cached_matmul& matmul = cols == plan.width ? *plan.full : *plan.last;
   const void* weights = static_cast<const char*>(w.data) + static_cast<std::size_t>(n0 * k) * dtype_size(w.type);
+  elem weight_type = static_cast<elem>(w.type);
+  if (plan.dequantize) {
+    std::uint16_t* panel = s.bf16_panels[static_cast<std::size_t>(thread)].data();
+    kernels.dequantize_rows(w.packed, n0, n0 + cols, panel);
+    weights = panel;
+    weight_type = elem::bf16;
+  }
   if (plan.widen) {
     float* panel = s.panels[static_cast<std::size_t>(thread)].data();
-    kernels.to_f32(weights, static_cast<elem>(w.type), panel, cols * k);
+    kernels.to_f32(weights, weight_type, panel, cols * k);
     weights = panel;
   }
   const dt src_type = plan.bf16_direct ? dt::bf16 : dt::f32;

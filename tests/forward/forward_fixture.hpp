@@ -27,6 +27,7 @@ struct backend_choice {
   int threads = 2;
   bool batch_invariant = false;  ///< the backend's batch-invariant mode (backend_options)
   std::string device = "cpu";    ///< "cpu" or "cuda"
+  weight_quantization quantization = weight_quantization::none;  ///< linear layers converted at load
 };
 
 struct fixture_model {
@@ -49,7 +50,7 @@ struct fixture_model {
 
   /// Loads fixture model `name` (a folder of tests/fixtures/models) onto `choice`.
   static fixture_model load(const std::string& name, const backend_choice& choice = {}) {
-    const auto& [threads, batch_invariant, device] = choice;
+    const auto& [threads, batch_invariant, device, quantization] = choice;
     const auto dir = fixtures_dir() / "models" / name;
     checkpoint_options options;
     options.show_progress = false;
@@ -58,7 +59,7 @@ struct fixture_model {
     backend_settings.batch_invariant = batch_invariant;
     fixture_model f{dir, checkpoint::open(dir, options), make_backend(device, backend_settings), nullptr, {}, {}, {},
                     {}};
-    f.model = std::make_unique<llama_model>(f.ckpt.config(), f.ckpt.weights(), *f.device);
+    f.model = std::make_unique<llama_model>(f.ckpt.config(), f.ckpt.weights(), *f.device, quantization);
     std::ifstream in(dir / "reference.json");
     std::stringstream text;
     text << in.rdbuf();

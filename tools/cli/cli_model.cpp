@@ -14,6 +14,10 @@ void add_model_flags(CLI::App& command, model_flags& flags) {
                      "Hugging Face model directory or GGUF file (default: the built-in demo model)");
   command.add_option("--device", flags.device, "cpu, cuda or auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   command.add_option("--threads", flags.threads, "CPU backend threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  command
+      .add_option("--quantization", flags.quantization,
+                  "weight-only quantisation at load: none, int8, int4 or int4_asym (cpu; LM head int8)")
+      ->check(CLI::IsMember({"none", "int8", "int4", "int4_asym"}));
 }
 
 std::string resolve_device(const std::string& requested) {
@@ -26,7 +30,8 @@ loaded_model load_model(const model_flags& flags) {
       flags.model_dir.empty() ? ensure_demo_model() : std::filesystem::path(flags.model_dir);
   loaded_model loaded{dir, checkpoint::open(dir), make_backend(resolve_device(flags.device), flags.threads), nullptr,
                       nullptr};
-  loaded.model = std::make_unique<llama_model>(loaded.ckpt.config(), loaded.ckpt.weights(), *loaded.device);
+  loaded.model = std::make_unique<llama_model>(loaded.ckpt.config(), loaded.ckpt.weights(), *loaded.device,
+                                               parse_quantization(flags.quantization).value());
   if (model_has_tokenizer(dir)) loaded.tokenizer = load_model_tokenizer(dir);
   return loaded;
 }

@@ -25,9 +25,10 @@ struct model_flags {
   std::string model_dir;  ///< empty: the built-in demo model
   std::string device = "auto";
   int threads = 0;
+  std::string quantization = "none";  ///< weight_quantization name
 };
 
-/// Adds --model, --device and --threads to `command`.
+/// Adds --model, --device, --threads and --quantization to `command`.
 void add_model_flags(CLI::App& command, model_flags& flags);
 
 /// A model loaded for an offline command.

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "kernels/cpu/copy_bandwidth.hpp"
+#include "kernels/cpu/quantized_weights.hpp"
 #include "model/batch_runner.hpp"
 #include "tools/cli/cli_model.hpp"
 #include "tools/cli/command_registry.hpp"
@@ -71,6 +72,21 @@ double measure_prefill(llama_model& model, int prompt_len, std::mt19937& rng) {
   return prompt_len / seconds;
 }
 
+/// Bytes of weights a decode step reads: the checkpoint's, or with
+/// quantization the CPU layouts of the linear layers plus the int8 LM head.
+double streamed_weight_bytes(const loaded_model& loaded, const std::string& quantization) {
+  const auto format = parse_quantization(quantization).value_or(weight_quantization::none);
+  if (format == weight_quantization::none) return static_cast<double>(loaded.ckpt.weight_bytes());
+  const model_config& c = loaded.ckpt.config();
+  const std::int64_t h = c.hidden_size, q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
+  const std::pair<std::int64_t, std::int64_t> shapes[] = {
+      {q + 2 * kv, h}, {h, q}, {2 * c.intermediate_size, h}, {h, c.intermediate_size}};
+  double bytes = 0;
+  for (const auto& [rows, cols] : shapes)
+    bytes += static_cast<double>(cpu::layout_for(format, rows, cols).total_bytes) * c.num_hidden_layers;
+  return bytes + static_cast<double>(cpu::layout_for(weight_quantization::int8, c.vocab_size, h).total_bytes);
+}
+
 decode_result measure_decode(const loaded_model& loaded, const bench_flags& flags, int batch, std::mt19937& rng) {
   llama_model& model = *loaded.model;
   std::vector<runner_request> requests;
@@ -83,6 +99,7 @@ decode_result measure_decode(const loaded_model& loaded, const bench_flags& flag
   runner.generate(requests);
   const dtype kv = default_kv_type(model.config().torch_dtype, model.device());
   const double kv_bytes_per_token = static_cast<double>(model.kv_block_bytes(1, kv));
+  const double weight_bytes = streamed_weight_bytes(loaded, flags.model.quantization);
   double seconds = 0.0, bytes = 0.0;
   int steps = 0;
   bool first_decode = true;
@@ -93,8 +110,7 @@ decode_result measure_decode(const loaded_model& loaded, const bench_flags& flag
       continue;
     }
     seconds += step.seconds;
-    bytes +=
-        static_cast<double>(loaded.ckpt.weight_bytes()) + kv_bytes_per_token * static_cast<double>(step.context_tokens);
+    bytes += weight_bytes + kv_bytes_per_token * static_cast<double>(step.context_tokens);
     ++steps;
   }
   if (steps == 0) throw std::runtime_error("bench: no full decode steps; raise --decode-tokens");
@@ -131,7 +147,9 @@ void run(const bench_flags& flags) {
   std::cout << "## troupe bench: " << loaded.dir.filename().string() << " ("
             << architecture_model_type(config.architecture) << ", " << config.num_hidden_layers << " layers, hidden "
             << config.hidden_size << ", " << (config.torch_dtype ? dtype_name(*config.torch_dtype) : "f32") << ", "
-            << std::fixed << std::setprecision(2) << loaded.ckpt.weight_bytes() / 1e9 << " GB of weights)\n\n"
+            << std::fixed << std::setprecision(2) << loaded.ckpt.weight_bytes() / 1e9 << " GB of weights, "
+            << streamed_weight_bytes(loaded, flags.model.quantization) / 1e9
+            << " GB read per decode step, quantization " << flags.model.quantization << ")\n\n"
             << "- machine: " << cpu_model_name() << ", device " << loaded.device->name() << "\n- date: " << today()
             << "\n";
   const double copy_gbps = print_copy_bandwidth(loaded, flags.model.threads);

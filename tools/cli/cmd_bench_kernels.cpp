@@ -32,7 +32,7 @@ struct bench_arguments {
   int repeats = 15;
   std::size_t copy_mib = 1024;
   bool skip_mapped = false;
-  std::vector<std::string> sections = {"decode", "gemv", "gemm", "attention"};
+  std::vector<std::string> sections = {"decode", "gemv", "gemm", "quantized", "attention"};
 
   bool wants(const std::string& section) const {
     return std::find(sections.begin(), sections.end(), section) != sections.end();
@@ -114,10 +114,12 @@ std::unique_ptr<backend> make_bench_backend(const bench_arguments& args, cpu::we
 
 /// Median seconds of one linear() of x [m, k] by a [n, k] weight, averaged
 /// over the given copies of the weight (run back to back).
-double time_linear(backend& b, const std::vector<host_tensor>& copies, std::int64_t m, int repeats) {
+double time_linear(backend& b, const std::vector<host_tensor>& copies, std::int64_t m, int repeats,
+                   weight_quantization format = weight_quantization::none) {
   const std::int64_t n = copies.front().shape[0], k = copies.front().shape[1];
   std::vector<std::unique_ptr<linear_weight>> prepared;
-  for (const host_tensor& weight : copies) prepared.push_back(b.prepare_linear(std::span(&weight, 1), {}));
+  for (const host_tensor& weight : copies)
+    prepared.push_back(b.prepare_quantized_linear(std::span(&weight, 1), {}, format));
   device_buffer x = b.allocate(static_cast<std::size_t>(m * k) * sizeof(float));
   device_buffer out = b.allocate(static_cast<std::size_t>(m * n) * sizeof(float));
   std::fill_n(static_cast<float*>(x.data()), m * k, 0.01f);
@@ -165,6 +167,27 @@ void bench_gemv(const bench_arguments& args) {
     const double t = time_linear(*copied, tensors, 1, args.repeats);
     print_row("gemv copied+hugepages", "8192x2048 " + std::string(dtype_name(type)), t,
               static_cast<double>(bytes.size()) / t / 1e9, "GB/s");
+  }
+}
+
+void bench_quantized(const bench_arguments& args) {
+  std::printf("Quantised weights (8192x2048, weights streamed from memory), GFLOP/s and weight GB/s:\n");
+  auto backend = make_bench_backend(args, cpu::weight_placement::copy);
+  const std::int64_t n = 8192, k = 2048;
+  const auto values = random_bf16(static_cast<std::size_t>(n * k));
+  const host_tensor tensor{"w", dtype::bf16, {n, k}, values.data()};
+  for (std::int64_t m : {1, 8, 32, 64, 128, 512}) {
+    for (auto format : {weight_quantization::none, weight_quantization::int8, weight_quantization::int4}) {
+      const double bytes_per_weight = format == weight_quantization::none   ? 2.0
+                                      : format == weight_quantization::int8 ? 1.0
+                                                                            : 0.5625;
+      const double bytes = bytes_per_weight * static_cast<double>(n * k);
+      const std::vector<host_tensor> copies(static_cast<std::size_t>(m > 32 ? 1 : copies_for(bytes)), tensor);
+      const double t = time_linear(*backend, copies, m, m > 32 ? 3 : args.repeats, format);
+      const std::string shape = std::to_string(m) + "x8192x2048 " + std::string(quantization_name(format));
+      std::printf("  %-28s %-28s %9.3f ms %9.1f GFLOP/s %7.1f GB/s\n", "linear", shape.c_str(), t * 1e3,
+                  2.0 * m * n * k / t / 1e9, bytes / t / 1e9);
+    }
   }
 }
 
@@ -317,6 +340,7 @@ void run(const bench_arguments& args) {
   if (args.wants("decode")) bench_decode_linears(args);
   if (args.wants("gemv")) bench_gemv(args);
   if (args.wants("gemm")) bench_gemm(args);
+  if (args.wants("quantized")) bench_quantized(args);
   if (args.wants("attention")) {
     std::printf("Paged decode attention, K and V bytes read per second (32 q / 8 kv heads, head_dim 64, block 16):\n");
     auto b = make_bench_backend(args, cpu::weight_placement::copy);
@@ -333,9 +357,9 @@ void setup(CLI::App& root) {
   command->add_option("--repeats", args->repeats, "Timed runs per case (the median is shown)")->capture_default_str();
   command->add_option("--copy-mib", args->copy_mib, "Size of the memcpy measurement in MiB")->capture_default_str();
   command->add_flag("--skip-mapped", args->skip_mapped, "Skip the in-place (file-mapped) weight runs");
-  command->add_option("--sections", args->sections, "Which parts to run: decode, gemv, gemm, attention")
+  command->add_option("--sections", args->sections, "Which parts to run: decode, gemv, gemm, quantized, attention")
       ->delimiter(',')
-      ->check(CLI::IsMember({"decode", "gemv", "gemm", "attention"}))
+      ->check(CLI::IsMember({"decode", "gemv", "gemm", "quantized", "attention"}))
       ->capture_default_str();
   command->callback([args] {
     if (args->repeats < 1) throw std::runtime_error("--repeats must be at least 1");

@@ -66,6 +66,7 @@ engine_config config_from(const generate_flags& flags) {
   config.device = flags.model.device;
   config.threads = flags.model.threads;
   config.batch_invariant = flags.batch_invariant;
+  config.quantization = flags.model.quantization;
   config.speculative = flags.speculation.speculative;
   config.num_speculative_tokens = flags.speculation.speculative == "off" ? 0 : flags.speculation.num_speculative_tokens;
   config.draft_model = flags.speculation.draft_model;

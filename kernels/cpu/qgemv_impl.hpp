@@ -1,0 +1,373 @@
+#pragma once
+// Quantised GEMV / small-batch GEMM: int8 activations (per group of 32,
+// quantised on the fly) times int8 (per output row) or int4 (per group of 32)
+// weights, integer dot products per group, f32 accumulation across groups.
+// Included only by the ISA units. Layouts: isa_kernels.hpp.
+//
+// Each 64-byte vector of a superblock carries 16 groups in its 32-bit lanes
+// (4 bytes each), so the integer dot products of one group sum lane-wise
+// over the superblock's 8 vectors and then meet their 16 scales as one vector.
+
+#include "kernels/cpu/isa_kernels.hpp"
+#include "kernels/cpu/simd.hpp"
+
+namespace troupe::cpu::TROUPE_ISA_NS {
+
+constexpr std::int64_t groups_per_superblock = quant_superblock / quant_group;
+
+/// Position of input feature `k` in the interleaved order (isa_kernels.hpp).
+inline std::int64_t interleaved_position(std::int64_t k) {
+  const std::int64_t within = k % quant_superblock;
+  const std::int64_t group = within / quant_group, lane_byte = within % 4, vector = (within % quant_group) / 4;
+  return k - within + 64 * vector + 4 * group + lane_byte;
+}
+
+inline float half_to_float(std::uint16_t bits) {
+#if defined(__F16C__)
+  return _cvtsh_ss(bits);
+#else
+  return troupe::f16_to_float(bits);
+#endif
+}
+
+inline void quantize_row(const float* x, std::int64_t cols, std::int64_t padded_cols, std::int8_t* codes, float* scales,
+                         float* sums) {
+  for (std::int64_t g = 0; g < padded_cols / quant_group; ++g) {
+    float values[quant_group];
+    float amax = 0.0f;
+    for (std::int64_t t = 0; t < quant_group; ++t) {
+      const std::int64_t k = g * quant_group + t;
+      values[t] = k < cols ? x[k] : 0.0f;
+      const float magnitude = values[t] < 0.0f ? -values[t] : values[t];
+      amax = magnitude > amax ? magnitude : amax;
+    }
+    const float inverse = amax > 0.0f ? 127.0f / amax : 0.0f;
+    int sum = 0;
+    for (std::int64_t t = 0; t < quant_group; ++t) {
+      const int code = static_cast<int>(__builtin_rintf(values[t] * inverse));
+      sum += code;
+      codes[interleaved_position(g * quant_group + t)] = static_cast<std::int8_t>(code);
+    }
+    scales[g] = amax / 127.0f;
+    sums[g] = scales[g] * static_cast<float>(sum);
+  }
+}
+
+#if defined(__AVX512VNNI__)
+
+// 16 groups per vector: u8 weight codes × s8 activation codes with vpdpbusd.
+constexpr bool int8_dot_unsigned = true;
+using vi = __m512i;
+constexpr int vector_bytes = 64;
+constexpr int halves = 1;
+inline vi load_codes(const void* p) { return _mm512_loadu_si512(p); }
+inline vi low_nibbles(vi v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0f)); }
+inline vi high_nibbles(vi v) { return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0f)); }
+inline vi int_zero() { return _mm512_setzero_si512(); }
+inline vi int_add(vi a, vi b) { return _mm512_add_epi32(a, b); }
+/// acc + Σ over each lane's 4 bytes of w (u8, < 16 for int4) × x (s8).
+inline vi dot_nibbles(vi acc, vi w, vi x) { return _mm512_dpbusd_epi32(acc, w, x); }
+inline vi dot_int8(vi acc, vi w, vi x) { return _mm512_dpbusd_epi32(acc, w, x); }
+using qf = __m512;
+constexpr int lanes = 16;
+inline qf to_float(vi v) { return _mm512_cvtepi32_ps(v); }
+inline qf load_halfs(const std::uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline qf qzero() { return _mm512_setzero_ps(); }
+inline qf qset1(float v) { return _mm512_set1_ps(v); }
+inline qf qload(const float* p) { return _mm512_loadu_ps(p); }
+inline qf qadd(qf a, qf b) { return _mm512_add_ps(a, b); }
+inline qf qmul(qf a, qf b) { return _mm512_mul_ps(a, b); }
+inline qf qfma(qf a, qf b, qf c) { return _mm512_fmadd_ps(a, b, c); }
+inline float qsum(qf v) { return _mm512_reduce_add_ps(v); }
+
+#elif defined(__AVX2__)
+
+// 8 groups per vector (each 64-byte vector of the layout read as two
+// halves): maddubs on u8 × s8, with int8 weights made signed first so the
+// 16-bit pair sums cannot saturate.
+constexpr bool int8_dot_unsigned = false;
+using vi = __m256i;
+constexpr int vector_bytes = 32;
+constexpr int halves = 2;
+inline vi load_codes(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline vi low_nibbles(vi v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0f)); }
+inline vi high_nibbles(vi v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0f)); }
+inline vi int_zero() { return _mm256_setzero_si256(); }
+inline vi int_add(vi a, vi b) { return _mm256_add_epi32(a, b); }
+inline vi dot_nibbles(vi acc, vi w, vi x) {
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1)));
+}
+inline vi dot_int8(vi acc, vi w, vi x) {
+  const vi q = _mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x80)));
+  const vi products = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(x, q));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(products, _mm256_set1_epi16(1)));
+}
+using qf = __m256;
+constexpr int lanes = 8;
+inline qf to_float(vi v) { return _mm256_cvtepi32_ps(v); }
+inline qf load_halfs(const std::uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline qf qzero() { return _mm256_setzero_ps(); }
+inline qf qset1(float v) { return _mm256_set1_ps(v); }
+inline qf qload(const float* p) { return _mm256_loadu_ps(p); }
+inline qf qadd(qf a, qf b) { return _mm256_add_ps(a, b); }
+inline qf qmul(qf a, qf b) { return _mm256_mul_ps(a, b); }
+inline qf qfma(qf a, qf b, qf c) { return _mm256_fmadd_ps(a, b, c); }
+inline float qsum(qf v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+#endif
+
+#if defined(__AVX512VNNI__) || defined(__AVX2__)
+
+constexpr int max_rows_per_pass = 8;
+
+/// One output row `n` for activation rows [m0, m0 + mr): returns the dot
+/// products through `result` (before bias).
+template <qformat F, int MR>
+[[gnu::always_inline]] inline void qgemv_row(const quantized_matrix& w, const quantized_rows& x, std::int64_t n,
+                                             std::int64_t m0, float* result) {
+  constexpr int mr = MR;
+  const std::int64_t groups = w.padded_cols / quant_group, superblocks = w.padded_cols / quant_superblock;
+  constexpr bool nibbles = F != qformat::int8;
+  const std::int64_t row_bytes = nibbles ? w.padded_cols / 2 : w.padded_cols;
+  const std::uint8_t* codes = w.codes + n * row_bytes;
+  qf acc[max_rows_per_pass], offsets[max_rows_per_pass];
+#pragma GCC unroll 8
+  for (int i = 0; i < mr; ++i) acc[i] = offsets[i] = qzero();
+  for (std::int64_t sb = 0; sb < superblocks; ++sb) {
+    for (int h = 0; h < halves; ++h) {
+      vi wv[8];
+      if constexpr (nibbles) {
+        const std::uint8_t* base = codes + sb * (quant_superblock / 2) + h * vector_bytes;
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) {
+          const vi packed = load_codes(base + 64 * i);
+          wv[i] = low_nibbles(packed);
+          wv[i + 4] = high_nibbles(packed);
+        }
+      } else {
+        const std::uint8_t* base = codes + sb * quant_superblock + h * vector_bytes;
+        for (int r = 0; r < 8; ++r) wv[r] = load_codes(base + 64 * r);
+      }
+      const std::int64_t g0 = sb * groups_per_superblock + h * lanes;
+      qf scale = qzero(), offset = qzero();
+      if constexpr (nibbles) {
+        scale = load_halfs(w.group_scales + n * groups + g0);
+        offset = F == qformat::int4_asym ? load_halfs(w.group_offsets + n * groups + g0) : qmul(scale, qset1(-8.0f));
+      }
+#pragma GCC unroll 8
+      for (int i = 0; i < mr; ++i) {
+        const std::int8_t* xc = x.codes + (m0 + i) * x.padded_cols + sb * quant_superblock + h * vector_bytes;
+        // Two chains, so consecutive dot-product instructions do not wait on each other.
+        vi dot = int_zero(), dot_odd = int_zero();
+#pragma GCC unroll 4
+        for (int r = 0; r < 8; r += 2) {
+          dot = nibbles ? dot_nibbles(dot, wv[r], load_codes(xc + 64 * r))
+                        : dot_int8(dot, wv[r], load_codes(xc + 64 * r));
+          dot_odd = nibbles ? dot_nibbles(dot_odd, wv[r + 1], load_codes(xc + 64 * (r + 1)))
+                            : dot_int8(dot_odd, wv[r + 1], load_codes(xc + 64 * (r + 1)));
+        }
+        dot = int_add(dot, dot_odd);
+        const qf x_scale = qload(x.scales + (m0 + i) * groups + g0);
+        const qf x_sums = qload(x.sums + (m0 + i) * groups + g0);
+        if constexpr (nibbles) {
+          acc[i] = qfma(to_float(dot), qmul(x_scale, scale), acc[i]);
+          offsets[i] = qfma(offset, x_sums, offsets[i]);
+        } else {
+          acc[i] = qfma(to_float(dot), x_scale, acc[i]);
+          if (int8_dot_unsigned) offsets[i] = qadd(offsets[i], x_sums);
+        }
+      }
+    }
+  }
+  for (int i = 0; i < mr; ++i) {
+    if constexpr (nibbles) {
+      result[i] = qsum(acc[i]) + qsum(offsets[i]);
+    } else {
+      // Codes are q + 128; the unsigned dot counted 128 · Σ x once too many.
+      const float excess = int8_dot_unsigned ? 128.0f * qsum(offsets[i]) : 0.0f;
+      result[i] = w.row_scales[n] * (qsum(acc[i]) - excess);
+    }
+  }
+}
+
+#else  // scalar
+
+constexpr int max_rows_per_pass = 8;
+
+inline int weight_code(const quantized_matrix& w, std::int64_t n, std::int64_t position) {
+  if (w.format == qformat::int8) return static_cast<int>(w.codes[n * w.padded_cols + position]) - 128;
+  const std::int64_t sb = position / quant_superblock, p = position % quant_superblock;
+  const std::uint8_t byte = w.codes[n * (w.padded_cols / 2) + sb * (quant_superblock / 2) + p % 256];
+  return p < 256 ? byte & 0x0f : byte >> 4;
+}
+
+template <qformat F, int MR>
+inline void qgemv_row(const quantized_matrix& w, const quantized_rows& x, std::int64_t n, std::int64_t m0,
+                      float* result) {
+  constexpr int mr = MR;
+  const std::int64_t groups = w.padded_cols / quant_group;
+  for (int i = 0; i < mr; ++i) {
+    const std::int8_t* xc = x.codes + (m0 + i) * x.padded_cols;
+    float acc = 0.0f, offsets = 0.0f;
+    for (std::int64_t g = 0; g < groups; ++g) {
+      // Group g of a superblock sits at lane g % 16 of each of its 8 vectors.
+      const std::int64_t base = g / groups_per_superblock * quant_superblock + 4 * (g % groups_per_superblock);
+      int dot = 0;
+      for (int r = 0; r < 8; ++r) {
+        for (int t = 0; t < 4; ++t) dot += weight_code(w, n, base + 64 * r + t) * xc[base + 64 * r + t];
+      }
+      const float x_scale = x.scales[(m0 + i) * groups + g];
+      if constexpr (F == qformat::int8) {
+        acc += static_cast<float>(dot) * x_scale;
+      } else {
+        const float scale = half_to_float(w.group_scales[n * groups + g]);
+        const float offset = F == qformat::int4_asym ? half_to_float(w.group_offsets[n * groups + g]) : -8.0f * scale;
+        acc += static_cast<float>(dot) * (x_scale * scale);
+        offsets += offset * x.sums[(m0 + i) * groups + g];
+      }
+    }
+    result[i] = F == qformat::int8 ? w.row_scales[n] * acc : acc + offsets;
+  }
+}
+
+#endif
+
+/// Output rows [n_begin, n_end) for the MR activation rows from m0.
+template <qformat F, int MR>
+void qgemv_pass(const qgemv_args& args, std::int64_t m0) {
+  float result[MR];
+  for (std::int64_t n = args.n_begin; n < args.n_end; ++n) {
+    qgemv_row<F, MR>(*args.weights, *args.x, n, m0, result);
+    const float bias = args.bias != nullptr ? args.bias[n] : 0.0f;
+    for (int i = 0; i < MR; ++i) args.out[(m0 + i) * args.out_stride + n] = result[i] + bias;
+  }
+}
+
+template <qformat F>
+inline void qgemv_rows(const qgemv_args& args) {
+  // Activation rows outer: a pass's 8 rows of codes stay in L1 while the
+  // task's weight rows (sized to stay in L2) stream past them. The row count
+  // is a template argument so the accumulators stay in registers.
+  for (std::int64_t m0 = 0; m0 < args.m_rows; m0 += max_rows_per_pass) {
+    switch (args.m_rows - m0 < max_rows_per_pass ? args.m_rows - m0 : max_rows_per_pass) {
+      case 1:
+        qgemv_pass<F, 1>(args, m0);
+        break;
+      case 2:
+        qgemv_pass<F, 2>(args, m0);
+        break;
+      case 3:
+        qgemv_pass<F, 3>(args, m0);
+        break;
+      case 4:
+        qgemv_pass<F, 4>(args, m0);
+        break;
+      case 5:
+        qgemv_pass<F, 5>(args, m0);
+        break;
+      case 6:
+        qgemv_pass<F, 6>(args, m0);
+        break;
+      case 7:
+        qgemv_pass<F, 7>(args, m0);
+        break;
+      default:
+        qgemv_pass<F, 8>(args, m0);
+        break;
+    }
+  }
+}
+
+/// W codes from `p` (u8, or the low / high nibbles of bytes) as floats.
+inline vf load_codes_as_float(const std::uint8_t* p, int shift) {
+#if defined(__AVX512F__)
+  const __m512i wide = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m512i codes = shift < 0 ? wide : _mm512_and_si512(_mm512_srli_epi32(wide, shift), _mm512_set1_epi32(15));
+  return _mm512_cvtepi32_ps(codes);
+#elif defined(__AVX2__)
+  const __m256i wide = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  const __m256i codes = shift < 0 ? wide : _mm256_and_si256(_mm256_srli_epi32(wide, shift), _mm256_set1_epi32(15));
+  return _mm256_cvtepi32_ps(codes);
+#else
+  return static_cast<float>(shift < 0 ? *p : (*p >> shift) & 15);
+#endif
+}
+
+/// One weight row dequantised to bf16 in natural order (k < cols).
+template <qformat F>
+inline void dequantize_row(const quantized_matrix& w, std::int64_t n, std::uint16_t* out) {
+  constexpr bool nibbles = F != qformat::int8;
+  const std::int64_t groups = w.padded_cols / quant_group;
+  const std::uint8_t* codes = w.codes + n * (nibbles ? w.padded_cols / 2 : w.padded_cols);
+  for (std::int64_t sb = 0; sb * quant_superblock < w.cols; ++sb) {
+    // Scale and offset of each of a 64-byte vector's positions (lane = group).
+    float scale[64], offset[64];
+    for (int q = 0; q < 64; ++q) {
+      const std::int64_t g = n * groups + sb * groups_per_superblock + q / 4;
+      if constexpr (F == qformat::int8) {
+        scale[q] = w.row_scales[n];
+        offset[q] = -128.0f * w.row_scales[n];
+      } else {
+        scale[q] = half_to_float(w.group_scales[g]);
+        offset[q] = F == qformat::int4_asym ? half_to_float(w.group_offsets[g]) : -8.0f * scale[q];
+      }
+    }
+    for (int r = 0; r < 8; ++r) {
+      std::uint16_t values[64];
+      for (int q = 0; q < 64; q += W) {
+        const int p = 64 * r + q;
+        const vf code = nibbles ? load_codes_as_float(codes + sb * 256 + p % 256, p < 256 ? 0 : 4)
+                                : load_codes_as_float(codes + sb * quant_superblock + p, -1);
+        store_bf16(values + q, fma(code, load(scale + q), load(offset + q)));
+      }
+      // Lane j of vector r holds input features 32 j + 4 r .. + 3.
+      for (int j = 0; j < 16; ++j) {
+        const std::int64_t k = sb * quant_superblock + 32 * j + 4 * r;
+        for (int t = 0; t < 4 && k + t < w.cols; ++t) out[k + t] = values[4 * j + t];
+      }
+    }
+  }
+}
+
+inline void dequantize_rows(const quantized_matrix& w, std::int64_t row_begin, std::int64_t row_end,
+                            std::uint16_t* out) {
+  for (std::int64_t n = row_begin; n < row_end; ++n) {
+    std::uint16_t* row = out + (n - row_begin) * w.cols;
+    switch (w.format) {
+      case qformat::int8:
+        dequantize_row<qformat::int8>(w, n, row);
+        break;
+      case qformat::int4:
+        dequantize_row<qformat::int4>(w, n, row);
+        break;
+      case qformat::int4_asym:
+        dequantize_row<qformat::int4_asym>(w, n, row);
+        break;
+    }
+  }
+}
+
+inline void qgemv(const qgemv_args& args) {
+  switch (args.weights->format) {
+    case qformat::int8:
+      qgemv_rows<qformat::int8>(args);
+      break;
+    case qformat::int4:
+      qgemv_rows<qformat::int4>(args);
+      break;
+    case qformat::int4_asym:
+      qgemv_rows<qformat::int4_asym>(args);
+      break;
+  }
+}
+
+}  // namespace troupe::cpu::TROUPE_ISA_NS

@@ -1,0 +1,188 @@
+#include "kernels/cpu/quantized_weights.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace troupe::cpu {
+
+namespace {
+
+std::size_t aligned(std::size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+bool nibbles(weight_quantization format) { return format != weight_quantization::int8; }
+
+void put_code(std::uint8_t* row, const quantized_layout& layout, std::int64_t k, int code) {
+  const std::int64_t position = interleaved_position(k);
+  if (!nibbles(layout.format)) {
+    row[position] = static_cast<std::uint8_t>(code);
+    return;
+  }
+  const std::int64_t sb = position / quant_superblock, p = position % quant_superblock;
+  std::uint8_t& byte = row[sb * (quant_superblock / 2) + p % 256];
+  byte =
+      p < 256 ? static_cast<std::uint8_t>((byte & 0xf0) | code) : static_cast<std::uint8_t>((byte & 0x0f) | code << 4);
+}
+
+// One row of int8: a symmetric scale from the largest magnitude.
+void quantize_int8_row(const float* w, const quantized_layout& layout, std::uint8_t* codes, float* scale) {
+  float amax = 0.0f;
+  for (std::int64_t k = 0; k < layout.cols; ++k) amax = std::max(amax, std::fabs(w[k]));
+  *scale = amax / 127.0f;
+  const float inverse = amax > 0.0f ? 127.0f / amax : 0.0f;
+  for (std::int64_t k = 0; k < layout.padded_cols; ++k) {
+    const float q = k < layout.cols ? std::clamp(std::rint(w[k] * inverse), -127.0f, 127.0f) : 0.0f;
+    put_code(codes, layout, k, static_cast<int>(q) + 128);
+  }
+}
+
+// One group of int4. Symmetric: the value of largest magnitude becomes code
+// 0 (-8 · scale), so all 16 levels are used. Asymmetric: [min, max] spans 0..15.
+// Codes use the f16-rounded scale and offset the kernels will read.
+void quantize_int4_group(const float* w, std::int64_t count, const quantized_layout& layout, std::uint8_t* codes,
+                         std::int64_t first_k, std::uint16_t* scale_out, std::uint16_t* offset_out) {
+  float extreme = 0.0f, low = count > 0 ? w[0] : 0.0f, high = low;
+  for (std::int64_t t = 0; t < count; ++t) {
+    if (std::fabs(w[t]) > std::fabs(extreme)) extreme = w[t];
+    low = std::min(low, w[t]);
+    high = std::max(high, w[t]);
+  }
+  const bool asymmetric = layout.format == weight_quantization::int4_asym;
+  *scale_out = float_to_f16(asymmetric ? (high - low) / 15.0f : extreme / -8.0f);
+  const float scale = f16_to_float(*scale_out);
+  float offset = -8.0f * scale;
+  if (asymmetric) {
+    *offset_out = float_to_f16(low);
+    offset = f16_to_float(*offset_out);
+  }
+  const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
+  for (std::int64_t t = 0; t < quant_group; ++t) {
+    const float value = t < count ? w[t] : offset;
+    const float code = std::clamp(std::rint((value - offset) * inverse), 0.0f, 15.0f);
+    put_code(codes, layout, first_k + t, static_cast<int>(code));
+  }
+}
+
+}  // namespace
+
+std::int64_t interleaved_position(std::int64_t k) {
+  const std::int64_t within = k % quant_superblock;
+  const std::int64_t group = within / quant_group, lane_byte = within % 4, vector = (within % quant_group) / 4;
+  return k - within + 64 * vector + 4 * group + lane_byte;
+}
+
+quantized_layout layout_for(weight_quantization format, std::int64_t rows, std::int64_t cols) {
+  if (format == weight_quantization::none) throw std::invalid_argument("layout_for: not a quantised format");
+  quantized_layout layout;
+  layout.format = format;
+  layout.rows = rows;
+  layout.cols = cols;
+  layout.padded_cols = (cols + quant_superblock - 1) / quant_superblock * quant_superblock;
+  layout.groups = layout.padded_cols / quant_group;
+  layout.row_code_bytes = static_cast<std::size_t>(nibbles(format) ? layout.padded_cols / 2 : layout.padded_cols);
+  layout.scales_at = aligned(layout.row_code_bytes * static_cast<std::size_t>(rows));
+  const std::size_t scale_bytes =
+      nibbles(format) ? 2 * static_cast<std::size_t>(rows * layout.groups) : 4 * static_cast<std::size_t>(rows);
+  layout.offsets_at = aligned(layout.scales_at + scale_bytes);
+  const std::size_t offset_bytes =
+      format == weight_quantization::int4_asym ? 2 * static_cast<std::size_t>(rows * layout.groups) : 0;
+  layout.total_bytes = aligned(layout.offsets_at + offset_bytes);
+  return layout;
+}
+
+quantized_matrix view_of(const quantized_layout& layout, const void* buffer) {
+  const auto* bytes = static_cast<const std::uint8_t*>(buffer);
+  quantized_matrix view;
+  view.format = static_cast<qformat>(layout.format);
+  view.rows = layout.rows;
+  view.cols = layout.cols;
+  view.padded_cols = layout.padded_cols;
+  view.codes = bytes;
+  if (nibbles(layout.format)) {
+    view.group_scales = reinterpret_cast<const std::uint16_t*>(bytes + layout.scales_at);
+    if (layout.format == weight_quantization::int4_asym)
+      view.group_offsets = reinterpret_cast<const std::uint16_t*>(bytes + layout.offsets_at);
+  } else {
+    view.row_scales = reinterpret_cast<const float*>(bytes + layout.scales_at);
+  }
+  return view;
+}
+
+void quantize_rows(const void* source, dtype type, std::int64_t count, const quantized_layout& layout, void* buffer,
+                   std::int64_t first_row) {
+  auto* bytes = static_cast<std::uint8_t*>(buffer);
+  std::vector<float> row(static_cast<std::size_t>(layout.cols));
+  for (std::int64_t i = 0; i < count; ++i) {
+    const std::int64_t n = first_row + i;
+    const auto* src = static_cast<const char*>(source) + static_cast<std::size_t>(i * layout.cols) * dtype_size(type);
+    convert_elements(src, type, row.data(), dtype::f32, row.size());
+    std::uint8_t* codes = bytes + static_cast<std::size_t>(n) * layout.row_code_bytes;
+    if (!nibbles(layout.format)) {
+      quantize_int8_row(row.data(), layout, codes, reinterpret_cast<float*>(bytes + layout.scales_at) + n);
+      continue;
+    }
+    auto* scales = reinterpret_cast<std::uint16_t*>(bytes + layout.scales_at) + n * layout.groups;
+    auto* offsets = reinterpret_cast<std::uint16_t*>(bytes + layout.offsets_at) + n * layout.groups;
+    for (std::int64_t g = 0; g < layout.groups; ++g) {
+      const std::int64_t first = g * quant_group, valid = std::clamp<std::int64_t>(layout.cols - first, 0, quant_group);
+      quantize_int4_group(row.data() + std::min(first, layout.cols), valid, layout, codes, first, scales + g,
+                          offsets + g);
+    }
+  }
+}
+
+float dequantized_weight(const quantized_matrix& w, std::int64_t n, std::int64_t k) {
+  const std::int64_t position = interleaved_position(k);
+  if (w.format == qformat::int8) {
+    const int code = w.codes[static_cast<std::size_t>(n * w.padded_cols + position)];
+    return w.row_scales[n] * static_cast<float>(code - 128);
+  }
+  const std::int64_t sb = position / quant_superblock, p = position % quant_superblock;
+  const std::uint8_t byte =
+      w.codes[static_cast<std::size_t>(n * (w.padded_cols / 2) + sb * (quant_superblock / 2) + p % 256)];
+  const int code = p < 256 ? byte & 0x0f : byte >> 4;
+  const std::int64_t group = n * (w.padded_cols / quant_group) + k / quant_group;
+  const float scale = f16_to_float(w.group_scales[group]);
+  const float offset = w.format == qformat::int4_asym ? f16_to_float(w.group_offsets[group]) : -8.0f * scale;
+  return scale * static_cast<float>(code) + offset;
+}
+
+reference_rows quantize_rows_reference(const float* x, std::int64_t m, std::int64_t cols, std::int64_t stride,
+                                       std::int64_t padded_cols) {
+  reference_rows out;
+  out.padded_cols = padded_cols;
+  const std::int64_t groups = padded_cols / quant_group;
+  out.codes.assign(static_cast<std::size_t>(m * padded_cols), 0);
+  out.scales.assign(static_cast<std::size_t>(m * groups), 0.0f);
+  out.sums.assign(static_cast<std::size_t>(m * groups), 0.0f);
+  for (std::int64_t r = 0; r < m; ++r) {
+    for (std::int64_t g = 0; g < groups; ++g) {
+      float amax = 0.0f;
+      for (std::int64_t k = g * quant_group; k < std::min(cols, (g + 1) * quant_group); ++k)
+        amax = std::max(amax, std::fabs(x[r * stride + k]));
+      const float inverse = amax > 0.0f ? 127.0f / amax : 0.0f;
+      int sum = 0;
+      for (std::int64_t k = g * quant_group; k < std::min(cols, (g + 1) * quant_group); ++k) {
+        const int code = static_cast<int>(std::rint(x[r * stride + k] * inverse));
+        out.codes[static_cast<std::size_t>(r * padded_cols + interleaved_position(k))] = static_cast<std::int8_t>(code);
+        sum += code;
+      }
+      out.scales[static_cast<std::size_t>(r * groups + g)] = amax / 127.0f;
+      out.sums[static_cast<std::size_t>(r * groups + g)] = amax / 127.0f * static_cast<float>(sum);
+    }
+  }
+  return out;
+}
+
+double quantized_dot_reference(const quantized_matrix& w, const reference_rows& x, std::int64_t m, std::int64_t n) {
+  double total = 0.0;
+  const std::int64_t groups = x.padded_cols / quant_group;
+  for (std::int64_t k = 0; k < w.cols; ++k) {
+    const double activation = static_cast<double>(x.scales[static_cast<std::size_t>(m * groups + k / quant_group)]) *
+                              x.codes[static_cast<std::size_t>(m * x.padded_cols + interleaved_position(k))];
+    total += static_cast<double>(dequantized_weight(w, n, k)) * activation;
+  }
+  return total;
+}
+
+}  // namespace troupe::cpu

@@ -1,0 +1,61 @@
+#pragma once
+// Weight-only quantisation for the CPU backend: the buffer layout of a
+// quantised matrix, round-to-nearest quantisation of checkpoint rows into
+// it, and scalar references of the formats and of the quantised dot product
+// that the kernel tests compare against. Layouts: isa_kernels.hpp.
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/isa_kernels.hpp"
+#include "kernels/dtype.hpp"
+#include "kernels/quantization.hpp"
+
+namespace troupe::cpu {
+
+/// Where the parts of one quantised [rows][cols] matrix lie in its buffer (bytes).
+struct quantized_layout {
+  weight_quantization format = weight_quantization::int8;
+  std::int64_t rows = 0, cols = 0;
+  std::int64_t padded_cols = 0;  ///< cols rounded up to quant_superblock
+  std::int64_t groups = 0;       ///< padded_cols / quant_group
+  std::size_t row_code_bytes = 0;
+  std::size_t scales_at = 0, offsets_at = 0, total_bytes = 0;
+};
+
+/// The layout of a `format` (not none) matrix of rows × cols.
+quantized_layout layout_for(weight_quantization format, std::int64_t rows, std::int64_t cols);
+
+/// The kernel's view of a matrix laid out by `layout` in `buffer`.
+quantized_matrix view_of(const quantized_layout& layout, const void* buffer);
+
+/// Quantises `count` rows of a [*, layout.cols] matrix of `type` at `source`
+/// (round to nearest) into rows [first_row, first_row + count) of `buffer`.
+void quantize_rows(const void* source, dtype type, std::int64_t count, const quantized_layout& layout, void* buffer,
+                   std::int64_t first_row);
+
+/// The value weight (n, k) stands for (k < cols), decoded one element at a time.
+float dequantized_weight(const quantized_matrix& w, std::int64_t n, std::int64_t k);
+
+/// Position of input feature k in the interleaved order.
+std::int64_t interleaved_position(std::int64_t k);
+
+/// Activation rows quantised by the scalar reference (the same rule as the kernels).
+struct reference_rows {
+  std::vector<std::int8_t> codes;
+  std::vector<float> scales, sums;
+  std::int64_t padded_cols = 0;
+  /// The view the kernels take.
+  quantized_rows view() const { return {codes.data(), scales.data(), sums.data(), padded_cols}; }
+};
+
+/// Quantises x [m][cols] (row stride `stride`) for a matrix of `padded_cols` inputs.
+reference_rows quantize_rows_reference(const float* x, std::int64_t m, std::int64_t cols, std::int64_t stride,
+                                       std::int64_t padded_cols);
+
+/// Σ_k dequantised w[n, k] · (scale_g · code) in double: what the kernels
+/// compute up to f32 rounding (bias not included).
+double quantized_dot_reference(const quantized_matrix& w, const reference_rows& x, std::int64_t m, std::int64_t n);
+
+}  // namespace troupe::cpu

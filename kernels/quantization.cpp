@@ -1,0 +1,27 @@
+#include "kernels/quantization.hpp"
+
+namespace troupe {
+
+std::string_view quantization_name(weight_quantization format) {
+  switch (format) {
+    case weight_quantization::none:
+      return "none";
+    case weight_quantization::int8:
+      return "int8";
+    case weight_quantization::int4:
+      return "int4";
+    case weight_quantization::int4_asym:
+      return "int4_asym";
+  }
+  return "?";
+}
+
+std::optional<weight_quantization> parse_quantization(std::string_view name) {
+  for (auto format : {weight_quantization::none, weight_quantization::int8, weight_quantization::int4,
+                      weight_quantization::int4_asym}) {
+    if (quantization_name(format) == name) return format;
+  }
+  return std::nullopt;
+}
+
+}  // namespace troupe

@@ -1,0 +1,26 @@
+#pragma once
+// Weight-only quantisation formats a checkpoint can be converted to at load
+// (the `quantization` knob, `--quantization`). Formats and kernels: the
+// backends' READMEs.
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace troupe {
+
+/// How linear-layer weights are stored and multiplied.
+enum class weight_quantization : std::uint8_t {
+  none = 0,       ///< the checkpoint's type (bf16, f16 or f32)
+  int8 = 1,       ///< int8, one f32 scale per output row (symmetric)
+  int4 = 2,       ///< int4, one f16 scale per group of 32 inputs (symmetric, codes -8..7)
+  int4_asym = 3,  ///< int4, f16 scale and f16 offset per group of 32 inputs
+};
+
+/// "none", "int8", "int4", "int4_asym".
+std::string_view quantization_name(weight_quantization format);
+
+/// Parses a quantization_name() string.
+std::optional<weight_quantization> parse_quantization(std::string_view name);
+
+}  // namespace troupe

@@ -1,0 +1,276 @@
+// Weight-only int8/int4 on the CPU backend: the formats' round-to-nearest
+// error bounds, activation quantisation, the quantised GEMV at every
+// dispatch level against the scalar reference, and linear() end to end.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cpu/cpu_features.hpp"
+#include "kernels/cpu/isa_kernels.hpp"
+#include "kernels/cpu/quantized_weights.hpp"
+#include "tests/kernels/cpu_test_support.hpp"
+
+namespace troupe {
+namespace {
+
+using cpu::quant_group;
+using test::random_source;
+
+constexpr weight_quantization all_formats[] = {weight_quantization::int8, weight_quantization::int4,
+                                               weight_quantization::int4_asym};
+
+struct quantized_buffer {
+  cpu::quantized_layout layout;
+  std::vector<std::uint8_t> bytes;
+  cpu::quantized_matrix view() const { return cpu::view_of(layout, bytes.data()); }
+};
+
+quantized_buffer quantize(const std::vector<float>& w, weight_quantization format, std::int64_t rows,
+                          std::int64_t cols) {
+  quantized_buffer q;
+  q.layout = cpu::layout_for(format, rows, cols);
+  q.bytes.assign(q.layout.total_bytes, 0);
+  cpu::quantize_rows(w.data(), dtype::f32, rows, q.layout, q.bytes.data(), 0);
+  return q;
+}
+
+TEST(QuantizedFormat, NamesRoundTrip) {
+  for (auto format : {weight_quantization::none, weight_quantization::int8, weight_quantization::int4,
+                      weight_quantization::int4_asym})
+    EXPECT_EQ(parse_quantization(quantization_name(format)), format);
+  EXPECT_FALSE(parse_quantization("int3").has_value());
+}
+
+TEST(QuantizedFormat, InterleavingIsAPermutationOfEachSuperblock) {
+  std::vector<int> seen(1024, 0);
+  for (std::int64_t k = 0; k < 1024; ++k) ++seen[static_cast<std::size_t>(cpu::interleaved_position(k))];
+  EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+  // Group g's first four features sit in lane g of the first 64-byte vector.
+  EXPECT_EQ(cpu::interleaved_position(3 * quant_group), 12);
+  EXPECT_EQ(cpu::interleaved_position(3 * quant_group + 4), 64 + 12);
+  EXPECT_EQ(cpu::interleaved_position(512 + 1), 512 + 1);
+}
+
+// Round to nearest: each weight within half a step of its code, except the
+// symmetric int4 format's one-sided level (+8 steps clamps to +7).
+TEST(QuantizedFormat, RoundTripWithinHalfAStep) {
+  random_source rng;
+  SCOPED_TRACE(rng.trace());
+  for (std::int64_t cols : {100, 512, 1000}) {
+    const std::int64_t rows = 5;
+    std::vector<float> w = rng.floats(static_cast<std::size_t>(rows * cols), -0.5f, 0.5f);
+    w[7] = 3.0f;  // an outlier in row 0, group 0
+    for (auto format : all_formats) {
+      const quantized_buffer q = quantize(w, format, rows, cols);
+      const cpu::quantized_matrix view = q.view();
+      for (std::int64_t n = 0; n < rows; ++n) {
+        for (std::int64_t k = 0; k < cols; ++k) {
+          const float value = w[static_cast<std::size_t>(n * cols + k)];
+          float step = 0.0f, slack = 0.0f;
+          if (format == weight_quantization::int8) {
+            step = view.row_scales[n];
+          } else {
+            const std::int64_t group = n * q.layout.groups + k / quant_group;
+            step = std::fabs(f16_to_float(view.group_scales[group]));
+            if (format == weight_quantization::int4_asym) slack = std::fabs(value) * 1e-3f;  // f16 offset
+          }
+          const bool one_sided = format == weight_quantization::int4 && std::fabs(value) > 7.0f * step;
+          const float bound = (one_sided ? 1.0f : 0.5f) * step * 1.001f + slack + 1e-7f;
+          ASSERT_LE(std::fabs(cpu::dequantized_weight(view, n, k) - value), bound)
+              << quantization_name(format) << " row " << n << " col " << k << " of " << cols;
+        }
+      }
+      EXPECT_NEAR(cpu::dequantized_weight(view, 0, 7), 3.0f, 3.0f * 2e-3f) << quantization_name(format);
+    }
+  }
+}
+
+TEST(QuantizedFormat, ActivationRowsMatchTheReferenceAtEveryLevel) {
+  random_source rng;
+  SCOPED_TRACE(rng.trace());
+  const std::int64_t cols = 700, padded = 1024;
+  std::vector<float> x = rng.floats(static_cast<std::size_t>(cols), -4.0f, 4.0f);
+  std::fill(x.begin() + 64, x.begin() + 96, 0.0f);  // an all-zero group
+  const cpu::reference_rows want = cpu::quantize_rows_reference(x.data(), 1, cols, cols, padded);
+  for (std::int64_t k = 0; k < cols; ++k) {
+    const float scale = want.scales[static_cast<std::size_t>(k / quant_group)];
+    const float value = scale * want.codes[static_cast<std::size_t>(cpu::interleaved_position(k))];
+    ASSERT_LE(std::fabs(value - x[static_cast<std::size_t>(k)]), 0.5f * scale * 1.0001f) << k;
+  }
+  for (auto level : test::supported_levels()) {
+    std::vector<std::int8_t> codes(padded, 99);
+    std::vector<float> scales(padded / quant_group), sums(padded / quant_group);
+    cpu::kernels_for(level).quantize_row(x.data(), cols, padded, codes.data(), scales.data(), sums.data());
+    EXPECT_EQ(codes, want.codes) << cpu::isa_name(level);
+    EXPECT_EQ(scales, want.scales) << cpu::isa_name(level);
+    EXPECT_EQ(sums, want.sums) << cpu::isa_name(level);
+  }
+}
+
+// Σ_k |w_k · x_k|: the scale of a dot product's rounding error.
+double magnitude(const cpu::quantized_matrix& w, const cpu::reference_rows& x, std::int64_t m, std::int64_t n) {
+  const std::int64_t groups = x.padded_cols / quant_group;
+  double total = 0.0;
+  for (std::int64_t k = 0; k < w.cols; ++k)
+    total +=
+        std::fabs(cpu::dequantized_weight(w, n, k) * x.scales[static_cast<std::size_t>(m * groups + k / quant_group)] *
+                  x.codes[static_cast<std::size_t>(m * x.padded_cols + cpu::interleaved_position(k))]);
+  return total;
+}
+
+TEST(QuantizedGemv, EveryLevelMatchesTheReference) {
+  random_source rng;
+  SCOPED_TRACE(rng.trace());
+  for (std::int64_t cols : {64, 512, 1500}) {
+    const std::int64_t rows = 19;
+    const std::vector<float> w = rng.floats(static_cast<std::size_t>(rows * cols));
+    for (std::int64_t m : {1, 3, 8, 11}) {
+      const std::vector<float> x = rng.floats(static_cast<std::size_t>(m * cols), -2.0f, 2.0f);
+      for (auto format : all_formats) {
+        const quantized_buffer q = quantize(w, format, rows, cols);
+        const cpu::quantized_matrix view = q.view();
+        const cpu::reference_rows xq = cpu::quantize_rows_reference(x.data(), m, cols, cols, view.padded_cols);
+        const cpu::quantized_rows rows_view = xq.view();
+        const std::vector<float> bias = rng.floats(static_cast<std::size_t>(rows));
+        for (auto level : test::supported_levels()) {
+          std::vector<float> out(static_cast<std::size_t>(m * rows), std::nanf(""));
+          cpu::qgemv_args args;
+          args.weights = &view;
+          args.x = &rows_view;
+          args.bias = bias.data();
+          args.m_rows = m;
+          args.out = out.data();
+          args.out_stride = rows;
+          args.n_begin = 2;  // rows before n_begin stay untouched
+          args.n_end = rows;
+          cpu::kernels_for(level).qgemv(args);
+          for (std::int64_t i = 0; i < m; ++i) {
+            for (std::int64_t n = 0; n < rows; ++n) {
+              const float got = out[static_cast<std::size_t>(i * rows + n)];
+              if (n < 2) {
+                ASSERT_TRUE(std::isnan(got));
+                continue;
+              }
+              const double want = cpu::quantized_dot_reference(view, xq, i, n) + bias[static_cast<std::size_t>(n)];
+              const double bound = 1e-5 * (magnitude(view, xq, i, n) + 1.0);
+              ASSERT_NEAR(got, want, bound) << quantization_name(format) << " at " << cpu::isa_name(level) << " cols "
+                                            << cols << " m " << m << " row " << i << " out " << n;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(QuantizedGemv, DequantisedPanelsMatchTheReferenceAtEveryLevel) {
+  random_source rng;
+  SCOPED_TRACE(rng.trace());
+  const std::int64_t rows = 6, cols = 1000;
+  const std::vector<float> w = rng.floats(static_cast<std::size_t>(rows * cols));
+  for (auto format : all_formats) {
+    const quantized_buffer q = quantize(w, format, rows, cols);
+    const cpu::quantized_matrix view = q.view();
+    for (auto level : test::supported_levels()) {
+      std::vector<std::uint16_t> out(static_cast<std::size_t>((rows - 1) * cols), 0xffff);
+      cpu::kernels_for(level).dequantize_rows(view, 1, rows, out.data());
+      for (std::int64_t n = 1; n < rows; ++n) {
+        for (std::int64_t k = 0; k < cols; ++k) {
+          const float want = cpu::dequantized_weight(view, n, k);
+          const float got = bf16_to_float(out[static_cast<std::size_t>((n - 1) * cols + k)]);
+          ASSERT_NEAR(got, want, std::fabs(want) * 0x1p-8f + 1e-7f)
+              << quantization_name(format) << " at " << cpu::isa_name(level) << " row " << n << " col " << k;
+        }
+      }
+    }
+  }
+}
+
+// linear() end to end: stacked bf16 parts with biases, through the integer
+// GEMV (few rows) and the dequantised oneDNN panels (many rows), against the
+// dequantised weights times the exact activations. The bound allows each
+// activation its int8 step (GEMV) or its and the weight's bf16 rounding (GEMM).
+TEST(QuantizedLinear, StackedPartsWithBiasesAtEveryLevelAndRowCount) {
+  random_source rng;
+  SCOPED_TRACE(rng.trace());
+  const std::int64_t k = 600, outs[] = {24, 40};
+  std::vector<test::stored_values> stored;
+  std::vector<std::vector<float>> biases;
+  std::vector<host_tensor> parts, bias_tensors;
+  std::vector<float> all_weights;
+  for (std::int64_t out : outs) {
+    stored.push_back(test::store_as(rng.floats(static_cast<std::size_t>(out * k)), dtype::bf16));
+    biases.push_back(rng.floats(static_cast<std::size_t>(out)));
+    all_weights.insert(all_weights.end(), stored.back().exact.begin(), stored.back().exact.end());
+  }
+  for (std::size_t i = 0; i < stored.size(); ++i) {
+    parts.push_back({"part" + std::to_string(i), dtype::bf16, {outs[i], k}, stored[i].bytes.data()});
+    bias_tensors.push_back({"bias" + std::to_string(i), dtype::f32, {outs[i]}, biases[i].data()});
+  }
+  const std::int64_t n_total = outs[0] + outs[1];
+  for (auto format : all_formats) {
+    const quantized_buffer q = quantize(all_weights, format, n_total, k);
+    const cpu::quantized_matrix view = q.view();
+    for (auto level : test::supported_levels()) {
+      auto device = test::make_backend_at(level);
+      const auto weight = device->prepare_quantized_linear(parts, bias_tensors, format);
+      ASSERT_EQ(weight->out_features(), n_total);
+      for (std::int64_t m : {1, 5, 40}) {
+        const std::vector<float> x = rng.floats(static_cast<std::size_t>(m * k), -3.0f, 3.0f);
+        test::padded_matrix xs(*device, m, k), out(*device, m, n_total);
+        xs.fill(x);
+        out.poison_view();
+        device->linear(xs.view(), *weight, out.view());
+        ASSERT_TRUE(out.padding_intact());
+        const std::vector<float> got = out.values();
+        for (std::int64_t i = 0; i < m; ++i) {
+          for (std::int64_t n = 0; n < n_total; ++n) {
+            double want =
+                n < outs[0] ? biases[0][static_cast<std::size_t>(n)] : biases[1][static_cast<std::size_t>(n - outs[0])];
+            double bound = 1e-5;
+            for (std::int64_t c = 0; c < k; ++c) {
+              const double wv = cpu::dequantized_weight(view, n, c), xv = x[static_cast<std::size_t>(i * k + c)];
+              float group_max = 0.0f;
+              for (std::int64_t t = c / quant_group * quant_group; t < std::min(k, (c / quant_group + 1) * quant_group);
+                   ++t)
+                group_max = std::max(group_max, std::fabs(x[static_cast<std::size_t>(i * k + t)]));
+              want += wv * xv;
+              bound += std::fabs(wv) * (group_max / 127.0 * 0.5 + std::fabs(xv) * 0x1p-7) + 1e-4 * std::fabs(wv * xv);
+            }
+            ASSERT_NEAR(got[static_cast<std::size_t>(i * n_total + n)], want, bound)
+                << quantization_name(format) << " at " << cpu::isa_name(level) << " m " << m << " row " << i << " out "
+                << n;
+          }
+        }
+      }
+    }
+  }
+}
+
+// A row's result does not depend on what else shares the call.
+TEST(QuantizedLinear, RowsAreIndependentOfTheBatch) {
+  random_source rng;
+  SCOPED_TRACE(rng.trace());
+  const std::int64_t n = 70, k = 530, m = 9;
+  const auto w = test::store_as(rng.floats(static_cast<std::size_t>(n * k)), dtype::bf16);
+  const host_tensor part{"w", dtype::bf16, {n, k}, w.bytes.data()};
+  const std::vector<float> x = rng.floats(static_cast<std::size_t>(m * k));
+  auto device = test::make_backend_at(cpu::detected_isa());
+  for (auto format : all_formats) {
+    const auto weight = device->prepare_quantized_linear(std::span(&part, 1), {}, format);
+    test::padded_matrix all(*device, m, k), all_out(*device, m, n);
+    all.fill(x);
+    device->linear(all.view(), *weight, all_out.view());
+    for (std::int64_t r : {0, 4, 8}) {
+      test::padded_matrix one(*device, 1, k), one_out(*device, 1, n);
+      one.fill(std::vector<float>(x.begin() + r * k, x.begin() + (r + 1) * k));
+      device->linear(one.view(), *weight, one_out.view());
+      for (std::int64_t c = 0; c < n; ++c) ASSERT_EQ(one_out.at(0, c), all_out.at(r, c)) << r << " " << c;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace troupe
