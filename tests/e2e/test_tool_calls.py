@@ -243,3 +243,29 @@ def test_structural_tag_in_structured_outputs(family):
     bad = requests.post(family.live.base_url + "/v1/chat/completions", timeout=30,
                         json={"messages": QUESTION, "structured_outputs": {"structural_tag": {"structures": []}}})
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "structured_outputs.structural_tag"
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def demo(request):
+    """The trained demo model (no tool format in its template) told to use a family's format."""
+    openai = pytest.importorskip("openai")
+    httpx = pytest.importorskip("httpx")
+    live = LiveServer(["--tool-call-parser", request.param])
+    client = openai.OpenAI(base_url=live.base_url + "/v1", api_key="unused", max_retries=0,
+                           http_client=httpx.Client(timeout=60))
+    yield types.SimpleNamespace(name=request.param, live=live, client=client, model=live.model()["id"])
+    live.stop()
+
+
+def test_demo_model_writes_only_valid_forced_calls(demo):
+    """A real model (not scripted) sampling under the mask: one call, to the forced function, valid arguments."""
+    jsonschema = pytest.importorskip("jsonschema")
+    named = {"type": "function", "function": {"name": "get_time"}}
+    for choice in ("required", named):
+        for stream_it in (False, True):
+            content, calls, finish = forced(demo, choice, stream_it, 7, parallel_tool_calls=False)
+            where = (demo.name, choice, stream_it)
+            assert (finish, content, len(calls)) == ("tool_calls", None, 1), where
+            if choice is named:
+                assert calls[0]["name"] == "get_time", where
+            jsonschema.validate(json.loads(calls[0]["arguments"]), PARAMETERS[calls[0]["name"]])
