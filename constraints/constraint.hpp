@@ -15,14 +15,16 @@
 
 namespace troupe::constraints {
 
-/// What kind of text a constraint_spec holds.
-enum class constraint_kind { json_object, json_schema, regex, choice, grammar };
+/// What kind of text a constraint_spec holds (new kinds go at the end:
+/// the value is part of the cache key).
+enum class constraint_kind { json_object, json_schema, regex, choice, grammar, structural_tag };
 
 /// A constraint as the client sent it; kind + text is the cache key.
 struct constraint_spec {
   constraint_kind kind = constraint_kind::json_object;
-  /// Schema JSON, regular expression, GBNF/EBNF grammar, or a JSON array of
-  /// choice strings; empty for json_object.
+  /// Schema JSON, regular expression, GBNF/EBNF grammar, a JSON array of
+  /// choice strings, or a structural tag's JSON (constraints/README.md);
+  /// empty for json_object.
   std::string text;
 };
 

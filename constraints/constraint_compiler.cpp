@@ -22,6 +22,8 @@ std::string field_of(constraint_kind kind) {
       return "structured_outputs.choice";
     case constraint_kind::grammar:
       return "structured_outputs.grammar";
+    case constraint_kind::structural_tag:
+      return "structured_outputs.structural_tag";
   }
   return "response_format";
 }
@@ -38,6 +40,8 @@ rule_set rules_of(const constraint_spec& spec, compile_budget& budget) {
       return choice_rules(spec.text, budget);
     case constraint_kind::grammar:
       return gbnf_rules(spec.text, budget);
+    case constraint_kind::structural_tag:
+      return structural_tag_rules(spec.text, budget);
   }
   budget.fail("unknown constraint kind");
 }

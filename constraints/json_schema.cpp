@@ -254,6 +254,11 @@ class schema_compiler {
 
 }  // namespace
 
+expression_ptr json_schema_expression(const json::value& schema, rule_set& rules, compile_budget& budget) {
+  schema_compiler compiler(schema, budget, rules);
+  return compiler.value(schema, 0);
+}
+
 rule_set json_schema_rules(std::string_view schema_json, compile_budget& budget) {
   boost::system::error_code error;
   json::value schema = json::parse(schema_json, error);
@@ -266,8 +271,7 @@ rule_set json_schema_rules(std::string_view schema_json, compile_budget& budget)
   }
   rule_set rules;
   rules.root = rules.add_rule("root");
-  schema_compiler compiler(schema, budget, rules);
-  rules.bodies[rules.root] = compiler.value(schema, 0);
+  rules.bodies[rules.root] = json_schema_expression(schema, rules, budget);
   return rules;
 }
 

@@ -22,7 +22,7 @@ struct found_constraint {
   std::string field;
 };
 
-/// A JSON schema given as an object, or as a string holding one (vLLM).
+/// A JSON schema (or structural tag) given as an object, or as a string holding one (vLLM).
 std::string read_schema(const json_field& field) {
   if (field.value().is_object()) return boost::json::serialize(field.value());
   if (field.value().is_string()) return std::string(field.string(max_constraint_bytes));
@@ -72,6 +72,7 @@ std::optional<found_constraint> read_response_format(const json_field& fields) {
 found_constraint read_vllm_field(const json_field& field, constraint_kind kind) {
   switch (kind) {
     case constraint_kind::json_schema:
+    case constraint_kind::structural_tag:
       return {{kind, read_schema(field)}, field.path()};
     case constraint_kind::choice:
       return {{kind, read_choices(field)}, field.path()};
@@ -92,7 +93,8 @@ constexpr auto structured_output_keys = std::to_array<vllm_key>({{"json", constr
                                                                  {"regex", constraint_kind::regex},
                                                                  {"choice", constraint_kind::choice},
                                                                  {"grammar", constraint_kind::grammar},
-                                                                 {"json_object", constraint_kind::json_object}});
+                                                                 {"json_object", constraint_kind::json_object},
+                                                                 {"structural_tag", constraint_kind::structural_tag}});
 constexpr auto guided_keys = std::to_array<vllm_key>({{"guided_json", constraint_kind::json_schema},
                                                       {"guided_regex", constraint_kind::regex},
                                                       {"guided_choice", constraint_kind::choice},

@@ -11,7 +11,7 @@ namespace troupe::api {
 /// Reads the request's constraint into base.constraint (and the field it
 /// came from into base.constraint_field): response_format json_object or
 /// json_schema ("text" is no constraint), structured_outputs {json, regex,
-/// choice, grammar, json_object}, or guided_json / guided_regex /
+/// choice, grammar, json_object, structural_tag}, or guided_json / guided_regex /
 /// guided_choice / guided_grammar. More than one is a 400 naming the second.
 void read_constraint(const json_field& fields, generation_request& base);
 

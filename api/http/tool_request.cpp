@@ -71,6 +71,24 @@ void check_choice(const tool_choice& choice, const std::vector<std::string>& nam
   }
 }
 
+/// Required and named choices become a structural-tag constraint: the output
+/// must be calls in the family's format whose arguments match the tool's
+/// parameters. Another constraint in the same request is a 400.
+void force_tool_calls(const boost::json::array& tools, const tool_call_settings& settings, generation_request& base) {
+  if (settings.choice.kind != tool_choice::mode::required && settings.choice.kind != tool_choice::mode::named) return;
+  if (base.constraint) {
+    throw invalid_field("tool_choice",
+                        "'tool_choice' \"required\" or a function cannot be combined with '" + base.constraint_field +
+                            "': both constrain the output",
+                        "conflicting_fields");
+  }
+  const forced_tool_calls forced = forced_tool_call_format(tools, settings.choice, settings.family, settings.parallel);
+  if (forced.structures.empty()) return;
+  base.constraint =
+      constraints::constraint_spec{constraints::constraint_kind::structural_tag, structural_tag_json(forced)};
+  base.constraint_field = "tool_choice";
+}
+
 }  // namespace
 
 void read_tool_fields(const json_field& fields, const request_limits& limits, const model_info& model,
@@ -91,6 +109,7 @@ void read_tool_fields(const json_field& fields, const request_limits& limits, co
   if (names.empty() || out.tools.choice.kind == tool_choice::mode::none) return;
   base.chat_tools_json = boost::json::serialize(tools_field->value());
   out.tools.family = parse_tool_call_family(model.tool_call_parser).value_or(tool_call_family::none);
+  force_tool_calls(tools_field->array(), out.tools, base);
 }
 
 }  // namespace troupe::api

@@ -15,7 +15,9 @@ namespace troupe::api {
 /// are none or tool_choice is "none"). 400 naming the field for a bad tool,
 /// a tool_choice that is not auto/none/required/{"type":"function",…}, a
 /// named function no tool has, or required/named without tools or on a
-/// model with no tool-call format.
+/// model with no tool-call format. Required and named choices set
+/// base.constraint to the family's forced call format (a structural tag,
+/// field "tool_choice"); 400 when the request has another constraint.
 void read_tool_fields(const json_field& fields, const request_limits& limits, const model_info& model,
                       parsed_generation& out, generation_request& base);
 

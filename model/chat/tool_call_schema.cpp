@@ -25,14 +25,30 @@ boost::json::object parameters_of(const boost::json::object& function) {
   return {{"type", "object"}};
 }
 
+/// Copies `from`'s definitions ("$defs", "definitions") into `to`: local
+/// references such as "#/$defs/x" in a tool's parameters resolve against the
+/// root of the schema that embeds them (the first definition of a name wins).
+void hoist_definitions(const boost::json::object& from, boost::json::object& to) {
+  for (const std::string_view key : {"$defs", "definitions"}) {
+    const boost::json::value* definitions = from.if_contains(key);
+    if (definitions == nullptr || !definitions->is_object()) continue;
+    boost::json::value& target = to[key];
+    if (!target.is_object()) target = boost::json::object();
+    for (const auto& [name, schema] : definitions->get_object()) target.as_object().emplace(name, schema);
+  }
+}
+
 /// `{"name": <name>, <arguments_key>: <parameters>}` and nothing else.
 boost::json::object call_object_schema(const boost::json::object& function, std::string_view arguments_key) {
+  const boost::json::object parameters = parameters_of(function);
   boost::json::object properties{{"name", {{"type", "string"}, {"const", name_of(function)}}},
-                                 {arguments_key, parameters_of(function)}};
-  return {{"type", "object"},
-          {"properties", std::move(properties)},
-          {"required", boost::json::array{"name", arguments_key}},
-          {"additionalProperties", false}};
+                                 {arguments_key, parameters}};
+  boost::json::object schema{{"type", "object"},
+                             {"properties", std::move(properties)},
+                             {"required", boost::json::array{"name", arguments_key}},
+                             {"additionalProperties", false}};
+  hoist_definitions(parameters, schema);
+  return schema;
 }
 
 /// The tools the choice lets the model call.
@@ -71,10 +87,18 @@ forced_tool_calls forced_tool_call_format(const boost::json::array& tools, const
       break;
     case tool_call_family::mistral: {
       boost::json::array alternatives;
-      for (const auto* function : functions) alternatives.push_back(call_object_schema(*function, "arguments"));
+      boost::json::object definitions;
+      for (const auto* function : functions) {
+        alternatives.push_back(call_object_schema(*function, "arguments"));
+        hoist_definitions(alternatives.back().get_object(), definitions);
+      }
       boost::json::object schema{{"type", "array"}, {"items", {{"anyOf", std::move(alternatives)}}}, {"minItems", 1}};
+      hoist_definitions(definitions, schema);
       if (!parallel) schema["maxItems"] = 1;
-      forced.structures.push_back({"[TOOL_CALLS]", std::move(schema), ""});
+      // [TOOL_CALLS] is a control token in Mistral's tokenizers, which a mask
+      // never allows (and skip_special_tokens drops): the forced output starts
+      // at the array, which the parser reads as calls at the start.
+      forced.structures.push_back({"", std::move(schema), ""});
       break;
     }
     case tool_call_family::deepseek_v3:
@@ -96,7 +120,8 @@ std::string structural_tag_json(const forced_tool_calls& forced) {
   boost::json::array triggers;
   for (const tool_call_structure& structure : forced.structures) {
     structures.push_back({{"begin", structure.begin}, {"schema", structure.schema}, {"end", structure.end}});
-    const boost::json::string trigger(structure.begin.empty() ? std::string("{") : structure.begin);
+    const bool array = structure.schema.contains("items");
+    const boost::json::string trigger(!structure.begin.empty() ? structure.begin : array ? "[" : "{");
     if (std::find(triggers.begin(), triggers.end(), boost::json::value(trigger)) == triggers.end()) {
       triggers.push_back(trigger);
     }

@@ -39,7 +39,9 @@ struct forced_tool_calls {
 /// The forced output for `choice` (required or named) over `tools` (OpenAI
 /// tool objects, already validated) in `family`'s format. `parallel`: more
 /// than one call may be made. Empty structures for auto/none, family none,
-/// or a name that no tool has.
+/// or a name that no tool has. Control-token markers (Mistral's
+/// [TOOL_CALLS]) are left out: a mask never allows special tokens, and the
+/// parser reads the bare JSON at the start of the output.
 forced_tool_calls forced_tool_call_format(const boost::json::array& tools, const tool_choice& choice,
                                           tool_call_family family, bool parallel);
 

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/json/string.hpp>
 
 #include "api/http/api_error.hpp"
 #include "api/http/json_fields.hpp"
@@ -61,6 +63,20 @@ TEST(ConstraintFields, ResponseFormatJsonObjectAndJsonSchema) {
   EXPECT_EQ(boost::json::parse(schema.constraint->text),
             boost::json::parse(R"({"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]})"));
   EXPECT_EQ(schema.constraint_field, "response_format.json_schema.schema");
+}
+
+TEST(ConstraintFields, StructuralTagAsObjectOrString) {
+  const std::string tag = R"({"structures":[{"begin":"<a>","schema":{"type":"integer"},"end":"</a>"}]})";
+  const generation_request object = chat_with(R"("structured_outputs":{"structural_tag":)" + tag + "}");
+  ASSERT_TRUE(object.constraint.has_value());
+  EXPECT_EQ(object.constraint->kind, constraint_kind::structural_tag);
+  EXPECT_EQ(boost::json::parse(object.constraint->text), boost::json::parse(tag));
+  EXPECT_EQ(object.constraint_field, "structured_outputs.structural_tag");
+  const generation_request text = completions_with(R"("structured_outputs":{"structural_tag":)" +
+                                                   boost::json::serialize(boost::json::string(tag)) + "}");
+  ASSERT_TRUE(text.constraint.has_value());
+  EXPECT_EQ(text.constraint->text, tag);
+  EXPECT_EQ(chat_rejection(R"("structured_outputs":{"structural_tag":7})"), "structured_outputs.structural_tag");
 }
 
 TEST(ConstraintFields, VllmStructuredOutputsAndGuidedFields) {

@@ -89,6 +89,41 @@ TEST(ToolChoice, RejectionsNameTheField) {
   }
 }
 
+TEST(ToolChoice, RequiredAndNamedBecomeTheForcedCallConstraint) {
+  EXPECT_FALSE(parse(two_tools).prompts[0].constraint);  // auto: the model decides, nothing forced
+  const generation_request required = parse(two_tools + R"(,"tool_choice":"required")").prompts[0];
+  ASSERT_TRUE(required.constraint);
+  EXPECT_EQ(required.constraint->kind, constraints::constraint_kind::structural_tag);
+  EXPECT_EQ(required.constraint_field, "tool_choice");
+  const boost::json::value tag = boost::json::parse(required.constraint->text);
+  EXPECT_EQ(tag.at("structures").as_array().size(), 2u);  // either tool
+  EXPECT_EQ(tag.at("structures").at(0).at("begin"), "<tool_call>\n");
+  EXPECT_EQ(tag.at("separator"), "\n");
+
+  const generation_request named =
+      parse(two_tools + R"(,"tool_choice":{"type":"function","function":{"name":"get_time"}},)" +
+                R"("parallel_tool_calls":false)",
+            "llama3_json")
+          .prompts[0];
+  ASSERT_TRUE(named.constraint);
+  const boost::json::value one = boost::json::parse(named.constraint->text);
+  ASSERT_EQ(one.at("structures").as_array().size(), 1u);
+  EXPECT_EQ(one.at("structures").at(0).at("schema").at("properties").at("name").at("const"), "get_time");
+  EXPECT_FALSE(one.as_object().contains("separator"));  // one call only
+
+  for (const std::string other : {R"("response_format":{"type":"json_object"})",
+                                  R"("structured_outputs":{"regex":"a+"})", R"("guided_choice":["a"])"}) {
+    try {
+      parse(two_tools + R"(,"tool_choice":"required",)" + other);
+      ADD_FAILURE() << "accepted " << other;
+    } catch (const api::api_error& error) {
+      EXPECT_EQ(error.param, "tool_choice") << other;
+      EXPECT_EQ(error.code, "conflicting_fields") << other;
+    }
+  }
+  EXPECT_TRUE(parse(two_tools + R"(,"response_format":{"type":"json_object"})").prompts[0].constraint);  // auto
+}
+
 using ToolCallServer = server_fixture;
 
 std::string chat_body(const std::string& keyword, const std::string& extra = {}) {
