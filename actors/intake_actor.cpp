@@ -60,6 +60,9 @@ intake_actor::behavior_type intake_behavior(intake_actor::stateful_pointer<intak
   self->state.setup = std::move(setup);
   return {
       [self](atom::generate, const submission_ptr& job) { on_generate(self, job); },
+      [self](atom::configure, const config_change_ptr& change) -> std::string {
+        return apply_limit_change(*change, self->state.setup.limits);
+      },
   };
 }
 

@@ -213,6 +213,9 @@ using speculator_actor = caf::typed_actor<
 /// Front door: validates, assigns ids, has prompts prepared, submits.
 using intake_actor = caf::typed_actor<
     /// A new request from the engine facade or an embedder.
-    caf::reacts_to<atom::generate, submission_ptr>>;
+    caf::reacts_to<atom::generate, submission_ptr>,
+    /// New request limits (the change's limit fields, already validated):
+    /// "" or why not; requests read after the answer are held to them.
+    caf::replies_to<atom::configure, config_change_ptr>::with<std::string>>;
 
 }  // namespace troupe

@@ -1,6 +1,7 @@
 #include "actors/troupe.hpp"
 
 #include <spdlog/spdlog.h>
+#include <algorithm>
 #include <random>
 
 #include "actors/core/request_constraint.hpp"
@@ -112,6 +113,20 @@ std::string tool_call_parser_name(const std::string& knob, const chat_template_s
   return std::string(tool_call_family_name(*family));
 }
 
+/// generation_config.json's sampling fields as request defaults (read as
+/// vLLM does: `do_sample` is not consulted, the values apply as given).
+model_sampling_defaults sampling_defaults_of(const generation_config& generation) {
+  model_sampling_defaults defaults;
+  defaults.temperature = generation.temperature;
+  defaults.top_p = generation.top_p;
+  if (generation.top_k) defaults.top_k = static_cast<int>(std::min<std::int64_t>(*generation.top_k, 1 << 30));
+  defaults.min_p = generation.min_p;
+  defaults.repetition_penalty = generation.repetition_penalty;
+  if (generation.max_new_tokens)
+    defaults.max_tokens = static_cast<int>(std::min<std::int64_t>(*generation.max_new_tokens, 1 << 30));
+  return defaults;
+}
+
 }  // namespace
 
 double troupe_handles::now() const {
@@ -163,6 +178,7 @@ loaded_engine_model load_engine_model(const engine_config& config) {
   loaded.info.max_model_len = loaded.max_model_len;
   loaded.info.device = device;
   loaded.info.tool_call_parser = tool_call_parser_name(config.tool_call_parser, loaded.preparer->templates());
+  loaded.info.sampling_defaults = sampling_defaults_of(loaded.weights->generation());
   loaded.info.kv_pool_device_bytes = pools.device_bytes;
   loaded.info.kv_pool_host_bytes = pools.host_bytes;
   spdlog::info("model {}: {} layers, context {}, on {}", loaded.info.served_model_name, model.num_hidden_layers,

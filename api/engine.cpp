@@ -4,7 +4,9 @@
 #include <spdlog/spdlog.h>
 #include <atomic>
 #include <caf/all.hpp>
+#include <mutex>
 
+#include "actors/core/admission.hpp"
 #include "actors/troupe.hpp"
 #include "troupe/engine_caf.hpp"
 
@@ -21,7 +23,8 @@ class troupe_engine final : public engine {
         owned_system_(std::move(owned)),
         system_(*system),
         model_(load_engine_model(config)),
-        handles_(spawn_troupe(system_, config, model_)) {}
+        handles_(spawn_troupe(system_, config, model_)),
+        limits_(config) {}
 
   ~troupe_engine() override { shutdown(std::chrono::milliseconds(0)); }
 
@@ -61,20 +64,25 @@ class troupe_engine final : public engine {
     // Fixed at start: the facade reports them, not the scheduler.
     result.kv_pool_device_bytes = model_.info.kv_pool_device_bytes;
     result.kv_pool_host_bytes = model_.info.kv_pool_host_bytes;
+    const std::lock_guard lock(configure_mutex_);
+    report_limits(limits_, result.settings);
     return result;
   }
 
   const model_info& info() const override { return model_.info; }
 
+  // The request limits are validated first, so the scheduler's change and the
+  // intake's either both happen or neither does.
   std::string configure(const settings_change& change) override {
     if (stopped_) return "the engine has shut down";
-    auto message = std::make_shared<const config_change>(change);
-    std::string problem;
-    caf::scoped_actor self{system_};
-    self->request(handles_.scheduler, std::chrono::seconds(2), atom::configure_v, config_change_ptr{std::move(message)})
-        .receive([&](const std::string& answer) { problem = answer; },
-                 [&](const caf::error& error) { problem = "the scheduler did not answer: " + caf::to_string(error); });
-    return problem;
+    const std::lock_guard lock(configure_mutex_);
+    admission_limits limits = limits_;
+    if (std::string problem = apply_limit_change(change, limits); !problem.empty()) return problem;
+    auto message = config_change_ptr{std::make_shared<const config_change>(change)};
+    if (std::string problem = ask_for_text(handles_.scheduler, message, "scheduler"); !problem.empty()) return problem;
+    if (std::string problem = ask_for_text(handles_.intake, message, "intake"); !problem.empty()) return problem;
+    limits_ = limits;
+    return {};
   }
 
   std::vector<request_info> list_requests() override {
@@ -134,6 +142,19 @@ class troupe_engine final : public engine {
   }
 
  private:
+  /// Sends `actor` a configure request; its answer, or that `name` did not answer.
+  template <typename Actor>
+  std::string ask_for_text(const Actor& actor, const config_change_ptr& change, std::string_view name) {
+    std::string problem;
+    caf::scoped_actor self{system_};
+    self->request(actor, std::chrono::seconds(2), atom::configure_v, change)
+        .receive([&](const std::string& answer) { problem = answer; },
+                 [&](const caf::error& error) {
+                   problem = "the " + std::string(name) + " did not answer: " + caf::to_string(error);
+                 });
+    return problem;
+  }
+
   /// Sends the scheduler a request answered with a bool; false when it did not answer.
   template <typename... Args>
   bool ask_scheduler(Args&&... args) {
@@ -154,6 +175,8 @@ class troupe_engine final : public engine {
   troupe_handles handles_;
   std::atomic<std::uint64_t> next_id_{0};
   std::atomic<bool> stopped_{false};
+  std::mutex configure_mutex_;  ///< one configure at a time; guards limits_
+  admission_limits limits_;     ///< the request limits in force (the intake's copy)
 };
 
 }  // namespace

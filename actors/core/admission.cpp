@@ -1,9 +1,13 @@
 #include "actors/core/admission.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <sstream>
 #include <string>
+#include <variant>
+
+#include "config/config_store.hpp"
 
 namespace troupe {
 
@@ -14,6 +18,44 @@ admission_error invalid(std::string message, std::string param) {
 }
 
 bool in_range(double value, double low, double high) { return std::isfinite(value) && value >= low && value <= high; }
+
+/// A request-limit knob: its live_settings / settings_change fields and the limit it sets.
+template <typename T>
+struct limit_field {
+  const char* knob;
+  std::optional<T> settings_change::*change;
+  T live_settings::*live;
+  T admission_limits::*limit;
+};
+
+using any_limit_field = std::variant<limit_field<int>, limit_field<std::int64_t>, limit_field<double>>;
+
+// The one mapping between the live request-limit knobs and admission_limits.
+const any_limit_field limit_fields[] = {
+    limit_field<int>{"max_n", &settings_change::max_n, &live_settings::max_n, &admission_limits::max_n},
+    limit_field<int>{"max_stop_strings", &settings_change::max_stop_strings, &live_settings::max_stop_strings,
+                     &admission_limits::max_stop_strings},
+    limit_field<int>{"max_stop_string_bytes", &settings_change::max_stop_string_bytes,
+                     &live_settings::max_stop_string_bytes, &admission_limits::max_stop_string_bytes},
+    limit_field<int>{"max_logit_bias", &settings_change::max_logit_bias, &live_settings::max_logit_bias,
+                     &admission_limits::max_logit_bias},
+    limit_field<int>{"max_top_logprobs", &settings_change::max_top_logprobs, &live_settings::max_top_logprobs,
+                     &admission_limits::max_top_logprobs},
+    limit_field<std::int64_t>{"max_request_output_tokens", &settings_change::max_request_output_tokens,
+                              &live_settings::max_request_output_tokens, &admission_limits::max_request_output_tokens},
+    limit_field<int>{"min_request_priority", &settings_change::min_request_priority,
+                     &live_settings::min_request_priority, &admission_limits::min_priority},
+    limit_field<double>{"min_request_deadline_ms", &settings_change::min_request_deadline_ms,
+                        &live_settings::min_request_deadline_ms, &admission_limits::min_deadline_ms},
+};
+
+std::string value_text(double value) {
+  char buffer[32];
+  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+  return std::string(buffer, result.ptr);
+}
+std::string value_text(std::int64_t value) { return std::to_string(value); }
+std::string value_text(int value) { return std::to_string(value); }
 
 std::optional<admission_error> check_prompt_form(const generation_request& r, const admission_limits& limits) {
   switch (r.kind) {
@@ -105,6 +147,28 @@ admission_limits::admission_limits(const engine_config& engine)
       min_priority(engine.min_request_priority),
       min_deadline_ms(engine.min_request_deadline_ms),
       max_request_output_tokens(engine.max_request_output_tokens) {}
+
+std::string apply_limit_change(const settings_change& change, admission_limits& limits) {
+  admission_limits changed = limits;
+  std::string problem;
+  for (const any_limit_field& field : limit_fields) {
+    std::visit(
+        [&](const auto& f) {
+          const auto& given = change.*f.change;
+          if (!given || !problem.empty()) return;
+          problem = knob_defaults().problem(f.knob, value_text(*given));
+          changed.*f.limit = *given;
+        },
+        field);
+  }
+  if (problem.empty()) limits = changed;
+  return problem;
+}
+
+void report_limits(const admission_limits& limits, live_settings& settings) {
+  for (const any_limit_field& field : limit_fields)
+    std::visit([&](const auto& f) { settings.*f.live = limits.*f.limit; }, field);
+}
 
 std::optional<admission_error> check_request(const generation_request& r, const admission_limits& limits) {
   if (auto error = check_prompt_form(r, limits)) return error;

@@ -32,6 +32,15 @@ struct admission_limits {
   std::size_t max_prompt_bytes = 32u << 20;  ///< text / chat JSON size at most
 };
 
+/// Applies the request-limit fields of `change` (max_n, max_stop_strings,
+/// ..., min_request_deadline_ms; the others are not limits) to `limits`.
+/// Returns "" or why not, naming the knob whose value is outside its
+/// registry range; then `limits` is unchanged.
+std::string apply_limit_change(const settings_change& change, admission_limits& limits);
+
+/// Copies the knob-backed limits into the request-limit fields of `settings`.
+void report_limits(const admission_limits& limits, live_settings& settings);
+
 /// An invalid request: what is wrong, and which field.
 struct admission_error {
   error_kind kind = error_kind::invalid_request;

@@ -26,7 +26,8 @@ struct live_field {
   std::optional<T> settings_change::*change;
 };
 
-using any_live_field = std::variant<live_field<std::string>, live_field<int>, live_field<double>, live_field<bool>>;
+using any_live_field = std::variant<live_field<std::string>, live_field<int>, live_field<std::int64_t>,
+                                    live_field<double>, live_field<bool>>;
 
 // Every live knob, in registry order: the one place a live knob meets its fields.
 const any_live_field live_fields[] = {
@@ -58,10 +59,23 @@ const any_live_field live_fields[] = {
                      &settings_change::speculative_adaptive},
     live_field<int>{"speculative_max_batch", &live_settings::speculative_max_batch,
                     &settings_change::speculative_max_batch},
+    live_field<int>{"max_n", &live_settings::max_n, &settings_change::max_n},
+    live_field<int>{"max_stop_strings", &live_settings::max_stop_strings, &settings_change::max_stop_strings},
+    live_field<int>{"max_stop_string_bytes", &live_settings::max_stop_string_bytes,
+                    &settings_change::max_stop_string_bytes},
+    live_field<int>{"max_logit_bias", &live_settings::max_logit_bias, &settings_change::max_logit_bias},
+    live_field<int>{"max_top_logprobs", &live_settings::max_top_logprobs, &settings_change::max_top_logprobs},
+    live_field<std::int64_t>{"max_request_output_tokens", &live_settings::max_request_output_tokens,
+                             &settings_change::max_request_output_tokens},
+    live_field<int>{"min_request_priority", &live_settings::min_request_priority,
+                    &settings_change::min_request_priority},
+    live_field<double>{"min_request_deadline_ms", &live_settings::min_request_deadline_ms,
+                       &settings_change::min_request_deadline_ms},
 };
 
 std::string text_of(const std::string& value) { return value; }
 std::string text_of(int value) { return std::to_string(value); }
+std::string text_of(std::int64_t value) { return std::to_string(value); }
 std::string text_of(bool value) { return value ? "true" : "false"; }
 std::string text_of(double value) {
   char buffer[32];
@@ -74,6 +88,9 @@ void read_into(const config_store& store, const char* name, std::optional<std::s
 }
 void read_into(const config_store& store, const char* name, std::optional<int>& out) {
   out = static_cast<int>(store.get_int(name));
+}
+void read_into(const config_store& store, const char* name, std::optional<std::int64_t>& out) {
+  out = store.get_int(name);
 }
 void read_into(const config_store& store, const char* name, std::optional<double>& out) { out = store.get_real(name); }
 void read_into(const config_store& store, const char* name, std::optional<bool>& out) { out = store.get_bool(name); }
@@ -186,34 +203,50 @@ boost::json::object admin_config_json(const live_settings& settings, const confi
       values[name] = typed(knob.kind, text);
       live_names.emplace_back(name);
     }
+    if (is_server_live_knob(knob)) {
+      values[knob.name] = typed(knob.kind, value);
+      live_names.emplace_back(knob.name);
+    }
     described[knob.name] = knob_json(knob, value, source);
   }
   return {{"settings", std::move(values)}, {"live_settings", std::move(live_names)}, {"knobs", std::move(described)}};
 }
 
-settings_change parse_settings_change(const boost::json::object& body) {
+admin_change parse_settings_change(const boost::json::object& body) {
   config_store store(all_knobs());
+  admin_change change;
   for (const auto& [key, value] : body) {
     const std::string name(key);
     try {
-      if (!store.spec(name).live) {
+      const knob_spec& knob = store.spec(name);
+      if (!knob.live) {
         throw config_error("knob '" + name + "' is restart-only: it cannot change while the engine runs (set it " +
                            knob_flag(name) + " and restart)");
       }
       store.set(name, scalar_text(name, value), config_source::runtime);
+      if (is_server_live_knob(knob)) change.server.emplace_back(name, store.get_as_text(name));
     } catch (const config_error& error) {
       throw invalid_field(name, error.what(), "invalid_setting");
     }
   }
-  settings_change change;
   for (const any_live_field& field : live_fields) {
     std::visit(
         [&](const auto& f) {
-          if (body.contains(f.name)) read_into(store, f.name, change.*f.change);
+          if (body.contains(f.name)) read_into(store, f.name, change.engine.*f.change);
         },
         field);
   }
   return change;
+}
+
+bool is_server_live_knob(const knob_spec& knob) { return knob.live && knob.group == "server"; }
+
+request_limits limits_after(const request_limits& current, const settings_change& change, const config_store& knobs,
+                            const model_sampling_defaults& model) {
+  request_limits next = current;
+  apply_limit_change(change, next.engine);  // the engine accepted these values already
+  next.sampling = sampling_defaults::resolve(sampling_default_knobs(knobs), model);
+  return next;
 }
 
 }  // namespace troupe::api

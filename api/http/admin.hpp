@@ -27,14 +27,16 @@ struct admin_context {
   admin_context(const config_store& knobs, bool enabled, std::string token, std::string config_file,
                 double stream_interval_s, std::size_t audit_entries);
 
-  bool enabled = true;           ///< false: every /admin path is 404
-  std::string token;             ///< empty: loopback clients only
-  std::string config_file;       ///< where POST /admin/config/save writes (empty: refused)
-  double stream_interval_s = 1;  ///< /admin/stream's default period
-  audit_log audit;               ///< who changed what
-  std::mutex knobs_mutex;        ///< guards `knobs`
-  config_store knobs;            ///< values at start, runtime changes recorded with source runtime
-  std::mutex snapshot_mutex;     ///< guards the last GET /admin/snapshot's stats
+  bool enabled = true;                          ///< false: every /admin path is 404
+  std::string token;                            ///< empty: loopback clients only
+  std::string config_file;                      ///< where POST /admin/config/save writes (empty: refused)
+  double stream_interval_s = 1;                 ///< /admin/stream's default period
+  audit_log audit;                              ///< who changed what
+  std::mutex knobs_mutex;                       ///< guards `knobs`
+  config_store knobs;                           ///< values at start, runtime changes recorded with source runtime
+  std::shared_ptr<live_request_limits> limits;  ///< the server's request limits; a PATCH replaces them
+  model_sampling_defaults model_sampling;       ///< generation_config.json's, below the default_* knobs
+  std::mutex snapshot_mutex;                    ///< guards the last GET /admin/snapshot's stats
   std::optional<engine_stats> last_snapshot;
   std::chrono::steady_clock::time_point last_snapshot_at;
 };
@@ -58,14 +60,31 @@ std::vector<std::pair<std::string, std::string>> live_setting_values(const live_
 /// value; secret knobs show only whether they are set.
 boost::json::object admin_config_json(const live_settings& settings, const config_store& knobs);
 
+/// A validated PATCH /admin/config body: the engine's live knobs, and the
+/// server's (the default_* sampling knobs) as name → value text.
+struct admin_change {
+  settings_change engine;
+  std::vector<std::pair<std::string, std::string>> server;
+};
+
 /// Validates a PATCH /admin/config body against the knob registry: every
 /// field a known live knob with a value of its type, range and choices.
 /// Throws api_error 400 naming the first bad field (restart-only knobs
 /// included); an empty body changes nothing.
-settings_change parse_settings_change(const boost::json::object& body);
+admin_change parse_settings_change(const boost::json::object& body);
 
-/// The knobs a change sets, as name → new value text (for the audit log).
+/// The engine knobs a change sets, as name → new value text (for the audit log).
 std::vector<std::pair<std::string, std::string>> changed_values(const settings_change& change);
+
+/// True for a live knob the server applies itself (group server: the
+/// default_* sampling knobs); the engine's live knobs are live_settings fields.
+bool is_server_live_knob(const knob_spec& knob);
+
+/// The request limits after `change`: the engine's limit fields applied to
+/// `current`, the sampling defaults resolved anew from `knobs` (holding the
+/// changed default_* knobs) over `model`.
+request_limits limits_after(const request_limits& current, const settings_change& change, const config_store& knobs,
+                            const model_sampling_defaults& model);
 
 /// The admin endpoints (every path under /admin). Throws api_error; never
 /// blocks longer than the engine's bounded waits.

@@ -47,21 +47,31 @@ http_reply config_reply(engine& engine, admin_context& admin) {
   return json_reply(body);
 }
 
+/// Records one knob change in the runtime store and the audit log.
+void record_change(admin_context& admin, const std::string& who, const std::string& name, const std::string& from,
+                   const std::string& to) {
+  admin.knobs.set(name, to, config_source::runtime);
+  admin.audit.record(who, "config", name, from, to);
+}
+
 http_reply update_config(const http_request_view& request, engine& engine, admin_context& admin,
                          const std::string& who) {
-  const settings_change change = parse_settings_change(parse_json_object(request.body));
+  const admin_change change = parse_settings_change(parse_json_object(request.body));
   const auto before = live_setting_values(engine.stats().settings);
-  if (std::string refused = engine.configure(change); !refused.empty()) {
+  if (std::string refused = engine.configure(change.engine); !refused.empty()) {
     throw api_error(409, "invalid_request_error", "the engine refused the change: " + refused, {}, "setting_refused");
   }
   {
     const std::lock_guard lock(admin.knobs_mutex);
-    for (const auto& [name, value] : changed_values(change)) {
+    for (const auto& [name, value] : changed_values(change.engine)) {
       std::string from;
       for (const auto& [known, text] : before) from = known == name ? text : from;
-      admin.knobs.set(name, value, config_source::runtime);
-      admin.audit.record(who, "config", name, from, value);
+      record_change(admin, who, name, from, value);
     }
+    for (const auto& [name, value] : change.server)
+      record_change(admin, who, name, admin.knobs.get_as_text(name), value);
+    if (admin.limits)
+      admin.limits->set(limits_after(*admin.limits->get(), change.engine, admin.knobs, admin.model_sampling));
   }
   return config_reply(engine, admin);
 }

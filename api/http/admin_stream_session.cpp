@@ -14,6 +14,7 @@
 
 #include "api/http/admin_snapshot.hpp"
 #include "api/http/server_internal.hpp"
+#include "api/http/ws_options.hpp"
 
 namespace troupe::api::detail {
 
@@ -33,16 +34,7 @@ class admin_stream_session final : public closable, public std::enable_shared_fr
 
   void run(http::request<http::empty_body> handshake, std::string request_id) {
     slot_.emplace(*state_, weak_from_this());
-    beast::get_lowest_layer(ws_).expires_never();  // the websocket's own timeouts take over
-    websocket::stream_base::timeout timeouts{};
-    timeouts.handshake_timeout = state_->config.read_timeout;
-    timeouts.idle_timeout = state_->config.idle_timeout;
-    timeouts.keep_alive_pings = true;
-    ws_.set_option(timeouts);
-    ws_.set_option(websocket::stream_base::decorator([request_id](websocket::response_type& response) {
-      response.set(http::field::server, "troupe");
-      response.set("X-Request-Id", request_id);
-    }));
+    set_websocket_options(ws_, state_->config, request_id);
     ws_.read_message_max(4096);  // the client has nothing to say beyond close
     handshake_.emplace(std::move(handshake));
     net::dispatch(ws_.get_executor(), [self = shared_from_this()] {

@@ -107,12 +107,6 @@ void read_completions_extras(const json_field& fields, const request_limits& lim
 
 }  // namespace
 
-request_limits request_limits::from_engine_config(const engine_config& config) {
-  request_limits limits;
-  limits.engine = admission_limits(config);
-  return limits;
-}
-
 parsed_generation parse_completions_request(const boost::json::value& body, const request_limits& limits,
                                             const model_info& model) {
   const json_field fields = request_fields(body);

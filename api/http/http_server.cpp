@@ -50,8 +50,10 @@ void post_gate::close() {
 server_state::server_state(engine& engine, server_config server_config)
     : config(std::move(server_config)), workers(static_cast<std::size_t>(std::max(1, config.worker_threads))) {
   routes.engine = &engine;
-  routes.limits = config.limits;
   routes.model = engine.info();
+  request_limits limits = config.limits;
+  limits.sampling = sampling_defaults::resolve(config.default_sampling, routes.model.sampling_defaults);
+  routes.limits = std::make_shared<live_request_limits>(std::move(limits));
   routes.api_key = config.api_key;
   routes.isolation = parse_cache_isolation(config.prefix_cache_isolation, !config.api_key.empty());
   routes.api_key_salt = config.api_key.empty() ? 0 : cache_salt_of("api_key", config.api_key);
@@ -60,7 +62,12 @@ server_state::server_state(engine& engine, server_config server_config)
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   routes.draining = &draining;
   admin = make_admin_context(config);
+  if (admin) {
+    admin->limits = routes.limits;
+    admin->model_sampling = routes.model.sampling_defaults;
+  }
   routes.admin = admin.get();
+  routes.separate_admin_port = admin != nullptr && config.admin_port >= 0;
 }
 
 std::uint64_t server_state::add_session(std::weak_ptr<closable> session) {
@@ -129,20 +136,12 @@ struct http_server::impl {
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   std::vector<std::thread> threads;
   std::once_flag stopped;
+  std::unique_ptr<admin_listener> admin;  ///< knob admin_port's listener; null when /admin shares the port
 };
 
 void http_server::impl::listen() {
-  const server_config& config = state->config;
-  beast::error_code ec;
-  const auto address = net::ip::make_address(config.host, ec);
-  if (ec) throw std::runtime_error("cannot listen on '" + config.host + "': not an IP address");
-  const tcp::endpoint endpoint(address, config.port);
-  const std::string where = config.host + ":" + std::to_string(config.port);
-  acceptor.open(endpoint.protocol(), ec);
-  if (!ec) acceptor.set_option(net::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor.bind(endpoint, ec);
-  if (!ec) acceptor.listen(net::socket_base::max_listen_connections, ec);
-  if (ec) throw std::runtime_error("cannot listen on " + where + ": " + ec.message());
+  open_listener(acceptor, state->config.host, state->config.port);
+  if (state->config.admin_enabled && state->config.admin_port >= 0) admin = std::make_unique<admin_listener>(io, state);
 }
 
 void http_server::impl::do_accept() {
@@ -156,7 +155,7 @@ void http_server::impl::on_accept(beast::error_code ec, tcp::socket socket) {
   if (const std::uint64_t failures = backoff.on_success()) {
     spdlog::info("accepting connections again after {} failed accepts", failures);
   }
-  start_http_session(std::move(socket), state);
+  start_http_session(std::move(socket), state, /*on_admin_port=*/false);
   do_accept();
 }
 
@@ -187,9 +186,12 @@ void http_server::start() {
   if (!impl_->threads.empty()) return;
   impl_->work.emplace(impl_->io.get_executor());
   impl_->do_accept();
+  if (impl_->admin) impl_->admin->start();
   const int count = std::max(1, impl_->state->config.io_threads);
   for (int i = 0; i < count; ++i) impl_->threads.emplace_back([this] { impl_->io.run(); });
 }
+
+std::uint16_t http_server::admin_port() const { return impl_->admin ? impl_->admin->port() : 0; }
 
 std::uint16_t http_server::port() const {
   beast::error_code ec;
@@ -204,6 +206,7 @@ void http_server::stop_accepting() {
     impl_->acceptor.close(ec);
     impl_->accept_timer.cancel();
   });
+  if (impl_->admin) impl_->admin->close();
 }
 
 bool http_server::wait_idle(std::chrono::milliseconds timeout) {

@@ -44,8 +44,12 @@ struct server_config {
                                               ///< empty (knob left at its default): "api_key" when a key is set
   std::size_t max_stream_queue_bytes;         ///< outgoing queue per SSE response or WebSocket
   int max_ws_requests;                        ///< concurrent requests per WebSocket
-  request_limits limits;                      ///< usually request_limits::from_engine_config
+  request_limits limits;                      ///< usually request_limits::from_engine_config; its sampling
+                                              ///< defaults are resolved at start from default_sampling and the model
+  model_sampling_defaults default_sampling;   ///< the default_* knobs (unset: the model's, then built-in)
   bool admin_enabled;                         ///< serve /admin (knob admin)
+  int admin_port;                             ///< -1: /admin on `port`; else a second listener (0: any free port)
+                                              ///< serving only /admin, and `port` none of it
   std::string admin_token;                    ///< empty: /admin answers loopback clients only
   std::string config_file;                    ///< where POST /admin/config/save writes (knob config; empty: nowhere)
   double admin_stream_interval_s;             ///< /admin/stream's default period, seconds
@@ -71,6 +75,8 @@ class http_server {
   void start();
   /// The bound port (useful with port 0).
   std::uint16_t port() const;
+  /// The bound admin port; 0 when the admin endpoints share port().
+  std::uint16_t admin_port() const;
   /// Closes the listening socket; generation requests on open connections
   /// get 503 shutting_down, /ready turns 503. Idempotent.
   void stop_accepting();

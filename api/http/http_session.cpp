@@ -56,8 +56,8 @@ api_error read_error_reply(beast::error_code ec) {
 
 class http_session final : public closable, public job_listener, public std::enable_shared_from_this<http_session> {
  public:
-  http_session(tcp::socket&& socket, std::shared_ptr<server_state> state)
-      : stream_(std::move(socket)), state_(std::move(state)) {}
+  http_session(tcp::socket&& socket, std::shared_ptr<server_state> state, bool on_admin_port)
+      : stream_(std::move(socket)), state_(std::move(state)), on_admin_port_(on_admin_port) {}
 
   void run() {
     slot_.emplace(*state_, weak_from_this());
@@ -159,6 +159,7 @@ class http_session final : public closable, public job_listener, public std::ena
     view.request_id = request_id_;
     beast::error_code ignored;
     view.remote_address = stream_.socket().remote_endpoint(ignored).address().to_string();
+    view.on_admin_port = on_admin_port_;
     if (beast::websocket::is_upgrade(request)) return upgrade(std::move(request), view);
     view.body = std::move(request.body());
     ++state_->pending_responses;
@@ -177,6 +178,10 @@ class http_session final : public closable, public job_listener, public std::ena
   }
 
   void upgrade(http::request<http::string_body> request, const http_request_view& view) {
+    if (std::optional<http_reply> refusal = wrong_listener_reply(view, state_->routes)) {
+      keep_alive_ = false;
+      return do_write_reply(std::move(*refusal));
+    }
     if (view.path == "/admin/stream") return upgrade_admin_stream(std::move(request), view);
     if (std::optional<http_reply> refusal = check_websocket_upgrade(view, state_->routes)) {
       keep_alive_ = false;
@@ -377,6 +382,7 @@ class http_session final : public closable, public job_listener, public std::ena
 
   beast::tcp_stream stream_;
   std::shared_ptr<server_state> state_;
+  bool on_admin_port_;
   std::optional<connection_slot> slot_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -395,8 +401,8 @@ class http_session final : public closable, public job_listener, public std::ena
   disconnect_watch watch_;
 };
 
-void start_http_session(tcp::socket socket, std::shared_ptr<server_state> state) {
-  std::make_shared<http_session>(std::move(socket), std::move(state))->run();
+void start_http_session(tcp::socket socket, std::shared_ptr<server_state> state, bool on_admin_port) {
+  std::make_shared<http_session>(std::move(socket), std::move(state), on_admin_port)->run();
 }
 
 }  // namespace troupe::api::detail

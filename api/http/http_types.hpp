@@ -22,6 +22,7 @@ struct http_request_view {
   std::string authorization;   ///< the Authorization header, empty when absent
   std::string request_id;      ///< the X-Request-Id the response will echo
   std::string remote_address;  ///< the client's IP address (textual), empty when unknown
+  bool on_admin_port = false;  ///< arrived on the separate admin listener (knob admin_port)
 };
 
 /// A complete, non-streaming HTTP response.

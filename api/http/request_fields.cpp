@@ -1,5 +1,6 @@
 #include "api/http/request_fields.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <limits>
 
@@ -110,14 +111,14 @@ void read_stop_token_ids(const json_field& fields, const request_limits& limits,
   }
 }
 
-void read_sampling(const json_field& fields, sampling_params& sampling) {
-  sampling.temperature = static_cast<float>(fields.get_number("temperature", 0.0, 2.0).value_or(1.0));
-  sampling.top_p = static_cast<float>(fields.get_number("top_p", 0.0, 1.0, true).value_or(1.0));
-  const std::int64_t top_k = fields.get_int("top_k", -1, int32_max).value_or(0);
+void read_sampling(const json_field& fields, const sampling_defaults& defaults, sampling_params& sampling) {
+  sampling.temperature = static_cast<float>(fields.get_number("temperature", 0.0, 2.0).value_or(defaults.temperature));
+  sampling.top_p = static_cast<float>(fields.get_number("top_p", 0.0, 1.0, true).value_or(defaults.top_p));
+  const std::int64_t top_k = fields.get_int("top_k", -1, int32_max).value_or(defaults.top_k);
   sampling.top_k = top_k < 0 ? 0 : static_cast<int>(top_k);
-  sampling.min_p = static_cast<float>(fields.get_number("min_p", 0.0, 1.0).value_or(0.0));
-  sampling.repetition_penalty =
-      static_cast<float>(fields.get_number("repetition_penalty", 0.0, 10.0, true).value_or(1.0));
+  sampling.min_p = static_cast<float>(fields.get_number("min_p", 0.0, 1.0).value_or(defaults.min_p));
+  sampling.repetition_penalty = static_cast<float>(
+      fields.get_number("repetition_penalty", 0.0, 10.0, true).value_or(defaults.repetition_penalty));
   sampling.presence_penalty = static_cast<float>(fields.get_number("presence_penalty", -2.0, 2.0).value_or(0.0));
   sampling.frequency_penalty = static_cast<float>(fields.get_number("frequency_penalty", -2.0, 2.0).value_or(0.0));
 }
@@ -177,7 +178,11 @@ void read_common_fields(const json_field& fields, const request_limits& limits, 
   out.n = static_cast<int>(fields.get_int("n", 1, limits.engine.max_n).value_or(1));
   base.n = out.n;
   read_stream(fields, out);
-  read_sampling(fields, base.sampling);
+  read_sampling(fields, limits.sampling, base.sampling);
+  if (const std::optional<int> max_tokens = limits.sampling.max_tokens) {
+    // The endpoint's own default gives way; read_max_tokens still reads the request's.
+    base.max_tokens = model.max_model_len > 0 ? std::min(*max_tokens, model.max_model_len) : *max_tokens;
+  }
   read_stop(fields, limits, base);
   read_logit_bias(fields, limits, model, base);
   read_stop_token_ids(fields, limits, model, base);

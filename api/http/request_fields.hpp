@@ -26,8 +26,9 @@ inline constexpr std::array<std::string_view, 32> common_request_keys = {
 // clang-format on
 
 /// Reads the shared fields into `out` (model, n, stream, stream_options)
-/// and `base` (sampling, stops, vLLM extras). The length fields differ per
-/// endpoint: see read_max_tokens.
+/// and `base` (sampling, stops, vLLM extras); omitted sampling fields and
+/// max_tokens take `limits.sampling`. The length fields differ per endpoint:
+/// see read_max_tokens.
 void read_common_fields(const json_field& fields, const request_limits& limits, const model_info& model,
                         parsed_generation& out, generation_request& base);
 

@@ -43,7 +43,7 @@ void check_model_field(const json_field& fields, const route_context& context) {
 routed_request handle_completions(const http_request_view& request, const route_context& context) {
   if (context.draining->load()) throw shutting_down();
   routed_request routed;
-  routed.generation = parse_completions_request(parse_json_object(request.body), context.limits, context.model);
+  routed.generation = parse_completions_request(parse_json_object(request.body), *context.limits->get(), context.model);
   apply_cache_isolation(*routed.generation, context);
   return routed;
 }
@@ -51,7 +51,7 @@ routed_request handle_completions(const http_request_view& request, const route_
 routed_request handle_chat(const http_request_view& request, const route_context& context) {
   if (context.draining->load()) throw shutting_down();
   routed_request routed;
-  routed.generation = parse_chat_request(parse_json_object(request.body), context.limits, context.model);
+  routed.generation = parse_chat_request(parse_json_object(request.body), *context.limits->get(), context.model);
   apply_cache_isolation(*routed.generation, context);
   return routed;
 }
@@ -198,7 +198,8 @@ const route* find_route(const http_request_view& request, std::string& allowed) 
 }
 
 routed_request run_route(const http_request_view& request, const route_context& context) {
-  if (context.admin != nullptr && (request.path == "/admin" || request.path.starts_with("/admin/"))) {
+  if (std::optional<http_reply> refusal = wrong_listener_reply(request, context)) return {std::move(*refusal), {}};
+  if (context.admin != nullptr && is_admin_path(request.path)) {
     routed_request routed;
     routed.reply = route_admin(request, *context.engine, *context.admin);  // its own token, never the API key
     return routed;
@@ -252,6 +253,16 @@ void apply_cache_isolation(parsed_generation& generation, const route_context& c
         break;
     }
   }
+}
+
+bool is_admin_path(std::string_view path) { return path == "/admin" || path.starts_with("/admin/"); }
+
+std::optional<http_reply> wrong_listener_reply(const http_request_view& request, const route_context& context) {
+  if (!context.separate_admin_port || is_admin_path(request.path) == request.on_admin_port) return std::nullopt;
+  const std::string where = request.on_admin_port ? "the admin port serves /admin only"
+                                                  : "the admin endpoints are served on the admin port only";
+  return error_reply(api_error(404, "invalid_request_error",
+                               "no route for " + truncate_utf8(request.path, 128) + ": " + where, {}, "not_found"));
 }
 
 routed_request route_request(const http_request_view& request, const route_context& context) {

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,16 +37,25 @@ std::uint64_t cache_salt_of(std::string_view domain, std::string_view tenant);
 /// What the handlers need; owned by the server, shared by every session.
 struct route_context {
   troupe::engine* engine = nullptr;
-  request_limits limits;
-  model_info model;     ///< engine.info() at server start
-  std::string api_key;  ///< empty: no authentication
+  std::shared_ptr<live_request_limits> limits;  ///< read once per request: they change at run time
+  model_info model;                             ///< engine.info() at server start
+  std::string api_key;                          ///< empty: no authentication
   cache_isolation isolation = cache_isolation::none;
   std::uint64_t api_key_salt = 0;               ///< cache_salt_of("api_key", api_key) when a key is set, else 0
   std::string version;                          ///< reported by /version
   std::int64_t started_at = 0;                  ///< unix seconds, for /v1/models
   const std::atomic<bool>* draining = nullptr;  ///< true once the server stopped accepting
   admin_context* admin = nullptr;               ///< the /admin endpoints' state; null: they are 404
+  bool separate_admin_port = false;             ///< /admin only on the admin listener, nothing else there
 };
+
+/// True for /admin and every path under it.
+bool is_admin_path(std::string_view path);
+
+/// With a separate admin port: the 404 for a path the listener the request
+/// arrived on does not serve (/admin on the main port, anything else on the
+/// admin port); nullopt when it does.
+std::optional<http_reply> wrong_listener_reply(const http_request_view& request, const route_context& context);
 
 /// What the session does next: send `reply`, or run `generation`.
 struct routed_request {

@@ -3,8 +3,10 @@
 // http_session.cpp, ws_session.cpp); nothing else includes Beast or Asio.
 
 #include <atomic>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/empty_body.hpp>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "api/http/admin.hpp"
+#include "api/http/fd_budget.hpp"
 #include "api/http/generation_job.hpp"
 #include "api/http/http_server.hpp"
 #include "api/http/routes.hpp"
@@ -103,13 +106,42 @@ class connection_slot {
   bool over_capacity_;
 };
 
+/// Opens, binds and listens `acceptor` on host:port; throws
+/// std::runtime_error naming host:port when it cannot.
+void open_listener(tcp::acceptor& acceptor, const std::string& host, std::uint16_t port);
+
+/// The second listener of knob admin_port (admin_listener.cpp): its
+/// connections serve the /admin endpoints only. Listens on construction
+/// (throws as open_listener); accepts from start() until close().
+class admin_listener {
+ public:
+  admin_listener(net::io_context& io, std::shared_ptr<server_state> state);
+  /// Starts accepting (call once, before the I/O threads run or on them).
+  void start();
+  /// Closes the listening socket (posted onto its strand). Idempotent.
+  void close();
+  /// The bound port.
+  std::uint16_t port() const;
+
+ private:
+  void do_accept();
+  void on_accept(beast::error_code ec, tcp::socket socket);
+
+  net::io_context& io_;
+  std::shared_ptr<server_state> state_;
+  tcp::acceptor acceptor_;
+  net::steady_timer retry_timer_;  ///< the back-off after a failed accept
+  accept_backoff backoff_;
+};
+
 /// Takes over a connection upgraded at /admin/stream (admin_stream_session.cpp):
 /// pushes a snapshot every `interval_s` seconds until the client closes.
 void start_admin_stream_session(beast::tcp_stream stream, beast::http::request<beast::http::empty_body> handshake,
                                 std::string request_id, double interval_s, std::shared_ptr<server_state> state);
 
-/// Serves HTTP on an accepted socket (http_session.cpp).
-void start_http_session(tcp::socket socket, std::shared_ptr<server_state> state);
+/// Serves HTTP on an accepted socket (http_session.cpp); `on_admin_port`:
+/// accepted by the separate admin listener.
+void start_http_session(tcp::socket socket, std::shared_ptr<server_state> state, bool on_admin_port);
 
 /// Takes over a connection whose request asked for a WebSocket upgrade
 /// (ws_session.cpp). `handshake` is that request's header only, released

@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "api/http/server_internal.hpp"
+#include "api/http/ws_options.hpp"
 #include "api/http/ws_protocol.hpp"
 
 namespace troupe::api::detail {
@@ -35,16 +36,7 @@ class ws_session final : public closable, public job_listener, public std::enabl
 
   void run(http::request<http::empty_body> handshake, std::string request_id) {
     slot_.emplace(*state_, weak_from_this());
-    beast::get_lowest_layer(ws_).expires_never();  // the websocket's own timeouts take over
-    websocket::stream_base::timeout timeouts{};
-    timeouts.handshake_timeout = state_->config.read_timeout;
-    timeouts.idle_timeout = state_->config.idle_timeout;
-    timeouts.keep_alive_pings = true;
-    ws_.set_option(timeouts);
-    ws_.set_option(websocket::stream_base::decorator([request_id](websocket::response_type& response) {
-      response.set(http::field::server, "troupe");
-      response.set("X-Request-Id", request_id);
-    }));
+    set_websocket_options(ws_, state_->config, request_id);
     ws_.read_message_max(state_->config.max_body_bytes);
     ws_.auto_fragment(false);  // one frame per message: merged deltas can be large
     handshake_.emplace(std::move(handshake));
@@ -95,7 +87,7 @@ class ws_session final : public closable, public job_listener, public std::enabl
   void handle_message(std::string_view text) {
     ws_client_message message;
     try {
-      message = parse_ws_message(text, state_->routes.limits, state_->routes.model);
+      message = parse_ws_message(text, *state_->routes.limits->get(), state_->routes.model);
     } catch (const ws_message_error& error) {
       return send(ws_error_frame(error.id, error));
     }

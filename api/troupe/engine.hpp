@@ -5,6 +5,7 @@
 // caller that wants to use its own caf::actor_system includes
 // <troupe/engine_caf.hpp> instead.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -132,6 +133,15 @@ struct live_settings {
   int num_speculative_tokens = 0;
   bool speculative_adaptive = true;
   int speculative_max_batch = 0;
+  // Request limits, checked at intake (and by the API before it).
+  int max_n = 0;
+  int max_stop_strings = 0;
+  int max_stop_string_bytes = 0;
+  int max_logit_bias = 0;
+  int max_top_logprobs = 0;
+  std::int64_t max_request_output_tokens = 0;
+  int min_request_priority = 0;
+  double min_request_deadline_ms = 0;
 };
 
 /// A change to some live settings; unset fields stay as they are.
@@ -156,6 +166,14 @@ struct settings_change {
   std::optional<int> num_speculative_tokens;
   std::optional<bool> speculative_adaptive;
   std::optional<int> speculative_max_batch;
+  std::optional<int> max_n;
+  std::optional<int> max_stop_strings;
+  std::optional<int> max_stop_string_bytes;
+  std::optional<int> max_logit_bias;
+  std::optional<int> max_top_logprobs;
+  std::optional<std::int64_t> max_request_output_tokens;
+  std::optional<int> min_request_priority;
+  std::optional<double> min_request_deadline_ms;
 };
 
 /// One live request as the operator sees it (GET /admin/requests).
@@ -209,6 +227,17 @@ struct engine_stats {
   std::string health_detail;
 };
 
+/// The model's own sampling defaults (its generation_config.json); unset:
+/// the model has none. Requests and the default_* knobs override them.
+struct model_sampling_defaults {
+  std::optional<double> temperature;
+  std::optional<double> top_p;
+  std::optional<int> top_k;
+  std::optional<double> min_p;
+  std::optional<double> repetition_penalty;
+  std::optional<int> max_tokens;  ///< `max_new_tokens`
+};
+
 /// Static facts about the loaded model, for /v1/models and validation.
 struct model_info {
   std::string served_model_name;
@@ -222,6 +251,7 @@ struct model_info {
   std::string tool_call_parser = "none";
   std::int64_t kv_pool_device_bytes = 0;  ///< device KV pool size, fixed at start
   std::int64_t kv_pool_host_bytes = 0;    ///< host swap pool size, fixed at start
+  model_sampling_defaults sampling_defaults;  ///< from generation_config.json
 };
 
 /// An in-process engine. Thread-safe: submit/cancel/stats from any thread.
@@ -247,10 +277,13 @@ class engine {
   virtual std::string configure(const settings_change& change) = 0;
   /// The live requests, oldest first (waits for the scheduler, bounded).
   virtual std::vector<request_info> list_requests() { return {}; }
-  /// Aborts a live request as cancel() does; false when no live request has that id.
+  /// Aborts a live request as cancel() does; false when no live request has
+  /// that id. The default looks the id up in list_requests().
   virtual bool abort(const std::string& request_id) {
+    const std::vector<request_info> live = list_requests();
+    const bool found = std::any_of(live.begin(), live.end(), [&](const request_info& r) { return r.id == request_id; });
     cancel(request_id);
-    return false;
+    return found;
   }
   /// Sets a live request's policy priority (lower runs first) from the next
   /// step on. Returns "" or why not (unknown id).

@@ -149,6 +149,7 @@ void fake_engine::cancel(const std::string& request_id) {
 std::string fake_engine::configure(const settings_change& change) {
   std::lock_guard lock(mutex_);
   if (change.max_num_seqs && *change.max_num_seqs > 1000) return "max_num_seqs above what the fake engine allows";
+  if (std::string problem = apply_limit_change(change, limits_); !problem.empty()) return problem;
   configured_.push_back(change);
   if (change.policy) settings_.policy = *change.policy;
   if (change.preemption_mode) settings_.preemption_mode = *change.preemption_mode;
@@ -164,6 +165,7 @@ std::string fake_engine::configure(const settings_change& change) {
   if (change.num_speculative_tokens) settings_.num_speculative_tokens = *change.num_speculative_tokens;
   if (change.speculative_adaptive) settings_.speculative_adaptive = *change.speculative_adaptive;
   if (change.speculative_max_batch) settings_.speculative_max_batch = *change.speculative_max_batch;
+  report_limits(limits_, settings_);
   return {};
 }
 
@@ -190,6 +192,7 @@ live_settings fake_engine::default_settings() {
   s.num_speculative_tokens = d.num_speculative_tokens;
   s.speculative_adaptive = d.speculative_adaptive;
   s.speculative_max_batch = d.speculative_max_batch;
+  report_limits(admission_limits(d), s);
   return s;
 }
 

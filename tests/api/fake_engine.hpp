@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "actors/core/admission.hpp"
 #include "troupe/engine.hpp"
 
 namespace troupe::testing {
@@ -78,6 +79,7 @@ class fake_engine final : public engine {
   std::string health_detail_;
   double kv_usage_ = 0.0;
   live_settings settings_ = default_settings();
+  admission_limits limits_;  ///< the request limits configure() has set
   std::vector<settings_change> configured_;
 };
 

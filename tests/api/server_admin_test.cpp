@@ -39,7 +39,7 @@ TEST_F(AdminServer, TheConfigCarriesSettingsLiveKnobsAndGauges) {
   const boost::json::value body = boost::json::parse(response.body);
   EXPECT_EQ(body.at("settings").at("policy").as_string(), "fcfs");
   EXPECT_EQ(body.at("settings").at("max_num_seqs").as_int64(), 256);
-  const auto live = engine_knobs();
+  const auto live = all_knobs();
   const auto live_count = std::count_if(live.begin(), live.end(), [](const knob_spec& knob) { return knob.live; });
   EXPECT_EQ(body.at("live_settings").as_array().size(), static_cast<std::size_t>(live_count));
   EXPECT_DOUBLE_EQ(body.at("stats").at("kv_cache_usage").as_double(), 0.5);

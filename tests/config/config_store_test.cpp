@@ -119,6 +119,19 @@ TEST(ConfigStore, TheMlfqQuantumIsALiveEngineKnob) {
   EXPECT_THROW(store.set("mlfq_quantum", "0", config_source::runtime), config_error);
 }
 
+TEST(ConfigStore, RequestLimitsAndSamplingDefaultsAreLive) {
+  config_store store(all_knobs());
+  for (const char* name : {"max_n", "max_stop_strings", "max_request_output_tokens", "min_request_priority",
+                           "default_temperature", "default_top_p", "default_top_k", "default_max_tokens"}) {
+    EXPECT_TRUE(store.spec(name).live) << name;
+  }
+  EXPECT_EQ(store.spec("default_temperature").group, "server");
+  EXPECT_DOUBLE_EQ(store.get_real("default_temperature"), -1.0) << "unset by default";
+  EXPECT_THROW(store.set("default_temperature", "2.5", config_source::runtime), config_error);
+  EXPECT_FALSE(store.spec("admin_port").live);
+  EXPECT_EQ(store.get_int("admin_port"), -1) << "admin on the main port by default";
+}
+
 TEST(ConfigStore, FlagAndEnvironmentNames) {
   EXPECT_EQ(knob_flag("max_num_batched_tokens"), "--max-num-batched-tokens");
   EXPECT_EQ(knob_env_var("max_num_seqs"), "TROUPE_MAX_NUM_SEQS");

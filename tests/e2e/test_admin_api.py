@@ -148,7 +148,9 @@ def test_a_policy_switch_reorders_the_queue(admin_server, restore):
     ({"max_num_seqs": [4]}, "max_num_seqs", "string, number or boolean"),
     ({"policy": "lifo"}, "policy", "fcfs, priority, mlfq, deadline, fair"),
     ({"block_size": 32}, "block_size", "restart-only"),
-    ({"max_n": 4}, "max_n", "restart-only"),
+    ({"tokenizer_workers": 4}, "tokenizer_workers", "restart-only"),
+    ({"max_n": 0}, "max_n", "[1, 1024]"),
+    ({"default_temperature": 3}, "default_temperature", "[-1, 2]"),
     ({"max_num_seqs": 8, "mlfq_levels": 0}, "mlfq_levels", "[1, 16]"),
 ])
 def test_bad_changes_are_refused_by_name_without_effect(admin_server, body, field, says):
@@ -245,3 +247,50 @@ def test_a_public_host_without_an_admin_token_refuses_to_start():
                             capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     assert "admin_token" in result.stdout + result.stderr
+
+
+def test_an_admin_port_serves_admin_only_and_the_main_port_none_of_it():
+    admin_port = free_port()
+    live = LiveServer(["--admin-port", str(admin_port), "--admin-token", "admin-s3cret"])
+    try:
+        token = {"Authorization": "Bearer admin-s3cret"}
+        admin_url = f"http://127.0.0.1:{admin_port}"
+        on_admin = requests.get(admin_url + "/admin/config", headers=token, timeout=10)
+        assert on_admin.status_code == 200 and "max_num_seqs" in on_admin.json()["settings"]
+        assert requests.get(admin_url + "/admin", headers=token, timeout=10).status_code == 200
+        assert requests.get(admin_url + "/admin/config", timeout=10).status_code == 401, "the token still applies"
+        assert requests.get(live.base_url + "/admin/config", headers=token, timeout=10).status_code == 404
+        assert requests.get(live.base_url + "/admin", headers=token, timeout=10).status_code == 404
+        assert requests.get(admin_url + "/v1/models", timeout=10).status_code == 404
+        assert requests.get(live.base_url + "/v1/models", timeout=10).status_code == 200
+        log = open(live.log_path, encoding="utf-8", errors="replace").read()
+        assert f"admin endpoints on http://127.0.0.1:{admin_port}/admin" in log
+    finally:
+        live.stop()
+
+
+def test_a_lowered_max_n_refuses_a_larger_request_at_once(admin_server, restore):
+    assert completion(admin_server, "hello", 2, n=3).status_code == 200
+    assert patch(admin_server, {"max_n": 2}).status_code == 200
+    assert config(admin_server)["settings"]["max_n"] == 2
+    refused = completion(admin_server, "hello", 2, n=3)
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["param"] == "n"
+    assert completion(admin_server, "hello", 2, n=2).status_code == 200
+
+
+def test_default_sampling_knobs_change_what_requests_without_them_get(admin_server, restore):
+    def text(**sampling):
+        response = completion(admin_server, "once upon a time", 24, seed=11, **sampling)
+        assert response.status_code == 200, response.text
+        return response.json()["choices"][0]["text"]
+
+    # Unset, the model's generation_config.json (temperature 0.7, top_p 0.9) applies.
+    assert text() == text(temperature=0.7, top_p=0.9)
+    outputs = {}
+    for temperature in [0.0, 1.8]:
+        assert patch(admin_server, {"default_temperature": temperature, "default_top_p": 1}).status_code == 200
+        outputs[temperature] = text()
+        assert outputs[temperature] == text(temperature=temperature, top_p=1.0)
+    assert outputs[0.0] != outputs[1.8]
+    assert text(temperature=0.0) == outputs[0.0], "the request's own field wins over the knob"

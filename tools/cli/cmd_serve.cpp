@@ -88,6 +88,8 @@ void run(const serve_flags& flags) {
   server.start();
   spdlog::info("serving '{}' on http://{}:{} (policy {}, device {})", engine->info().served_model_name,
                server_settings.host, server.port(), engine_settings.policy, engine->info().device);
+  if (server.admin_port() != 0)
+    spdlog::info("admin endpoints on http://{}:{}/admin only", server_settings.host, server.admin_port());
 
   int received = 0;
   sigwait(&signals, &received);
