@@ -28,9 +28,7 @@ endfunction()
 
 # troupe_test_suite(NAME DIR [DEPS target...] [LABELS label...])
 # One GoogleTest executable from the *.cpp files in DIR; every test is
-# registered with CTest, labelled with LABELS (default cpu) and NAME, so a
-# preset can select whole suites (the tsan preset runs actors_tests and
-# api_tests only).
+# registered with CTest.
 function(troupe_test_suite name)
   cmake_parse_arguments(ARG "" "DIR" "DEPS;LABELS" ${ARGN})
   file(GLOB sources CONFIGURE_DEPENDS ${ARG_DIR}/*.cpp)
@@ -46,6 +44,5 @@ function(troupe_test_suite name)
   if(NOT labels)
     set(labels cpu)
   endif()
-  list(APPEND labels ${name})
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${labels}")
 endfunction()
