@@ -59,16 +59,20 @@ caf::result<step_result_ptr> run(executor_state& state, const scheduled_step& st
 // instead of one per draft token (docs/design.md).
 caf::result<draft_reply_ptr> run_round(executor_state& state, const draft_request& request) {
   if (!state.proposer) return caf::make_error(caf::sec::unexpected_message, "executor: not a drafter's executor");
-  const auto started = std::chrono::steady_clock::now();
+  // A malformed job fails its round only; a failing backend fails the executor.
+  const auto step_logits = [&state](const scheduled_step& step) {
+    try {
+      return std::move(execute(state, step)->logits);
+    } catch (const std::exception& e) {
+      spdlog::error("executor: draft step {} failed: {}", step.id, e.what());
+      state.failed = true;
+      throw;
+    }
+  };
   try {
-    draft_reply reply = state.proposer->run_round(
-        request, [&state](const scheduled_step& step) { return std::move(execute(state, step)->logits); });
-    reply.execute_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    return draft_reply_ptr{std::make_shared<const draft_reply>(std::move(reply))};
+    return draft_reply_ptr{std::make_shared<const draft_reply>(state.proposer->run_round(request, step_logits))};
   } catch (const std::exception& e) {
-    spdlog::error("executor: a draft round failed: {}", e.what());
-    state.failed = true;
-    return caf::make_error(caf::sec::runtime_error, std::string("executor failed: ") + e.what());
+    return caf::make_error(caf::sec::runtime_error, std::string("draft round failed: ") + e.what());
   }
 }
 

@@ -60,7 +60,6 @@ struct drafted {
 struct draft_reply {
   std::vector<drafted> sequences;
   std::int32_t steps = 0;  ///< draft model steps the round ran (the most drafts any job wanted)
-  double execute_s = 0;    ///< wall seconds the draft executor spent on the round
 };
 
 /// Runs one draft step: the logits [rows * vocab] of a logits_only step.
