@@ -69,6 +69,7 @@ struct sequence {
   std::vector<std::int32_t> draft_context;  ///< outputs, then the drafts: the verify rows' output_tokens
   std::vector<float> draft_probs;           ///< [num_drafts * vocab] the drafts' q rows, or empty
   double acceptance = 1.0;                  ///< exponential average of accepted / proposed drafts
+  std::int32_t decodes_since_slots = 0;     ///< plain decodes since it last had draft slots (turn-down probes)
 
   /// Prompt plus outputs: every token whose K/V the sequence needs.
   std::int32_t total_tokens() const;

@@ -107,8 +107,10 @@ void scheduler::schedule_running(bool decodes) {
 bool scheduler::schedule_decode(sequence& seq, std::size_t position, int decodes_after, bool speculate) {
   if (const std::int32_t slots = speculate ? draft_slots_for(seq, decodes_after) : 0; slots > 0) {
     add_grant(seq, grant_kind::append, 1, append_blocks(seq, 1 + slots), slots);
+    seq.decodes_since_slots = 0;
     return true;
   }
+  ++seq.decodes_since_slots;
   std::int32_t tokens = 1, blocks = 0;
   if (!make_room(seq, position, tokens, blocks)) return false;
   add_grant(seq, grant_kind::append, tokens, blocks);

@@ -15,6 +15,10 @@ namespace {
 /// last five rounds count, so k follows a change of text within a few steps.
 constexpr double acceptance_smoothing = 0.2;
 
+/// A sequence the turn-down left plain this many decodes in a row speculates
+/// once more: its acceptance was measured on text it has left behind.
+constexpr std::int32_t probe_after_plain_decodes = 32;
+
 }  // namespace
 
 int scheduler::count_decodes(int cap) const {
@@ -44,7 +48,13 @@ std::vector<const sequence*> scheduler::speculating_decodes(int cap) const {
   std::vector<speculation_candidate> candidates;
   for (const sequence* seq : eligible) candidates.push_back({seq->acceptance, wanted_slots(*seq)});
   const auto plain = static_cast<std::int32_t>(decodes.size());
-  eligible.resize(speculation_costs_.worth_speculating(candidates, plain, plain));
+  const std::size_t chosen = speculation_costs_.worth_speculating(candidates, plain, plain);
+  // Past the chosen prefix only probes stay: sequences left plain for long.
+  const auto beyond = eligible.begin() + static_cast<std::ptrdiff_t>(chosen);
+  eligible.erase(
+      std::remove_if(beyond, eligible.end(),
+                     [](const sequence* seq) { return seq->decodes_since_slots < probe_after_plain_decodes; }),
+      eligible.end());
   return eligible;
 }
 

@@ -123,6 +123,26 @@ TEST(SpeculativePlanning, MeasuredStepCostsDecideWhetherDecodesSpeculate) {
   d.run();
 }
 
+TEST(SpeculativePlanning, ASequenceLeftPlainForLongIsProbedAgain) {
+  spec_driver d(spec_config(2), std::nullopt);
+  const request_handle r = d.submit(make_spec({.prompt_len = 4, .max_tokens = 60}));
+  run_plain(d, d.plan());
+  for (std::int32_t tokens = 1; tokens <= 64; ++tokens)
+    d.sched().speculation_costs().observe_target_step(tokens, tokens * 1e-3);
+  for (int i = 0; i < 32; ++i) {
+    const scheduled_step plain = d.plan();
+    EXPECT_EQ(entry(plain, r).draft_slots, 0) << "decode " << i;
+    run_plain(d, plain);
+  }
+  const scheduled_step probe = d.plan();
+  EXPECT_EQ(entry(probe, r).draft_slots, 2) << "after 32 plain decodes it speculates once";
+  run_plain(d, probe);
+  const scheduled_step after = d.plan();
+  EXPECT_EQ(entry(after, r).draft_slots, 0);
+  run_plain(d, after);
+  d.run();
+}
+
 TEST(SpeculativePlanning, EveryDecodeKeepsItsTokenWhenTheBudgetIsShort) {
   spec_driver d(spec_config(4, 64, 32, /*budget=*/8), std::nullopt);
   for (int i = 0; i < 3; ++i) d.submit(make_spec({.prompt_len = 2, .max_tokens = 10, .first_token = 10 * i + 1}));
