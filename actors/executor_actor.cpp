@@ -14,6 +14,7 @@ namespace {
 
 struct executor_state {
   std::shared_ptr<executor_resources> resources;
+  std::unique_ptr<draft_proposer> proposer;  ///< on a drafter's executor only
   std::int64_t steps = 0;
   bool failed = false;
   static inline const char* name = "executor";
@@ -29,30 +30,36 @@ step_result_ptr injected_fault(const executor_resources& r, const scheduled_step
   return result;
 }
 
-caf::result<step_result_ptr> run(executor_state& state, const scheduled_step& step) {
+// Runs one step; throws when the backend fails or a failure was injected.
+step_result_ptr execute(executor_state& state, const scheduled_step& step) {
   executor_resources& r = *state.resources;
   const bool fault_due = r.fail_after_steps >= 0 && state.steps >= r.fail_after_steps;
   if (fault_due && r.fault == "error") state.failed = true;
-  if (state.failed) return caf::make_error(caf::sec::runtime_error, "executor failed (injected failure)");
+  if (state.failed) throw std::runtime_error("injected failure");
+  if (fault_due) return injected_fault(r, step);
+  const auto started = std::chrono::steady_clock::now();
+  auto result = std::make_shared<step_result>();
+  result->step = step.id;
+  if (step.sequences.empty()) {
+    if (!step.copies.empty()) r.device->copy_blocks(*r.cache, r.host.get(), step.copies);
+  } else if (step.logits_only) {
+    result->logits = r.model->logits(build_step_batch(step, r.cache->spec().block_size), *r.cache, r.host.get());
+  } else {
+    step_batch batch = build_step_batch(step, r.cache->spec().block_size);
+    result->tokens = static_cast<std::int32_t>(batch.num_tokens());
+    fill_sampling_rows(batch, step);
+    sample_result sampled = r.model->step(batch, *r.cache, r.host.get());
+    result->samples = std::move(sampled.rows);
+    result->accepted = std::move(sampled.accepted);
+  }
+  result->execute_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ++state.steps;
+  return result;
+}
+
+caf::result<step_result_ptr> run(executor_state& state, const scheduled_step& step) {
   try {
-    if (fault_due) return injected_fault(r, step);
-    const auto started = std::chrono::steady_clock::now();
-    auto result = std::make_shared<step_result>();
-    result->step = step.id;
-    if (step.sequences.empty()) {
-      if (!step.copies.empty()) r.device->copy_blocks(*r.cache, r.host.get(), step.copies);
-    } else if (step.logits_only) {
-      result->logits = r.model->logits(build_step_batch(step, r.cache->spec().block_size), *r.cache, r.host.get());
-    } else {
-      step_batch batch = build_step_batch(step, r.cache->spec().block_size);
-      fill_sampling_rows(batch, step);
-      sample_result sampled = r.model->step(batch, *r.cache, r.host.get());
-      result->samples = std::move(sampled.rows);
-      result->accepted = std::move(sampled.accepted);
-    }
-    result->execute_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    ++state.steps;
-    return step_result_ptr{std::move(result)};
+    return execute(state, step);
   } catch (const std::exception& e) {
     spdlog::error("executor: step {} failed: {}", step.id, e.what());
     state.failed = true;
@@ -60,12 +67,39 @@ caf::result<step_result_ptr> run(executor_state& state, const scheduled_step& st
   }
 }
 
+// The draft steps of a round run back to back here: one message per round
+// instead of one per draft token (docs/design.md).
+caf::result<draft_reply_ptr> run_round(executor_state& state, const draft_request& request) {
+  if (!state.proposer) return caf::make_error(caf::sec::unexpected_message, "executor: not a drafter's executor");
+  // A malformed job fails its round only; a failing backend fails the executor.
+  const auto step_logits = [&state](const scheduled_step& step) {
+    try {
+      return std::move(execute(state, step)->logits);
+    } catch (const std::exception& e) {
+      spdlog::error("executor: draft step {} failed: {}", step.id, e.what());
+      state.failed = true;
+      throw;
+    }
+  };
+  try {
+    return draft_reply_ptr{std::make_shared<const draft_reply>(state.proposer->run_round(request, step_logits))};
+  } catch (const std::exception& e) {
+    return caf::make_error(caf::sec::runtime_error, std::string("draft round failed: ") + e.what());
+  }
+}
+
 executor_actor::behavior_type executor_behavior(executor_actor::stateful_pointer<executor_state> self,
-                                                std::shared_ptr<executor_resources> resources) {
+                                                std::shared_ptr<executor_resources> resources,
+                                                std::int32_t draft_block_size) {
+  if (draft_block_size > 0)
+    self->state.proposer = std::make_unique<draft_proposer>(draft_block_size, resources->model->vocab_size());
   self->state.resources = std::move(resources);
   return {
       [self](atom::run_step, const step_work_ptr& step) -> caf::result<step_result_ptr> {
         return run(self->state, *step);
+      },
+      [self](atom::propose, const draft_request_ptr& request) -> caf::result<draft_reply_ptr> {
+        return run_round(self->state, *request);
       },
       [self](atom::fail) { self->state.failed = true; },
   };
@@ -92,7 +126,12 @@ double time_one_token_step(executor_resources& r) {
 }
 
 executor_actor spawn_executor(caf::actor_system& system, std::shared_ptr<executor_resources> resources) {
-  return system.spawn<caf::detached>(executor_behavior, std::move(resources));
+  return system.spawn<caf::detached>(executor_behavior, std::move(resources), std::int32_t{0});
+}
+
+executor_actor spawn_draft_executor(caf::actor_system& system, std::shared_ptr<executor_resources> resources,
+                                    std::int32_t block_size) {
+  return system.spawn<caf::detached>(executor_behavior, std::move(resources), block_size);
 }
 
 }  // namespace troupe

@@ -35,4 +35,9 @@ double time_one_token_step(executor_resources& resources);
 /// Spawns a detached executor over `resources`.
 executor_actor spawn_executor(caf::actor_system& system, std::shared_ptr<executor_resources> resources);
 
+/// Spawns a drafter's executor: also runs whole draft rounds (atom::propose)
+/// with a draft_proposer over KV blocks of `block_size` tokens.
+executor_actor spawn_draft_executor(caf::actor_system& system, std::shared_ptr<executor_resources> resources,
+                                    std::int32_t block_size);
+
 }  // namespace troupe

@@ -10,7 +10,7 @@
 //   scheduler ── run step ──> executor ── samples ──> scheduler
 //   scheduler ── open / events ──> tokenizer (its output shard) ── events ──> sink
 //   tokenizer ── reply: choices that hit a stop string ──> scheduler
-//   scheduler ── propose (draft jobs) ──> speculator ── draft steps ──> draft executor
+//   scheduler ── propose (draft jobs) ──> speculator ── propose (one round) ──> draft executor
 //   speculator ── drafts (and their q rows) ──> scheduler
 
 #include <caf/all.hpp>
@@ -162,6 +162,9 @@ using executor_actor = caf::typed_actor<
     /// Runs the step's block copies, forward pass and sampling; replies one
     /// sample per logits row, or an error when the backend failed.
     caf::replies_to<atom::run_step, step_work_ptr>::with<step_result_ptr>,
+    /// A drafter's executor only: runs a whole draft round (every draft step
+    /// of it, back to back) and replies the drafts; an error elsewhere.
+    caf::replies_to<atom::propose, draft_request_ptr>::with<draft_reply_ptr>,
     /// Test hook: every later step fails, as if the device died.
     caf::reacts_to<atom::fail>>;
 

@@ -134,9 +134,12 @@ void fill_drafts(self_ptr self, scheduled_step step) {
   auto request = std::make_shared<const draft_request>(draft_jobs(step));
   auto pending = std::make_shared<scheduled_step>(std::move(step));
   state.drafting = true;
+  const double asked = state.now();
+  const auto sequences = static_cast<std::int32_t>(request->jobs.size());
   self->request(state.setup.speculator, state.setup.draft_timeout, atom::propose_v, std::move(request))
       .then(
-          [self, pending](const draft_reply_ptr& reply) {
+          [self, pending, asked, sequences](const draft_reply_ptr& reply) {
+            self->state.loop->on_draft_round(sequences, reply->steps, self->state.now() - asked);
             for (const drafted& out : reply->sequences) {
               const std::string problem =
                   self->state.loop->set_drafts(*pending, out.sequence_index, out.drafts, out.probs);

@@ -1,9 +1,10 @@
 #pragma once
-// The speculator actor: a shell over draft_proposer. For each planned target
-// step the scheduler sends it the sequences to draft for; it runs the draft
-// model's steps on its own executor (a second execution stream: own threads
-// on the CPU, own stream on CUDA) and answers with the drafts and their q
-// rows. Rounds are served one at a time, in the order they arrive.
+// The speculator actor: the scheduler's proposer of draft tokens. For each
+// planned target step the scheduler sends it the sequences to draft for; it
+// hands the whole round to the draft executor (a second execution stream:
+// own threads on the CPU, own stream on CUDA), which runs every draft step
+// of the round back to back with its draft_proposer and answers with the
+// drafts and their q rows. Rounds are served in the order they arrive.
 
 #include <cstdint>
 
@@ -13,10 +14,8 @@ namespace troupe {
 
 /// What the speculator starts with.
 struct speculator_setup {
-  executor_actor draft_executor;                          ///< runs the draft model's logits_only steps
-  std::int32_t block_size = 16;                           ///< of the target's (and so the draft's) KV blocks
-  std::int64_t vocab_size = 0;                            ///< of the draft model's logits
-  caf::timespan step_timeout = std::chrono::seconds(60);  ///< a draft step slower than this fails the round
+  executor_actor draft_executor;                           ///< spawned with spawn_draft_executor
+  caf::timespan round_timeout = std::chrono::seconds(60);  ///< a draft round slower than this fails
 };
 
 /// Spawns the speculator.

@@ -218,10 +218,8 @@ troupe_handles spawn_troupe(caf::actor_system& system, const engine_config& conf
   setup.speculation = *parse_speculative_method(config.speculative);  // checked by load_drafter
   setup.lookup = {.max_ngram = config.prompt_lookup_max, .min_ngram = config.prompt_lookup_min};
   if (model.drafter) {
-    handles.draft_executor = spawn_executor(system, model.drafter);
-    handles.speculator = spawn_speculator(system, {.draft_executor = handles.draft_executor,
-                                                   .block_size = config.block_size,
-                                                   .vocab_size = model.drafter->model->vocab_size()});
+    handles.draft_executor = spawn_draft_executor(system, model.drafter, config.block_size);
+    handles.speculator = spawn_speculator(system, {.draft_executor = handles.draft_executor});
     setup.speculator = handles.speculator;
   }
   handles.scheduler = spawn_scheduler(system, std::move(setup), handles.clock_start);

@@ -29,6 +29,7 @@ std::int32_t draft_proposer::trusted_prefix(sequence_id seq, std::span<const std
 
 scheduled_step draft_proposer::begin(draft_request request) {
   ++round_;
+  steps_ = 0;
   jobs_.clear();
   for (draft_job& job : request.jobs) {
     if (job.slots < 1 || job.tokens.empty() || job.prompt_length < 0 ||
@@ -50,6 +51,7 @@ scheduled_step draft_proposer::begin(draft_request request) {
 scheduled_step draft_proposer::next_step(bool first) {
   scheduled_step step;
   step.id = next_step_id_++;
+  ++steps_;
   step.logits_only = true;
   stepped_.clear();
   for (std::size_t j = 0; j < jobs_.size(); ++j) {
@@ -136,9 +138,19 @@ void draft_proposer::remember(const job_state& state) {
 draft_reply draft_proposer::take_reply() {
   draft_reply reply;
   for (job_state& state : jobs_) reply.sequences.push_back(std::move(state.result));
+  reply.steps = steps_;
   jobs_.clear();
   stepped_.clear();
   return reply;
+}
+
+draft_reply draft_proposer::run_round(draft_request request, const draft_step_runner& run_step) {
+  std::optional<scheduled_step> step = begin(std::move(request));
+  while (step) {
+    const std::vector<float> logits = run_step(*step);
+    step = on_logits(logits);
+  }
+  return take_reply();
 }
 
 }  // namespace troupe

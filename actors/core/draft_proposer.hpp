@@ -18,6 +18,7 @@
 // correctness: verification decides what is emitted.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -58,7 +59,11 @@ struct drafted {
 /// The answer to a round.
 struct draft_reply {
   std::vector<drafted> sequences;
+  std::int32_t steps = 0;  ///< draft model steps the round ran (the most drafts any job wanted)
 };
+
+/// Runs one draft step: the logits [rows * vocab] of a logits_only step.
+using draft_step_runner = std::function<std::vector<float>(const scheduled_step&)>;
 
 /// Plans and reads the draft model's steps of one round at a time.
 class draft_proposer {
@@ -75,6 +80,10 @@ class draft_proposer {
   std::optional<scheduled_step> on_logits(std::span<const float> logits);
   /// The finished round's drafts, in job order.
   draft_reply take_reply();
+  /// A whole round at once: begin, then `run_step` on each step the round
+  /// plans, feeding its logits back, then take_reply. The draft executor
+  /// runs it locally, so a round of k drafts costs one message, not k.
+  draft_reply run_round(draft_request request, const draft_step_runner& run_step);
 
   /// Leading tokens of `seq` whose draft KV the next round would trust for `tokens` and `block_table`.
   std::int32_t trusted_prefix(sequence_id seq, std::span<const std::int32_t> tokens,
@@ -102,6 +111,7 @@ class draft_proposer {
   std::size_t max_remembered_;
   std::uint64_t round_ = 0;
   std::uint64_t next_step_id_ = 1;
+  std::int32_t steps_ = 0;  ///< steps planned in the current round
   std::unordered_map<sequence_id, written> written_;
   std::unordered_map<std::int32_t, sequence_id> last_writer_;  ///< block id -> the sequence that wrote it last
   std::vector<job_state> jobs_;

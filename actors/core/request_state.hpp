@@ -75,6 +75,7 @@ struct sequence {
   std::unique_ptr<constraints::token_matcher> matcher;
   std::vector<std::uint32_t> allowed_mask;  ///< the mask of the row in flight (backs its hook)
   std::vector<std::uint32_t> draft_masks;   ///< [num_drafts][mask words] the verify rows' masks (back their hooks)
+  std::int32_t decodes_since_slots = 0;     ///< plain decodes since it last had draft slots (turn-down probes)
 
   /// Prompt plus outputs: every token whose K/V the sequence needs.
   std::int32_t total_tokens() const;

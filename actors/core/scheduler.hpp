@@ -42,6 +42,7 @@
 #include "actors/core/policy.hpp"
 #include "actors/core/request_state.hpp"
 #include "actors/core/scheduler_types.hpp"
+#include "actors/core/speculation_cost.hpp"
 
 namespace troupe {
 
@@ -111,6 +112,9 @@ class scheduler {
   /// sequences (see step_cost_model for when that pays). Off by default.
   void set_split_decodes(bool split) { split_decodes_ = split; }
   bool split_decodes() const { return split_decodes_; }
+  /// The measured costs that decide which decodes speculate (the caller
+  /// feeds it step and draft-round times; docs/scheduling.md "Turn-down").
+  speculation_cost_model& speculation_costs() { return speculation_costs_; }
 
   // ---- state --------------------------------------------------------------
   /// Sequences (choices) that are device-resident, waiting to be (re)prefilled, or swapped out.
@@ -233,6 +237,11 @@ class scheduler {
   // scheduler_spec.cpp
   /// Decoding sequences the step being planned may take (at most `cap`).
   int count_decodes(int cap) const;
+  /// Of the (at most `cap`) decodes the step being planned may take, those
+  /// whose speculation pays by the cost model: empty when none, or above speculative_max_batch.
+  std::vector<const sequence*> speculating_decodes(int cap) const;
+  /// k_max, or the adaptive k from the sequence's acceptance (before budget, blocks and length limits).
+  std::int32_t wanted_slots(const sequence& seq) const;
   /// Draft slots for a decode of `seq` that leave budget and blocks for the
   /// `decodes_after` decodes still to plan: k_max (or the adaptive k), shrunk
   /// to the tokens left before max_tokens and the context end; 0 for none.
@@ -276,6 +285,7 @@ class scheduler {
   kv_usage known_usage_;
   double step_time_estimate_s_ = 0;
   bool split_decodes_ = false;
+  speculation_cost_model speculation_costs_;
   std::map<std::uint64_t, in_flight_step> in_flight_;
   std::optional<step_plan> plan_;
   bool step_ready_ = false;

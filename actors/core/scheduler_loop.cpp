@@ -117,6 +117,7 @@ step_outcome scheduler_loop::on_step_result(const step_result& result, double no
     messaging_s_ = std::max(0.0, elapsed - result.execute_s);  // to the executor and back
     in_flight_.erase(started);
   }
+  observe_step_cost(result);
   if (const overlap_mode mode = step_cost_.mode(); mode != overlap_) {
     out.overlap_switched = overlap_switch{mode, step_cost_.fixed_step_s(), step_cost_.serial_gap_s()};
     overlap_ = mode;
@@ -135,6 +136,20 @@ step_outcome scheduler_loop::on_step_result(const step_result& result, double no
   }
   out.events = routed(std::move(events));
   return out;
+}
+
+// What speculation's turn-down decides by: the step's executor time by the
+// tokens it fed, and what a serial step costs on top (the executor idles
+// while the result travels back and the next step is planned; overlapped
+// steps hide that).
+void scheduler_loop::observe_step_cost(const step_result& result) {
+  speculation_cost_model& costs = core_.speculation_costs();
+  if (result.tokens > 0) costs.observe_target_step(result.tokens, result.execute_s);
+  costs.set_step_overhead(overlap_ == overlap_mode::serial ? step_cost_.serial_gap_s() : 0.0);
+}
+
+void scheduler_loop::on_draft_round(std::int32_t sequences, std::int32_t steps, double seconds) {
+  core_.speculation_costs().observe_draft_round(sequences, steps, seconds);
 }
 
 // ---- route ----------------------------------------------------------------

@@ -143,6 +143,9 @@ class scheduler_loop {
   }
   /// A step's samples; times the step and may switch the overlap mode.
   step_outcome on_step_result(const step_result& result, double now);
+  /// A draft round for `sequences` sequences took `seconds` (from the
+  /// request to the drafts) over `steps` draft steps: feeds the turn-down.
+  void on_draft_round(std::int32_t sequences, std::int32_t steps, double seconds);
 
   // ---- failures -----------------------------------------------------------
   /// The executor failed step `step` with `error`: it and every later step
@@ -191,6 +194,8 @@ class scheduler_loop {
   };
 
   std::optional<engine_failure> fail(const std::string& reason, double now);
+  /// Feeds the step's measured cost to the core's speculation cost model.
+  void observe_step_cost(const step_result& result);
   /// Cancels every live request in the core; their ids stay until routed or cleared.
   scheduler_events abort_live(double now);
   /// Answers every pending drain false.

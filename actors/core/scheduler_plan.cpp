@@ -83,9 +83,10 @@ int scheduler::decode_cap() const {
 
 void scheduler::schedule_running(bool decodes) {
   int decode_slots = decodes ? decode_cap() : 0;
-  // Speculation only pays while the step stays small (docs/scheduling.md).
   int decodes_left = decodes ? count_decodes(decode_slots) : 0;
-  const bool speculate = config_.num_speculative_tokens > 0 && decodes_left <= config_.speculative_max_batch;
+  // Speculation only where the measured costs say it pays (docs/scheduling.md).
+  const std::vector<const sequence*> speculating =
+      decodes ? speculating_decodes(decode_slots) : std::vector<const sequence*>{};
   for (std::size_t i = 0; i < plan_->running.size(); ++i) {
     sequence& seq = *plan_->running[i];
     if (!seq.resident() || seq.pending_rows > 0 || granted(seq)) continue;
@@ -93,6 +94,7 @@ void scheduler::schedule_running(bool decodes) {
     if (remaining <= 0 || (remaining == 1) != decodes) continue;
     if (plan_->budget <= 0 || (decodes && decode_slots-- <= 0)) break;
     if (decodes) {
+      const bool speculate = std::find(speculating.begin(), speculating.end(), &seq) != speculating.end();
       schedule_decode(seq, i, --decodes_left, speculate);
       continue;
     }
@@ -105,8 +107,10 @@ void scheduler::schedule_running(bool decodes) {
 bool scheduler::schedule_decode(sequence& seq, std::size_t position, int decodes_after, bool speculate) {
   if (const std::int32_t slots = speculate ? draft_slots_for(seq, decodes_after) : 0; slots > 0) {
     add_grant(seq, grant_kind::append, 1, append_blocks(seq, 1 + slots), slots);
+    seq.decodes_since_slots = 0;
     return true;
   }
+  ++seq.decodes_since_slots;
   std::int32_t tokens = 1, blocks = 0;
   if (!make_room(seq, position, tokens, blocks)) return false;
   add_grant(seq, grant_kind::append, tokens, blocks);

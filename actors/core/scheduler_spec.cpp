@@ -16,6 +16,10 @@ namespace {
 /// last five rounds count, so k follows a change of text within a few steps.
 constexpr double acceptance_smoothing = 0.2;
 
+/// A sequence the turn-down left plain this many decodes in a row speculates
+/// once more: its acceptance was measured on text it has left behind.
+constexpr std::int32_t probe_after_plain_decodes = 32;
+
 }  // namespace
 
 int scheduler::count_decodes(int cap) const {
@@ -27,14 +31,46 @@ int scheduler::count_decodes(int cap) const {
   return std::min(decoding, cap);
 }
 
+std::vector<const sequence*> scheduler::speculating_decodes(int cap) const {
+  std::vector<const sequence*> decodes;
+  for (const sequence* seq : plan_->running) {
+    if (static_cast<int>(decodes.size()) >= cap) break;
+    if (seq->resident() && seq->pending_rows == 0 && !granted(*seq) && seq->total_tokens() - seq->num_computed == 1)
+      decodes.push_back(seq);
+  }
+  if (config_.num_speculative_tokens <= 0 || static_cast<int>(decodes.size()) > config_.speculative_max_batch)
+    return {};
+  std::vector<const sequence*> eligible;
+  for (const sequence* seq : decodes)
+    if (wanted_slots(*seq) > 0) eligible.push_back(seq);
+  // The likeliest to be accepted first: the model picks how many of them speculate.
+  std::stable_sort(eligible.begin(), eligible.end(),
+                   [](const sequence* a, const sequence* b) { return a->acceptance > b->acceptance; });
+  std::vector<speculation_candidate> candidates;
+  for (const sequence* seq : eligible) candidates.push_back({seq->acceptance, wanted_slots(*seq)});
+  const auto plain = static_cast<std::int32_t>(decodes.size());
+  const std::size_t chosen = speculation_costs_.worth_speculating(candidates, plain, plain);
+  // Past the chosen prefix only probes stay: sequences left plain for long.
+  const auto beyond = eligible.begin() + static_cast<std::ptrdiff_t>(chosen);
+  eligible.erase(
+      std::remove_if(beyond, eligible.end(),
+                     [](const sequence* seq) { return seq->decodes_since_slots < probe_after_plain_decodes; }),
+      eligible.end());
+  return eligible;
+}
+
+std::int32_t scheduler::wanted_slots(const sequence& seq) const {
+  // No outputs yet: the last prompt token (a prefill, or the fork step).
+  if (!seq.request->spec.speculate || seq.outputs.empty()) return 0;
+  const int k_max = config_.num_speculative_tokens;
+  if (!config_.speculative_adaptive) return k_max;
+  return static_cast<std::int32_t>(std::clamp<std::int64_t>(std::llround(seq.acceptance * k_max) + 1, 1, k_max));
+}
+
 std::int32_t scheduler::draft_slots_for(const sequence& seq, int decodes_after) const {
   const request_spec& spec = seq.request->spec;
-  // No outputs yet: the last prompt token (a prefill, or the fork step).
-  if (!spec.speculate || seq.outputs.empty()) return 0;
-  const int k_max = config_.num_speculative_tokens;
-  std::int64_t slots = k_max;
-  if (config_.speculative_adaptive)
-    slots = std::clamp<std::int64_t>(std::llround(seq.acceptance * k_max) + 1, 1, k_max);
+  std::int64_t slots = wanted_slots(seq);
+  if (slots <= 0) return 0;
   // A round emits up to slots + 1 tokens: no more than max_tokens and the context allow.
   const auto produced = static_cast<std::int64_t>(seq.outputs.size());
   if (spec.max_tokens >= 0) slots = std::min<std::int64_t>(slots, spec.max_tokens - produced - 1);

@@ -222,6 +222,7 @@ struct step_result {
   std::vector<std::int32_t> accepted;  ///< [verify groups of the step] drafts accepted
   std::vector<float> logits;           ///< [L * vocab] f32, when the step was logits_only (samples empty)
   double execute_s = 0;                ///< wall seconds the executor spent on the step (forward + sampling)
+  std::int32_t tokens = 0;             ///< tokens its forward pass fed (0 for block copies and logits_only steps)
 };
 
 }  // namespace troupe

@@ -91,12 +91,10 @@ std::vector<std::int32_t> expected_chain(std::vector<std::int32_t> context, int 
 }
 
 draft_reply run_round(draft_proposer& proposer, fake_draft_model& model, draft_request request) {
-  std::optional<scheduled_step> step = proposer.begin(std::move(request));
-  while (step) {
-    EXPECT_TRUE(step->logits_only);
-    step = proposer.on_logits(model.run(*step));
-  }
-  return proposer.take_reply();
+  return proposer.run_round(std::move(request), [&model](const scheduled_step& step) {
+    EXPECT_TRUE(step.logits_only);
+    return model.run(step);
+  });
 }
 
 TEST(DraftProposer, TheFirstRoundFeedsTheContextAndDraftsTheModelsChain) {
@@ -108,6 +106,7 @@ TEST(DraftProposer, TheFirstRoundFeedsTheContextAndDraftsTheModelsChain) {
   EXPECT_EQ(reply.sequences[0].drafts, expected_chain(tokens, 3));
   EXPECT_TRUE(reply.sequences[0].probs.empty()) << "greedy drafts are point masses";
   EXPECT_EQ(model.steps, 3);
+  EXPECT_EQ(reply.steps, 3) << "the reply counts the round's draft steps";
   EXPECT_EQ(model.tokens_fed, 7 + 2);  // the whole context, then d1 and d2
 }
 

@@ -104,6 +104,45 @@ TEST(SpeculativePlanning, NoSpeculationInAStepWithMoreDecodesThanTheLimit) {
   d.run();
 }
 
+TEST(SpeculativePlanning, MeasuredStepCostsDecideWhetherDecodesSpeculate) {
+  spec_driver d(spec_config(2), std::nullopt);
+  for (int i = 0; i < 3; ++i) d.submit(make_spec({.prompt_len = 4, .max_tokens = 8, .first_token = 10 * i + 1}));
+  run_plain(d, d.plan());
+  speculation_cost_model& costs = d.sched().speculation_costs();
+  constexpr double ms = 1e-3;
+  for (std::int32_t tokens = 1; tokens <= 64; ++tokens) costs.observe_target_step(tokens, tokens * ms);
+  const scheduled_step compute_bound = d.plan();
+  ASSERT_EQ(compute_bound.sequences.size(), 3u);
+  for (const auto& s : compute_bound.sequences) EXPECT_EQ(s.draft_slots, 0) << "every draft costs a whole token";
+  run_plain(d, compute_bound);
+  for (int round = 0; round < 100; ++round)
+    for (std::int32_t tokens = 1; tokens <= 64; ++tokens) costs.observe_target_step(tokens, (1 + 0.001 * tokens) * ms);
+  const scheduled_step memory_bound = d.plan();
+  for (const auto& s : memory_bound.sequences) EXPECT_EQ(s.draft_slots, 2) << "drafts are nearly free";
+  run_plain(d, memory_bound);
+  d.run();
+}
+
+TEST(SpeculativePlanning, ASequenceLeftPlainForLongIsProbedAgain) {
+  spec_driver d(spec_config(2), std::nullopt);
+  const request_handle r = d.submit(make_spec({.prompt_len = 4, .max_tokens = 60}));
+  run_plain(d, d.plan());
+  for (std::int32_t tokens = 1; tokens <= 64; ++tokens)
+    d.sched().speculation_costs().observe_target_step(tokens, tokens * 1e-3);
+  for (int i = 0; i < 32; ++i) {
+    const scheduled_step plain = d.plan();
+    EXPECT_EQ(entry(plain, r).draft_slots, 0) << "decode " << i;
+    run_plain(d, plain);
+  }
+  const scheduled_step probe = d.plan();
+  EXPECT_EQ(entry(probe, r).draft_slots, 2) << "after 32 plain decodes it speculates once";
+  run_plain(d, probe);
+  const scheduled_step after = d.plan();
+  EXPECT_EQ(entry(after, r).draft_slots, 0);
+  run_plain(d, after);
+  d.run();
+}
+
 TEST(SpeculativePlanning, EveryDecodeKeepsItsTokenWhenTheBudgetIsShort) {
   spec_driver d(spec_config(4, 64, 32, /*budget=*/8), std::nullopt);
   for (int i = 0; i < 3; ++i) d.submit(make_spec({.prompt_len = 2, .max_tokens = 10, .first_token = 10 * i + 1}));

@@ -37,6 +37,9 @@ executor_actor::behavior_type instant_executor(executor_actor::pointer self, std
         ++*steps;
         return result;
       },
+      [](atom::propose, const draft_request_ptr&) -> caf::result<draft_reply_ptr> {
+        return caf::make_error(caf::sec::unexpected_message, "not a drafter's executor");
+      },
       [self](atom::fail) { self->quit(); },
   };
 }
