@@ -55,6 +55,13 @@ const compiled_grammar& grammar_of(const std::shared_ptr<const compiled_constrai
   return dynamic_cast<const compiled_grammar&>(*compiled);
 }
 
+/// An object schema with properties p0, p1, ... each of schema `property`.
+std::string string_properties(int count, const std::string& property) {
+  std::string schema = R"({"type": "object", "properties": {)";
+  for (int i = 0; i < count; ++i) schema += (i ? ",\"p" : "\"p") + std::to_string(i) + "\": " + property;
+  return schema + "}}";
+}
+
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -114,10 +121,7 @@ TEST(PrecomputedTables, PrecomputationStopsAtTheCompileDeadline) {
   limits.max_seconds = 1.0;
   constraint_compiler compiler(fixture.vocab, limits);
   // About 800 free-text positions, each a walk of the whole vocabulary.
-  std::string schema = R"({"type": "object", "properties": {)";
-  for (int i = 0; i < 20; ++i)
-    schema += (i ? "," : "") + std::string("\"p") + std::to_string(i) + R"(": {"type": "string", "maxLength": 40})";
-  schema += "}}";
+  const std::string schema = string_properties(20, R"({"type": "string", "maxLength": 40})");
   const auto start = std::chrono::steady_clock::now();
   const auto compiled = compiler.compile({constraint_kind::json_schema, schema});
   EXPECT_LT(seconds_since(start), 2.5);  // the deadline plus one table build, with room for a loaded machine
@@ -131,10 +135,7 @@ TEST(PrecomputedTables, HostileConstraintsStillFailWithinTheLimit) {
   compile_limits limits;
   limits.max_seconds = 0.5;
   constraint_compiler compiler(fixture.vocab, limits);
-  std::string many = R"({"type": "object", "properties": {)";
-  for (int i = 0; i < 10000; ++i)
-    many += (i ? "," : "") + std::string("\"p") + std::to_string(i) + R"(": {"type": "string"}})";
-  many += "}}";
+  const std::string many = string_properties(10000, R"({"type": "string"})");
   const std::vector<constraint_spec> hostile = {{constraint_kind::regex, "(a|b)*a(a|b){30}"},
                                                 {constraint_kind::json_schema, many},
                                                 {constraint_kind::json_schema, R"({"$ref": "#"})"}};
