@@ -19,6 +19,9 @@ class compile_budget {
   /// Throws constraint_error once the deadline has passed (checks the clock
   /// every few hundred calls).
   void check();
+  /// True once the deadline has passed (for optional work that stops
+  /// instead of failing the compile).
+  bool expired() const { return std::chrono::steady_clock::now() > deadline_; }
   /// Throws constraint_error when `states` exceeds the state limit; `what`
   /// names the structure ("regex", "schema", ...).
   void check_states(std::size_t states, const char* what) const;

@@ -1,8 +1,11 @@
 #include "constraints/compiled_grammar.hpp"
 
 #include <algorithm>
+#include <numeric>
 
 #include "constraints/pushdown.hpp"
+#include "constraints/state_classes.hpp"
+#include "constraints/table_precompute.hpp"
 
 namespace troupe::constraints {
 namespace {
@@ -25,9 +28,10 @@ class pushdown_matcher final : public token_matcher {
     configuration scratch;
     for (const auto& top : history_.back()) {
       // Frames below the key still count against the depth cap.
-      const auto frames = frames_of(top);
+      auto frames = top_frames(runner_.pool(), top, table_key_frames);
       const std::size_t below = runner_.pool().depth_of(top.parent) - frames.size();
-      const auto table = grammar_->table(frames, grammar_->max_depth() - std::min(below, grammar_->max_depth()));
+      const auto table =
+          grammar_->table(std::move(frames), grammar_->max_depth() - std::min(below, grammar_->max_depth()));
       table->add_accepted(allowed);
       for (auto id : table->uncertain) {
         if (runner_.advance({top}, trie.token_bytes[id], scratch)) set_bit(allowed, id);
@@ -77,14 +81,6 @@ class pushdown_matcher final : public token_matcher {
     if (id >= 0 && word < bits.size()) bits[word] |= 1u << (static_cast<std::uint32_t>(id) % 32);
   }
 
-  std::vector<std::int32_t> frames_of(const stack_top& top) const {
-    std::vector<std::int32_t> frames{top.state};
-    for (auto p = top.parent; p >= 0 && frames.size() < table_key_frames; p = runner_.pool().at(p).parent) {
-      frames.push_back(runner_.pool().at(p).state);
-    }
-    return frames;
-  }
-
   const closed_configuration& closed() const {
     runner_.close(history_.back(), closed_);
     return closed_;
@@ -100,14 +96,31 @@ class pushdown_matcher final : public token_matcher {
 }  // namespace
 
 compiled_grammar::compiled_grammar(automaton machine, std::shared_ptr<const vocab_trie> trie, std::size_t max_depth)
-    : machine_(std::move(machine)), trie_(std::move(trie)), max_depth_(max_depth), tables_(max_cached_tables) {}
+    : machine_(std::move(machine)),
+      trie_(std::move(trie)),
+      max_depth_(max_depth),
+      representative_(machine_.size()),
+      tables_(max_cached_tables) {
+  std::iota(representative_.begin(), representative_.end(), 0);
+}
+
+void compiled_grammar::precompute(const compile_budget& budget, std::size_t max_tables) {
+  if (max_tables == 0) return;
+  representative_ = bounded_equivalent_states(machine_, trie_->max_token_bytes + 1, budget);
+  for (const auto& request : reachable_table_keys(machine_, max_depth_, representative_, max_tables, budget)) {
+    if (budget.expired()) break;
+    tables_.get(machine_, *trie_, request.frames, request.depth_left);
+    ++precomputed_;
+  }
+}
 
 std::unique_ptr<token_matcher> compiled_grammar::start() const {
   return std::make_unique<pushdown_matcher>(shared_from_this());
 }
 
-std::shared_ptr<const token_table> compiled_grammar::table(const std::vector<std::int32_t>& frames,
+std::shared_ptr<const token_table> compiled_grammar::table(std::vector<std::int32_t> frames,
                                                            std::size_t depth_left) const {
+  frames[0] = representative_[static_cast<std::size_t>(frames[0])];
   return tables_.get(machine_, *trie_, frames, depth_left);
 }
 

@@ -70,6 +70,9 @@ struct compile_limits {
   std::size_t max_states = 200000;       ///< automaton states / grammar items
   std::size_t max_depth = 64;            ///< nesting of schemas, $ref chains, grammar rules
   double max_seconds = 2.0;              ///< wall-clock compile time
+  /// Token tables built at compile time (the rest are built on first use);
+  /// precomputation also stops, without failing, at the compile deadline.
+  std::size_t max_precomputed_tables = 2048;
 };
 
 /// An invalid or too costly constraint. what() is the client-facing

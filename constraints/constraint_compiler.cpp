@@ -66,7 +66,11 @@ struct constraint_compiler::state {
         budget.fail("the constraint is longer than " + std::to_string(limits.max_text_bytes) + " bytes");
       }
       automaton machine = compile_automaton(rules_of(spec, budget), budget);
-      return std::make_shared<const compiled_grammar>(std::move(machine), trie, limits.max_depth);
+      auto grammar = std::make_shared<compiled_grammar>(std::move(machine), trie, limits.max_depth);
+      // Tables are built here, in the compiling (tokenizer) thread, so the
+      // engine's mask fills find them ready.
+      grammar->precompute(budget, limits.max_precomputed_tables);
+      return std::shared_ptr<const compiled_constraint>(std::move(grammar));
     } catch (const constraint_error& error) {
       return error;
     }

@@ -12,6 +12,12 @@ std::int32_t frame_pool::intern(std::int32_t state, std::int32_t parent) {
   return it->second;
 }
 
+std::vector<std::int32_t> top_frames(const frame_pool& pool, const stack_top& top, std::size_t count) {
+  std::vector<std::int32_t> frames{top.state};
+  for (auto p = top.parent; p >= 0 && frames.size() < count; p = pool.at(p).parent) frames.push_back(pool.at(p).state);
+  return frames;
+}
+
 void pushdown::close(const configuration& stacks, closed_configuration& out) {
   out.live.clear();
   out.complete = false;

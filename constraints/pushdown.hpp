@@ -49,6 +49,10 @@ class frame_pool {
   std::unordered_map<std::uint64_t, std::int32_t> index_;
 };
 
+/// The top `count` frames of the stack `top` (top first; fewer when the
+/// stack is shallower): the key of its token table.
+std::vector<std::int32_t> top_frames(const frame_pool& pool, const stack_top& top, std::size_t count);
+
 /// What a configuration can do next.
 struct closed_configuration {
   configuration live;     ///< stacks whose top frame can read a byte
@@ -70,6 +74,8 @@ class pushdown {
   bool advance(const configuration& stacks, std::string_view bytes, configuration& after);
   /// The frame pool (for building stacks from frames).
   frame_pool& pool() { return pool_; }
+  /// The frame pool, read-only.
+  const frame_pool& pool() const { return pool_; }
   /// The automaton.
   const automaton& machine() const { return machine_; }
   /// Most frames any closure has reached so far.

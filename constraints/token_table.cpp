@@ -152,6 +152,7 @@ std::shared_ptr<const token_table> token_table_cache::get(const automaton& machi
     }
   }
   auto table = std::make_shared<const token_table>(compute_token_table(machine, trie, frames, max_depth));
+  built_.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard lock(mutex_);
   if (size_ < capacity_) {
     tables_[key].push_back(table);

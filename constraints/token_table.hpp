@@ -4,6 +4,7 @@
 // (`accepted`), and which can only be decided with the whole stack
 // (`uncertain`, checked at run time). Everything else is rejected.
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -49,9 +50,12 @@ class token_table_cache {
   /// The table for `frames`, computed (outside the lock) when missing.
   std::shared_ptr<const token_table> get(const automaton& machine, const vocab_trie& trie,
                                          const std::vector<std::int32_t>& frames, std::size_t max_depth);
+  /// Tables computed so far (cached or not): an instrumentation counter.
+  std::size_t built() const noexcept { return built_.load(std::memory_order_relaxed); }
 
  private:
   std::size_t capacity_;
+  std::atomic<std::size_t> built_{0};
   std::mutex mutex_;
   std::size_t size_ = 0;
   // Tables for the same frames under different depth caps, when they differ.

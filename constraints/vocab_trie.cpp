@@ -36,6 +36,7 @@ vocab_trie vocab_trie::build(const vocabulary& vocab) {
                             static_cast<std::uint32_t>(trie.token_ids.size())});
     }
     trie.token_ids.push_back(id);
+    trie.max_token_bytes = std::max(trie.max_token_bytes, bytes.size());
     previous = &bytes;
   }
   while (!path.empty()) {

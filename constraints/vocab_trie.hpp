@@ -24,6 +24,7 @@ struct vocab_trie {
   std::size_t vocab_size = 0;            ///< ids in the vocabulary
   std::vector<std::int32_t> eos_tokens;  ///< from the vocabulary
   std::vector<std::string> token_bytes;  ///< [vocab] bytes of each id
+  std::size_t max_token_bytes = 0;       ///< bytes of the longest token (the trie's depth)
 
   /// Builds the trie of `vocab`.
   static vocab_trie build(const vocabulary& vocab);

@@ -8,7 +8,7 @@ generates them all; so does the JSON run (its document cannot close yet).
 
 Constraints: `regex` is free text over letters and punctuation (one table
 for the whole run: the warm-mask case); `json` is an object whose one
-string member needs at least 4,000 characters (so it never closes within
+string member needs at least 2,000 characters (so it never closes within
 --max-tokens; a string position's table is one of the larger ones).
 
 Usage: tools/bench/structured_output.py --troupe build/troupe [--batches 1,32] [--max-tokens 128] [--rounds 3]
@@ -28,7 +28,7 @@ CONSTRAINTS = {
     "none": {},
     "regex": {"structured_outputs": {"regex": "[A-Za-z ,.;:'\\n-]+"}},
     "json": {"response_format": {"type": "json_schema", "json_schema": {"name": "essay", "schema": {
-        "type": "object", "properties": {"text": {"type": "string", "minLength": 4000}}, "required": ["text"]}}}},
+        "type": "object", "properties": {"text": {"type": "string", "minLength": 2000}}, "required": ["text"]}}}},
 }
 
 
