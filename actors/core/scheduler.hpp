@@ -129,6 +129,8 @@ class scheduler {
   }
   /// Planned steps with logits rows whose results have not come back.
   std::size_t num_steps_in_flight() const { return in_flight_.size(); }
+  /// Whether `step` was dispatched and has not settled or been abandoned.
+  bool has_step_in_flight(std::uint64_t step) const { return in_flight_.count(step) > 0; }
   /// A live request, or nullptr once it has finished and been released.
   const request_state* find_request(request_handle request) const;
   /// Every live request as the operator sees it, oldest first (scheduler_requests.cpp).

@@ -124,6 +124,10 @@ step_outcome scheduler_loop::on_step_result(const step_result& result, double no
     core_.set_split_decodes(mode == overlap_mode::split);
   }
   result_received_s_ = now;
+  // A result for a step the core no longer tracks (already settled or
+  // abandoned) has nothing to apply; it is stale, not malformed, so it is
+  // dropped as before rather than failing the engine.
+  if (!core_.has_step_in_flight(result.step)) return out;
   scheduler_events events = core_.on_step_result(result, now);
   if (!events.error.empty()) {
     // A result that does not fit its step (sample count, verification,
