@@ -86,6 +86,12 @@ def test_sigterm_under_load_drains_then_exits_zero():
         signalled_at = time.monotonic()
         server.process.send_signal(signal.SIGTERM)
         assert not any(out.get("done") for out in shorts), "the short generations ended before the signal"
+        # The signal is handled asynchronously: wait until the server says it
+        # drains, so the late request cannot race the switch.
+        def draining():
+            with open(server.log_path, "rb") as log:
+                return b"SIGTERM: draining" in log.read()
+        assert wait_for(draining, timeout_s=2, interval_s=0.002)
         status, headers, body = post_on(idle, "/v1/completions", {"model": name, "prompt": "late", "max_tokens": 4})
         assert status == 503, body
         assert int(headers["retry-after"]) > 0
