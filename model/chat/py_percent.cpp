@@ -89,7 +89,13 @@ std::string format_integer(const value& v, const conversion& c) {
   if (v.is_int() || v.is_bool()) {
     n = v.as_integral();
   } else if (v.is_float() && decimal) {
-    n = static_cast<std::int64_t>(std::trunc(v.as_float()));
+    const double truncated = std::trunc(v.as_float());
+    if (std::isnan(truncated)) throw script_error("ValueError", "cannot convert float NaN to integer");
+    // Python's ints are unbounded; ours are 64-bit, so larger values (and
+    // infinities) are refused instead of converted out of range.
+    if (!(truncated >= -9.223372036854775808e18 && truncated < 9.223372036854775808e18))
+      throw script_error("OverflowError", "%" + type_char + " format: the number is too large for a 64-bit integer");
+    n = static_cast<std::int64_t>(truncated);
   } else if (decimal) {
     throw script_error("TypeError", "%" + type_char + " format: a real number is required, not " + python_type_name(v));
   } else {

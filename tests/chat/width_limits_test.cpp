@@ -171,6 +171,14 @@ TEST(ChatTemplateWidthLimits, PercentWidthsAndPrecisionsPastTheLimitAreRefused) 
   expect_python_error("{{ '%.*f' % (10**10, 1.0) }}", "OverflowError", "Python int too large to convert to C int");
 }
 
+// Found by fuzz_chat_template: a float past the 64-bit range reached a cast.
+TEST(ChatTemplateWidthLimits, PercentDOfHugeOrNonFiniteFloatsIsAnError) {
+  EXPECT_EQ(render("{{ '%d' % -7.9 }}"), "-7");
+  expect_python_error("{{ '%d' % 57e308 }}", "OverflowError",
+                      "%d format: the number is too large for a 64-bit integer");
+  expect_python_error("{{ '%d' % 1e19 }}", "OverflowError", "%d format: the number is too large for a 64-bit integer");
+}
+
 TEST(ChatTemplateWidthLimits, RepetitionAndBatchFillAreBoundedBeforeAllocation) {
   EXPECT_EQ(render("{{ ('ab' * 500)|length }}|{{ [1]|batch(3, 0)|list }}"), "1000|[[1, 0, 0]]");
   EXPECT_EQ(render("{{ ('' * 10**18)|length }}{{ ([] * 10**18)|length }}{{ ((),) * 0 }}"), "00()");
