@@ -141,7 +141,10 @@ std::vector<knob_spec> engine_knobs() {
                "(restart to change)"),
           text("quantization", "none", {"none", "int8", "int4", "int4_asym"},
                "weight-only quantisation of the linear layers at load (cpu; round to nearest): int8 per output "
-               "row, int4 per group of 32 inputs; the LM head becomes int8, embeddings keep their type"),
+               "row, int4 per group of 32 inputs; embeddings keep their type"),
+          text("lm_head_quantization", "auto", {"auto", "none", "int8", "int4", "int4_asym"},
+               "the LM head's format at load (cpu): auto keeps an unquantised model's head and makes a quantised "
+               "model's head int8; int4 reads fewer bytes per token at some cost in agreement with bf16"),
           text("speculative", "off", {"off", "ngram", "draft", "layerskip"},
                "speculative decoding proposer: prompt lookup, a draft model, or the target with layers skipped "
                "(restart to change; num_speculative_tokens turns it down live)"),

@@ -24,4 +24,9 @@ std::optional<weight_quantization> parse_quantization(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<weight_quantization> lm_head_quantization(weight_quantization layers, std::string_view head) {
+  if (head != "auto") return parse_quantization(head);
+  return layers == weight_quantization::none ? weight_quantization::none : weight_quantization::int8;
+}
+
 }  // namespace troupe

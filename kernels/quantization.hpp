@@ -23,4 +23,12 @@ std::string_view quantization_name(weight_quantization format);
 /// Parses a quantization_name() string.
 std::optional<weight_quantization> parse_quantization(std::string_view name);
 
+/// The LM head's format for linear layers in `layers` and the choice
+/// `head` ("auto" or a quantization_name()): auto keeps an unquantised
+/// model's head and makes a quantised model's head int8, which keeps greedy
+/// agreement with bf16 where an int4 head loses about two points (the
+/// `lm_head_quantization` knob, docs/operations.md). nullopt for an
+/// unknown name.
+std::optional<weight_quantization> lm_head_quantization(weight_quantization layers, std::string_view head);
+
 }  // namespace troupe

@@ -58,14 +58,14 @@ std::int64_t grown(std::int64_t needed, std::int64_t current) {
 }  // namespace
 
 llama_model::llama_model(const model_config& config, const model_weights& weights, backend& backend,
-                         weight_quantization quantization)
+                         weight_quantization quantization, std::optional<weight_quantization> lm_head)
     : config_(config), backend_(backend), workspace_(std::make_unique<workspace>()) {
   geometry_.num_q_heads = static_cast<int>(config.num_attention_heads);
   geometry_.num_kv_heads = static_cast<int>(config.num_key_value_heads);
   geometry_.head_dim = static_cast<int>(config.head_dim);
   geometry_.scale = 1.0f / std::sqrt(static_cast<float>(config.head_dim));
   geometry_.rope = config.rope;
-  upload_weights(weights, quantization);
+  upload_weights(weights, quantization, lm_head.value_or(*lm_head_quantization(quantization, "auto")));
   active_layers_.resize(weights_->layers.size());
   for (std::size_t i = 0; i < active_layers_.size(); ++i) active_layers_[i] = static_cast<int>(i);
 }
@@ -91,17 +91,14 @@ llama_model::llama_model(const llama_model& source, backend& backend, std::vecto
 
 llama_model::~llama_model() = default;
 
-void llama_model::upload_weights(const model_weights& weights, weight_quantization quantization) {
+void llama_model::upload_weights(const model_weights& weights, weight_quantization quantization,
+                                 weight_quantization lm_head_format) {
   auto up = std::make_shared<uploaded>();
   up->embed_tokens = backend_.upload(*weights.embed_tokens);
   up->final_norm = backend_.upload(*weights.final_norm);
   const host_tensor lm_head = *weights.lm_head;
-  // The LM head is a fifth of a small model's weights and decides every
-  // token: int8 keeps its logits close while streaming half the bytes (a
-  // tied head gets its own int8 copy; the embedding gather keeps the table).
-  const weight_quantization head_format =
-      quantization == weight_quantization::none ? weight_quantization::none : weight_quantization::int8;
-  up->lm_head = backend_.prepare_quantized_linear({&lm_head, 1}, {}, head_format);
+  // A tied head gets its own quantised copy; the embedding gather keeps the table.
+  up->lm_head = backend_.prepare_quantized_linear({&lm_head, 1}, {}, lm_head_format);
   up->layers.resize(weights.layers.size());
   for (std::size_t i = 0; i < weights.layers.size(); ++i) {
     const layer_weights& w = weights.layers[i];

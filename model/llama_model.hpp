@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "kernels/backend.hpp"
@@ -18,10 +19,12 @@ class llama_model {
   /// Uploads `weights` of a model described by `config` to `backend`. The
   /// checkpoint behind `weights` must outlive the model (views may point
   /// into its mapping). Throws std::runtime_error on unusable weights.
-  /// `quantization` converts the linear layers at load (the LM head to
-  /// int8 whenever it is not none; embeddings keep their type).
+  /// `quantization` converts the linear layers at load and `lm_head` the
+  /// LM head (nullopt: lm_head_quantization(quantization, "auto"), int8
+  /// whenever the layers are quantised); embeddings keep their type.
   llama_model(const model_config& config, const model_weights& weights, backend& backend,
-              weight_quantization quantization = weight_quantization::none);
+              weight_quantization quantization = weight_quantization::none,
+              std::optional<weight_quantization> lm_head = std::nullopt);
   /// A self-speculative drafter: `source`'s uploaded weights, shared (not
   /// copied), with only the decoder layers `layers` (ascending indices into
   /// source's, none repeated) run, on `backend` (a second backend of the same
@@ -62,7 +65,7 @@ class llama_model {
   struct uploaded;
   struct workspace;
 
-  void upload_weights(const model_weights& weights, weight_quantization quantization);
+  void upload_weights(const model_weights& weights, weight_quantization quantization, weight_quantization lm_head);
   void ensure_workspace(std::int64_t tokens, std::int64_t logits_rows);
   void run_layer(const layer& weights, int index, const step_plan& plan, kv_cache& cache, std::int64_t tokens,
                  bool first);

@@ -62,6 +62,7 @@ const std::pair<const char*, engine_field> engine_fields[] = {
     {"batch_invariant", &engine_config::batch_invariant},
     {"tool_call_parser", &engine_config::tool_call_parser},
     {"quantization", &engine_config::quantization},
+    {"lm_head_quantization", &engine_config::lm_head_quantization},
     {"speculative", &engine_config::speculative},
     {"draft_model", &engine_config::draft_model},
     {"speculative_skip_layers", &engine_config::speculative_skip_layers},

@@ -30,10 +30,10 @@ def test_a_quantized_server_continues_in_the_voice_of_the_king_james_bible(quant
     assert len(text.split()) >= 10, text
 
 
-def score(binary, quantization):
+def score(binary, quantization, *extra):
     text = "In the beginning God created the heaven and the earth. And the earth was without form, and void."
-    run = subprocess.run([binary, "score", "--threads", "2", "--prompt", text, "--quantization", quantization],
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run([binary, "score", "--threads", "2", "--prompt", text, "--quantization", quantization,
+                          *extra], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     match = re.search(r"perplexity (\S+)", run.stdout)
     assert match, run.stdout
@@ -47,6 +47,9 @@ def test_score_reports_a_perplexity_per_format_near_bf16():
     reference = score(binary, "none")
     for quantization in ("int8", "int4", "int4_asym"):
         assert abs(score(binary, quantization) / reference - 1) < 0.05, quantization
+    int4_head = score(binary, "int4", "--lm-head-quantization", "int4")
+    assert int4_head != score(binary, "int4"), "the int4 LM head changed nothing"
+    assert abs(int4_head / reference - 1) < 0.05
 
 
 def test_an_unknown_format_stops_the_server_naming_the_knob():
@@ -57,3 +60,7 @@ def test_an_unknown_format_stops_the_server_naming_the_knob():
                          capture_output=True, text=True, timeout=60)
     assert run.returncode != 0
     assert "quantization" in run.stderr + run.stdout
+    run = subprocess.run([binary, "serve", "--port", "0", *SERVE_FLAGS, "--lm-head-quantization", "int2"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode != 0
+    assert "lm_head_quantization" in run.stderr + run.stdout

@@ -43,6 +43,15 @@ TEST(QuantizedFormat, NamesRoundTrip) {
   EXPECT_FALSE(parse_quantization("int3").has_value());
 }
 
+TEST(QuantizedFormat, LmHeadIsInt8WhenLayersAreQuantisedUnlessChosen) {
+  EXPECT_EQ(lm_head_quantization(weight_quantization::none, "auto"), weight_quantization::none);
+  for (auto layers : all_formats) EXPECT_EQ(lm_head_quantization(layers, "auto"), weight_quantization::int8);
+  EXPECT_EQ(lm_head_quantization(weight_quantization::int4, "int4"), weight_quantization::int4);
+  EXPECT_EQ(lm_head_quantization(weight_quantization::int4, "none"), weight_quantization::none);
+  EXPECT_EQ(lm_head_quantization(weight_quantization::none, "int8"), weight_quantization::int8);
+  EXPECT_FALSE(lm_head_quantization(weight_quantization::int8, "int3").has_value());
+}
+
 TEST(QuantizedFormat, InterleavingIsAPermutationOfEachSuperblock) {
   std::vector<int> seen(1024, 0);
   for (std::int64_t k = 0; k < 1024; ++k) ++seen[static_cast<std::size_t>(cpu::interleaved_position(k))];

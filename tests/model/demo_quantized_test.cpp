@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
+#include <optional>
+#include <string>
 
 #include "kernels/backend.hpp"
 #include "model/checkpoint.hpp"
@@ -40,12 +42,12 @@ struct scored {
   std::vector<std::int32_t> greedy;  ///< argmax of every scored position, all windows in order
 };
 
-scored score(const checkpoint& weights, weight_quantization format,
+scored score(const checkpoint& weights, weight_quantization format, std::optional<weight_quantization> lm_head,
              const std::vector<std::vector<std::int32_t>>& windows) {
   backend_options options;
   options.threads = 2;
   const auto device = make_backend("cpu", options);
-  llama_model model(weights.config(), weights.weights(), *device, format);
+  llama_model model(weights.config(), weights.weights(), *device, format, lm_head);
   batch_runner runner(model, runner_options{});
   const auto vocab = static_cast<std::size_t>(model.vocab_size());
   const std::vector<std::vector<float>> logits = runner.prompt_logits(windows, 512);
@@ -72,8 +74,9 @@ double agreement(const std::vector<std::int32_t>& a, const std::vector<std::int3
 
 struct format_bound {
   weight_quantization format;
-  double min_agreement;       ///< greedy top-1 agreement with bf16
-  double max_perplexity_gap;  ///< |ppl / ppl_bf16 - 1|
+  std::optional<weight_quantization> lm_head;  ///< nullopt: the default (int8)
+  double min_agreement;                        ///< greedy top-1 agreement with bf16
+  double max_perplexity_gap;                   ///< |ppl / ppl_bf16 - 1|
 };
 
 TEST(DemoQuantized, PerplexityAndTopOneAgreementWithinTheFormatsBounds) {
@@ -81,17 +84,21 @@ TEST(DemoQuantized, PerplexityAndTopOneAgreementWithinTheFormatsBounds) {
   const checkpoint weights = checkpoint::open(ensure_demo_model(root.path()), {.show_progress = false});
   const auto windows = heldout_windows();
   ASSERT_EQ(windows.size(), scored_windows);
-  const scored reference = score(weights, weight_quantization::none, windows);
-  for (const format_bound& bound :
-       {format_bound{weight_quantization::int8, 0.99, 0.01}, format_bound{weight_quantization::int4, 0.95, 0.05},
-        format_bound{weight_quantization::int4_asym, 0.95, 0.05}}) {
-    const scored got = score(weights, bound.format, windows);
+  const scored reference = score(weights, weight_quantization::none, std::nullopt, windows);
+  // The opt-in int4 LM head (measured 94.2% agreement, +1.2% perplexity) is
+  // held to bounds of its own, looser than the for the default.
+  for (const format_bound& bound : {format_bound{weight_quantization::int8, std::nullopt, 0.99, 0.01},
+                                    format_bound{weight_quantization::int4, std::nullopt, 0.95, 0.05},
+                                    format_bound{weight_quantization::int4_asym, std::nullopt, 0.95, 0.05},
+                                    format_bound{weight_quantization::int4, weight_quantization::int4, 0.93, 0.03}}) {
+    const scored got = score(weights, bound.format, bound.lm_head, windows);
     const double agree = agreement(got.greedy, reference.greedy);
     const double gap = got.perplexity / reference.perplexity - 1.0;
-    std::cout << quantization_name(bound.format) << ": perplexity " << got.perplexity << " (bf16 "
-              << reference.perplexity << ", " << 100 * gap << "%), top-1 agreement " << 100 * agree << "%\n";
-    EXPECT_GE(agree, bound.min_agreement) << quantization_name(bound.format);
-    EXPECT_LE(std::abs(gap), bound.max_perplexity_gap) << quantization_name(bound.format);
+    const std::string name = std::string(quantization_name(bound.format)) + (bound.lm_head ? " + int4 LM head" : "");
+    std::cout << name << ": perplexity " << got.perplexity << " (bf16 " << reference.perplexity << ", " << 100 * gap
+              << "%), top-1 agreement " << 100 * agree << "%\n";
+    EXPECT_GE(agree, bound.min_agreement) << name;
+    EXPECT_LE(std::abs(gap), bound.max_perplexity_gap) << name;
   }
 }
 

@@ -25,10 +25,11 @@ struct model_flags {
   std::string model_dir;  ///< empty: the built-in demo model
   std::string device = "auto";
   int threads = 0;
-  std::string quantization = "none";  ///< weight_quantization name
+  std::string quantization = "none";          ///< weight_quantization name
+  std::string lm_head_quantization = "auto";  ///< "auto" or a weight_quantization name
 };
 
-/// Adds --model, --device, --threads and --quantization to `command`.
+/// Adds --model, --device, --threads, --quantization and --lm-head-quantization to `command`.
 void add_model_flags(CLI::App& command, model_flags& flags);
 
 /// A model loaded for an offline command.

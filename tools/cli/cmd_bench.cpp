@@ -73,9 +73,9 @@ double measure_prefill(llama_model& model, int prompt_len, std::mt19937& rng) {
 }
 
 /// Bytes of weights a decode step reads: the checkpoint's, or with
-/// quantization the CPU layouts of the linear layers plus the int8 LM head.
-double streamed_weight_bytes(const loaded_model& loaded, const std::string& quantization) {
-  const auto format = parse_quantization(quantization).value_or(weight_quantization::none);
+/// quantization the CPU layouts of the linear layers plus the LM head's.
+double streamed_weight_bytes(const loaded_model& loaded, const model_flags& model) {
+  const auto format = parse_quantization(model.quantization).value_or(weight_quantization::none);
   if (format == weight_quantization::none) return static_cast<double>(loaded.ckpt.weight_bytes());
   const model_config& c = loaded.ckpt.config();
   const std::int64_t h = c.hidden_size, q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
@@ -84,7 +84,12 @@ double streamed_weight_bytes(const loaded_model& loaded, const std::string& quan
   double bytes = 0;
   for (const auto& [rows, cols] : shapes)
     bytes += static_cast<double>(cpu::layout_for(format, rows, cols).total_bytes) * c.num_hidden_layers;
-  return bytes + static_cast<double>(cpu::layout_for(weight_quantization::int8, c.vocab_size, h).total_bytes);
+  const weight_quantization head = lm_head_quantization(format, model.lm_head_quantization).value();
+  const double head_bytes =
+      head == weight_quantization::none
+          ? static_cast<double>(c.vocab_size * h * dtype_size(c.torch_dtype.value_or(dtype::bf16)))
+          : static_cast<double>(cpu::layout_for(head, c.vocab_size, h).total_bytes);
+  return bytes + head_bytes;
 }
 
 decode_result measure_decode(const loaded_model& loaded, const bench_flags& flags, int batch, std::mt19937& rng) {
@@ -99,7 +104,7 @@ decode_result measure_decode(const loaded_model& loaded, const bench_flags& flag
   runner.generate(requests);
   const dtype kv = default_kv_type(model.config().torch_dtype, model.device());
   const double kv_bytes_per_token = static_cast<double>(model.kv_block_bytes(1, kv));
-  const double weight_bytes = streamed_weight_bytes(loaded, flags.model.quantization);
+  const double weight_bytes = streamed_weight_bytes(loaded, flags.model);
   double seconds = 0.0, bytes = 0.0;
   int steps = 0;
   bool first_decode = true;
@@ -148,8 +153,8 @@ void run(const bench_flags& flags) {
             << architecture_model_type(config.architecture) << ", " << config.num_hidden_layers << " layers, hidden "
             << config.hidden_size << ", " << (config.torch_dtype ? dtype_name(*config.torch_dtype) : "f32") << ", "
             << std::fixed << std::setprecision(2) << loaded.ckpt.weight_bytes() / 1e9 << " GB of weights, "
-            << streamed_weight_bytes(loaded, flags.model.quantization) / 1e9
-            << " GB read per decode step, quantization " << flags.model.quantization << ")\n\n"
+            << streamed_weight_bytes(loaded, flags.model) / 1e9 << " GB read per decode step, quantization "
+            << flags.model.quantization << ")\n\n"
             << "- machine: " << cpu_model_name() << ", device " << loaded.device->name() << "\n- date: " << today()
             << "\n";
   const double copy_gbps = print_copy_bandwidth(loaded, flags.model.threads);

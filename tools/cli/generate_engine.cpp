@@ -67,6 +67,7 @@ engine_config config_from(const generate_flags& flags) {
   config.threads = flags.model.threads;
   config.batch_invariant = flags.batch_invariant;
   config.quantization = flags.model.quantization;
+  config.lm_head_quantization = flags.model.lm_head_quantization;
   config.speculative = flags.speculation.speculative;
   config.num_speculative_tokens = flags.speculation.speculative == "off" ? 0 : flags.speculation.num_speculative_tokens;
   config.draft_model = flags.speculation.draft_model;
