@@ -153,6 +153,33 @@ TEST(SpeculativeRounds, AResultWhoseAcceptedCountsDoNotFitIsRefused) {
   d.run();
 }
 
+// Prefilling sequences count towards speculative_max_batch: a decode beside
+// two long prompts gets no draft slots with a cap of 2, and gets them with 3.
+TEST(SpeculativeKnobs, TheBatchCapCountsPrefillingSequences) {
+  for (const int cap : {2, 3}) {
+    scheduler_config config = spec_config(3);
+    config.speculative_max_batch = cap;
+    spec_driver d(config, fake_proposer(proposer_kind::right, kVocab));
+    const request_handle shorter = d.submit(make_spec({.prompt_len = 2, .max_tokens = 40}));
+    d.step();  // the short prompt's prefill
+    d.submit(make_spec({.prompt_len = 60, .max_tokens = 4}));
+    d.submit(make_spec({.prompt_len = 60, .max_tokens = 4}));
+    d.step();  // admits them: the decode was planned before they joined the running set
+    std::int32_t slots_beside_prefills = 0;
+    for (int i = 0; i < 3; ++i) {
+      const scheduled_step step = d.plan();
+      for (const scheduled_sequence& s : step.sequences)
+        if (s.request == shorter) slots_beside_prefills += s.draft_slots;
+      d.deliver(d.execute(step));
+    }
+    if (cap == 2)
+      EXPECT_EQ(slots_beside_prefills, 0) << "three sequences running";
+    else
+      EXPECT_GT(slots_beside_prefills, 0) << "three sequences running, cap 3";
+    d.run();
+  }
+}
+
 TEST(SpeculativeKnobs, TheKnobsReachTheSchedulerAndAreLive) {
   engine_config engine;
   EXPECT_EQ(engine.num_speculative_tokens, 0) << "off by default";
