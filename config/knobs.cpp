@@ -160,7 +160,8 @@ std::vector<knob_spec> engine_knobs() {
           boolean("speculative_adaptive", true,
                   "speculative decoding: each sequence's draft length follows its acceptance rate", true),
           integer("speculative_max_batch", 16, 0, 65536, "sequences",
-                  "speculative decoding: skipped while more sequences than this are running (prefilling ones count)",
+                  "speculative decoding: skipped while more sequences than this are unfinished (running, waiting or "
+                  "swapped)",
                   true),
           integer("test_fail_executor_after_steps", -1, -1, 1 << 30, "steps",
                   "testing only: the executor fails after this many steps (-1: never)"),

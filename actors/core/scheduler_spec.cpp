@@ -38,12 +38,11 @@ std::vector<const sequence*> scheduler::speculating_decodes(int cap) const {
     if (seq->resident() && seq->pending_rows == 0 && !granted(*seq) && seq->total_tokens() - seq->num_computed == 1)
       decodes.push_back(seq);
   }
-  // The cap counts every resident sequence, prefilling ones too: they decode
-  // within a few steps, and a drafter's catch-up on a prompt is only worth
-  // paying for when speculation will go on.
-  const auto resident =
-      std::count_if(plan_->running.begin(), plan_->running.end(), [](const sequence* seq) { return seq->resident(); });
-  if (config_.num_speculative_tokens <= 0 || resident > config_.speculative_max_batch) return {};
+  // The cap counts every unfinished sequence, prefilling, waiting and swapped
+  // ones too: they decode within a few steps, and a drafter's catch-up on a
+  // prompt only pays when speculation goes on.
+  const int batch = num_running() + num_waiting() + num_swapped();
+  if (config_.num_speculative_tokens <= 0 || batch > config_.speculative_max_batch) return {};
   std::vector<const sequence*> eligible;
   for (const sequence* seq : decodes)
     if (wanted_slots(*seq) > 0) eligible.push_back(seq);

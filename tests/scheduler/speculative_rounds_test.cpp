@@ -153,8 +153,9 @@ TEST(SpeculativeRounds, AResultWhoseAcceptedCountsDoNotFitIsRefused) {
   d.run();
 }
 
-// Prefilling sequences count towards speculative_max_batch: a decode beside
-// two long prompts gets no draft slots with a cap of 2, and gets them with 3.
+// Waiting and prefilling sequences count towards speculative_max_batch: a
+// decode beside two long prompts gets no draft slots with a cap of 2, and
+// gets them with 3.
 TEST(SpeculativeKnobs, TheBatchCapCountsPrefillingSequences) {
   for (const int cap : {2, 3}) {
     scheduler_config config = spec_config(3);
@@ -164,7 +165,6 @@ TEST(SpeculativeKnobs, TheBatchCapCountsPrefillingSequences) {
     d.step();  // the short prompt's prefill
     d.submit(make_spec({.prompt_len = 60, .max_tokens = 4}));
     d.submit(make_spec({.prompt_len = 60, .max_tokens = 4}));
-    d.step();  // admits them: the decode was planned before they joined the running set
     std::int32_t slots_beside_prefills = 0;
     for (int i = 0; i < 3; ++i) {
       const scheduled_step step = d.plan();
