@@ -202,6 +202,9 @@ std::vector<knob_spec> server_knobs() {
           secret(text("admin_token", "", {},
                       "bearer token the /admin endpoints require (API keys never open them); without one they answer "
                       "on loopback only, and a non-loopback host refuses to start")),
+          text("allowed_origins", "", {},
+               "browser origins besides the server's own (comma-separated, e.g. https://console.example.com; *: "
+               "any) whose pages may call /admin or open /v1/ws; other cross-origin pages get 403"),
           real("default_temperature", "-1", -1, 2, "",
                "temperature of requests that give none (-1: the model's generation_config.json, else 1)", true),
           real("default_top_p", "-1", -1, 1, "",

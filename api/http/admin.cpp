@@ -164,9 +164,11 @@ std::unique_ptr<admin_context> make_admin_context(const server_config& config) {
       !problem.empty())
     throw std::runtime_error(problem);
   if (!config.admin_enabled) return nullptr;
-  return std::make_unique<admin_context>(config.knobs ? *config.knobs : knob_defaults(), true, config.admin_token,
-                                         config.config_file, config.admin_stream_interval_s,
-                                         static_cast<std::size_t>(std::max(1, config.admin_audit_entries)));
+  auto admin = std::make_unique<admin_context>(config.knobs ? *config.knobs : knob_defaults(), true, config.admin_token,
+                                               config.config_file, config.admin_stream_interval_s,
+                                               static_cast<std::size_t>(std::max(1, config.admin_audit_entries)));
+  admin->allowed_origins = config.allowed_origins;
+  return admin;
 }
 
 std::vector<std::pair<std::string, std::string>> live_setting_values(const live_settings& settings) {

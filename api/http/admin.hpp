@@ -29,6 +29,7 @@ struct admin_context {
 
   bool enabled = true;                          ///< false: every /admin path is 404
   std::string token;                            ///< empty: loopback clients only
+  std::vector<std::string> allowed_origins;     ///< cross-origin pages allowed here ("*": any)
   std::string config_file;                      ///< where POST /admin/config/save writes (empty: refused)
   double stream_interval_s = 1;                 ///< /admin/stream's default period
   audit_log audit;                              ///< who changed what

@@ -212,11 +212,11 @@ http_reply route_admin(const http_request_view& request, engine& engine, admin_c
     throw api_error(404, "invalid_request_error", "the admin endpoints are disabled (--no-admin)", {}, "not_found");
   if (request.path == "/admin" || request.path == "/admin/") {
     // The page holds no data; with a token it must load to ask for it.
-    if (admin.token.empty()) authorize_admin(request, admin.token);
+    if (admin.token.empty()) authorize_admin(request, admin.token, admin.allowed_origins);
     if (request.method != "GET") throw method_not_allowed("GET");
     return page();
   }
-  const std::string who = authorize_admin(request, admin.token);
+  const std::string who = authorize_admin(request, admin.token, admin.allowed_origins);
   if (request.path == "/admin/config") {
     if (request.method == "GET") return config_reply(engine, admin);
     if (request.method == "PATCH") return update_config(request, engine, admin, who);
@@ -237,7 +237,7 @@ std::variant<double, http_reply> admin_stream_upgrade(const http_request_view& r
   try {
     if (admin == nullptr)
       throw api_error(404, "invalid_request_error", "the admin endpoints are disabled (--no-admin)", {}, "not_found");
-    authorize_admin(request, admin->token);
+    authorize_admin(request, admin->token, admin->allowed_origins);
     double interval = admin->stream_interval_s;
     for (std::string_view query = request.query; !query.empty();) {
       const std::size_t end = query.find('&');

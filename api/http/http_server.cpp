@@ -55,6 +55,7 @@ server_state::server_state(engine& engine, server_config server_config)
   limits.sampling = sampling_defaults::resolve(config.default_sampling, routes.model.sampling_defaults);
   routes.limits = std::make_shared<live_request_limits>(std::move(limits));
   routes.api_key = config.api_key;
+  routes.allowed_origins = config.allowed_origins;
   routes.isolation = parse_cache_isolation(config.prefix_cache_isolation, !config.api_key.empty());
   routes.api_key_salt = config.api_key.empty() ? 0 : cache_salt_of("api_key", config.api_key);
   routes.version = config.version;

@@ -51,6 +51,7 @@ struct server_config {
   int admin_port;                             ///< -1: /admin on `port`; else a second listener (0: any free port)
                                               ///< serving only /admin, and `port` none of it
   std::string admin_token;                    ///< empty: /admin answers loopback clients only
+  std::vector<std::string> allowed_origins;   ///< cross-origin pages allowed /admin and /v1/ws ("*": any)
   std::string config_file;                    ///< where POST /admin/config/save writes (knob config; empty: nowhere)
   double admin_stream_interval_s;             ///< /admin/stream's default period, seconds
   int admin_audit_entries;                    ///< audit entries kept

@@ -159,6 +159,8 @@ class http_session final : public closable, public job_listener, public std::ena
     view.request_id = request_id_;
     beast::error_code ignored;
     view.remote_address = stream_.socket().remote_endpoint(ignored).address().to_string();
+    view.host = std::string(request[http::field::host]);
+    view.origin = std::string(request[http::field::origin]);
     view.on_admin_port = on_admin_port_;
     if (beast::websocket::is_upgrade(request)) return upgrade(std::move(request), view);
     view.body = std::move(request.body());

@@ -22,6 +22,8 @@ struct http_request_view {
   std::string authorization;   ///< the Authorization header, empty when absent
   std::string request_id;      ///< the X-Request-Id the response will echo
   std::string remote_address;  ///< the client's IP address (textual), empty when unknown
+  std::string host;            ///< the Host header, empty when absent
+  std::string origin;          ///< the Origin header (set by browsers), empty when absent
   bool on_admin_port = false;  ///< arrived on the separate admin listener (knob admin_port)
 };
 

@@ -280,6 +280,7 @@ std::optional<http_reply> check_websocket_upgrade(const http_request_view& reque
     if (request.path != "/v1/ws") {
       throw api_error(404, "invalid_request_error", "WebSocket is served at /v1/ws only", {}, "not_found");
     }
+    check_request_origin(request, context.allowed_origins);
     require_api_key(request, context);
     if (context.draining->load()) throw shutting_down();
     return std::nullopt;

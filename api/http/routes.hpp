@@ -40,6 +40,7 @@ struct route_context {
   std::shared_ptr<live_request_limits> limits;  ///< read once per request: they change at run time
   model_info model;                             ///< engine.info() at server start
   std::string api_key;                          ///< empty: no authentication
+  std::vector<std::string> allowed_origins;     ///< cross-origin pages allowed /v1/ws ("*": any)
   cache_isolation isolation = cache_isolation::none;
   std::uint64_t api_key_salt = 0;               ///< cache_salt_of("api_key", api_key) when a key is set, else 0
   std::string version;                          ///< reported by /version

@@ -1,6 +1,7 @@
 // server_config (http_server.hpp) from the knob registry: the one place the
 // server knobs become the server's configuration.
 
+#include "api/http/admin_access.hpp"
 #include "api/http/http_server.hpp"
 #include "config/config_store.hpp"
 
@@ -44,6 +45,7 @@ server_config::server_config(const config_store& knobs, const engine_config& eng
       admin_enabled(knobs.get_bool("admin")),
       admin_port(as_int(knobs, "admin_port")),
       admin_token(knobs.get_text("admin_token")),
+      allowed_origins(parse_origin_list(knobs.get_text("allowed_origins"))),
       config_file(knobs.get_text("config")),
       admin_stream_interval_s(knobs.get_real("admin_stream_interval")),
       admin_audit_entries(as_int(knobs, "admin_audit_entries")),

@@ -26,9 +26,10 @@ api::http_request_view from(std::string address, std::string authorization = {},
   return view;
 }
 
-int status_of(const api::http_request_view& request, std::string_view token) {
+int status_of(const api::http_request_view& request, std::string_view token,
+              const std::vector<std::string>& allowed_origins = {}) {
   try {
-    api::authorize_admin(request, token);
+    api::authorize_admin(request, token, allowed_origins);
     return 200;
   } catch (const api::api_error& error) {
     return error.status;
@@ -42,7 +43,7 @@ TEST(AdminAccess, WithoutATokenOnlyLoopbackClientsGetIn) {
   EXPECT_EQ(status_of(from("10.1.2.3"), ""), 403);
   EXPECT_EQ(status_of(from("::ffff:10.1.2.3"), ""), 403);
   EXPECT_EQ(status_of(from(""), ""), 403) << "an unknown address is not loopback";
-  EXPECT_EQ(api::authorize_admin(from("127.0.0.1"), ""), "loopback@127.0.0.1");
+  EXPECT_EQ(api::authorize_admin(from("127.0.0.1"), "", {}), "loopback@127.0.0.1");
 }
 
 TEST(AdminAccess, WithATokenEveryoneNeedsIt) {
@@ -53,7 +54,62 @@ TEST(AdminAccess, WithATokenEveryoneNeedsIt) {
   EXPECT_EQ(status_of(from("10.0.0.1", "s3cret"), "s3cret"), 401) << "not a bearer header";
   EXPECT_EQ(status_of(from("10.0.0.1", "", "a=1&token=s3cret"), "s3cret"), 200) << "the WebSocket's query form";
   EXPECT_EQ(status_of(from("10.0.0.1", "", "token=wrong"), "s3cret"), 401);
-  EXPECT_EQ(api::authorize_admin(from("10.0.0.1", "Bearer s3cret"), "s3cret"), "admin_token@10.0.0.1");
+  EXPECT_EQ(api::authorize_admin(from("10.0.0.1", "Bearer s3cret"), "s3cret", {}), "admin_token@10.0.0.1");
+}
+
+api::http_request_view addressed(std::string host, std::string origin = {}, std::string address = "127.0.0.1") {
+  api::http_request_view view = from(std::move(address));
+  view.host = std::move(host);
+  view.origin = std::move(origin);
+  return view;
+}
+
+// DNS rebinding: a page of evil.example whose name now resolves to 127.0.0.1
+// reaches the server from loopback, but its requests carry its own name.
+TEST(AdminAccess, WithoutATokenTheHostHeaderMustNameLoopback) {
+  EXPECT_EQ(status_of(addressed("localhost:8000"), ""), 200);
+  EXPECT_EQ(status_of(addressed("LocalHost"), ""), 200);
+  EXPECT_EQ(status_of(addressed("127.0.0.1:8000"), ""), 200);
+  EXPECT_EQ(status_of(addressed("[::1]:8000"), ""), 200);
+  EXPECT_EQ(status_of(addressed(""), ""), 200) << "HTTP/1.0 without Host";
+  EXPECT_EQ(status_of(addressed("evil.example:8000"), ""), 403);
+  EXPECT_EQ(status_of(addressed("127.0.0.1.evil.example"), ""), 403);
+  EXPECT_EQ(status_of(addressed("127.0.0.1.evil"), ""), 403);
+  EXPECT_EQ(status_of(addressed("127.0.0.256"), ""), 403);
+  EXPECT_EQ(status_of(addressed("127.1"), ""), 403) << "short forms are not what a browser sends for loopback";
+  EXPECT_EQ(status_of(addressed("127.3.2.1:80"), ""), 200);
+  EXPECT_EQ(status_of(addressed("localhost.evil.example:8000"), ""), 403);
+  api::http_request_view with_token = addressed("evil.example:8000");
+  with_token.authorization = "Bearer t";
+  EXPECT_EQ(status_of(with_token, "t"), 200) << "with a token, the name the client used does not matter";
+}
+
+TEST(AdminAccess, PagesOfOtherOriginsAreRefusedUnlessAllowed) {
+  EXPECT_EQ(status_of(addressed("localhost:8000", "http://localhost:8000"), ""), 200) << "the console itself";
+  EXPECT_EQ(status_of(addressed("localhost:8000", "http://evil.example"), ""), 403);
+  EXPECT_EQ(status_of(addressed("localhost:8000", "null"), ""), 403) << "sandboxed frames and file pages";
+  EXPECT_EQ(status_of(addressed("localhost:8000", "http://localhost:8001"), ""), 403) << "another port";
+  EXPECT_EQ(status_of(addressed("localhost:8000", "https://console.example"), "", {"https://console.example"}), 200);
+  EXPECT_EQ(status_of(addressed("localhost:8000", "https://other.example"), "", {"https://console.example"}), 403);
+  EXPECT_EQ(status_of(addressed("localhost:8000", "https://other.example"), "", {"*"}), 200);
+  api::http_request_view with_token = addressed("troupe.internal:8000", "http://evil.example", "10.0.0.9");
+  with_token.authorization = "Bearer t";
+  EXPECT_EQ(status_of(with_token, "t"), 403) << "a token does not make a cross-origin page welcome";
+}
+
+TEST(AdminAccess, SameOriginComparesHostAndPortWithDefaultPorts) {
+  EXPECT_TRUE(api::same_origin("http://localhost:8000", "localhost:8000"));
+  EXPECT_TRUE(api::same_origin("http://LOCALHOST:8000", "localhost:8000"));
+  EXPECT_TRUE(api::same_origin("http://example.com", "example.com:80"));
+  EXPECT_TRUE(api::same_origin("https://example.com:443", "example.com"));
+  EXPECT_TRUE(api::same_origin("http://[::1]:8000", "[::1]:8000"));
+  EXPECT_FALSE(api::same_origin("https://example.com", "example.com:80"));
+  EXPECT_FALSE(api::same_origin("http://example.com:8000", "example.com:8001"));
+  EXPECT_FALSE(api::same_origin("null", "example.com"));
+  EXPECT_FALSE(api::same_origin("ftp://example.com", "example.com"));
+  EXPECT_FALSE(api::same_origin("http://example.com", ""));
+  EXPECT_EQ(api::parse_origin_list(" https://a.example, ,* "), (std::vector<std::string>{"https://a.example", "*"}));
+  EXPECT_TRUE(api::parse_origin_list("").empty());
 }
 
 TEST(AdminAccess, SecretsCompareWholly) {
