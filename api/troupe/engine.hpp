@@ -77,7 +77,7 @@ struct engine_config {
   double request_timeout_s;                ///< default per-request timeout, seconds
   bool batch_invariant;                 ///< bitwise batch-independent numerics (slower prefill; see docs/operations.md)
   std::string tool_call_parser;         ///< tool-call format: auto (from the chat template), none or a family
-  std::string quantization;             ///< weight-only quantisation at load: none | int8 | int4 | int4_asym
+  std::string quantization;             ///< weight-only quantisation at load: auto | none | int8 | int4 | int4_asym
   std::string speculative;              ///< speculative decoding proposer: off | ngram | draft | layerskip
   std::string draft_model;              ///< draft: HF directory (empty: the demo draft with the demo model)
   std::string speculative_skip_layers;  ///< layerskip: layers skipped ("4-7", "1,3,5"; empty: the upper half)
@@ -249,8 +249,8 @@ struct model_info {
   /// "hermes", "mistral", "deepseek_v3"): the tool_call_parser knob, or
   /// what the chat template shows when it is "auto".
   std::string tool_call_parser = "none";
-  std::int64_t kv_pool_device_bytes = 0;  ///< device KV pool size, fixed at start
-  std::int64_t kv_pool_host_bytes = 0;    ///< host swap pool size, fixed at start
+  std::int64_t kv_pool_device_bytes = 0;      ///< device KV pool size, fixed at start
+  std::int64_t kv_pool_host_bytes = 0;        ///< host swap pool size, fixed at start
   model_sampling_defaults sampling_defaults;  ///< from generation_config.json
 };
 

@@ -74,8 +74,8 @@ double measure_prefill(llama_model& model, int prompt_len, std::mt19937& rng) {
 
 /// Bytes of weights a decode step reads: the checkpoint's, or with
 /// quantization the CPU layouts of the linear layers plus the int8 LM head.
-double streamed_weight_bytes(const loaded_model& loaded, const std::string& quantization) {
-  const auto format = parse_quantization(quantization).value_or(weight_quantization::none);
+double streamed_weight_bytes(const loaded_model& loaded) {
+  const weight_quantization format = loaded.quantization;
   if (format == weight_quantization::none) return static_cast<double>(loaded.ckpt.weight_bytes());
   const model_config& c = loaded.ckpt.config();
   const std::int64_t h = c.hidden_size, q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
@@ -99,7 +99,7 @@ decode_result measure_decode(const loaded_model& loaded, const bench_flags& flag
   runner.generate(requests);
   const dtype kv = default_kv_type(model.config().torch_dtype, model.device());
   const double kv_bytes_per_token = static_cast<double>(model.kv_block_bytes(1, kv));
-  const double weight_bytes = streamed_weight_bytes(loaded, flags.model.quantization);
+  const double weight_bytes = streamed_weight_bytes(loaded);
   double seconds = 0.0, bytes = 0.0;
   int steps = 0;
   bool first_decode = true;
@@ -148,8 +148,8 @@ void run(const bench_flags& flags) {
             << architecture_model_type(config.architecture) << ", " << config.num_hidden_layers << " layers, hidden "
             << config.hidden_size << ", " << (config.torch_dtype ? dtype_name(*config.torch_dtype) : "f32") << ", "
             << std::fixed << std::setprecision(2) << loaded.ckpt.weight_bytes() / 1e9 << " GB of weights, "
-            << streamed_weight_bytes(loaded, flags.model.quantization) / 1e9
-            << " GB read per decode step, quantization " << flags.model.quantization << ")\n\n"
+            << streamed_weight_bytes(loaded) / 1e9 << " GB read per decode step, quantization "
+            << quantization_name(loaded.quantization) << ")\n\n"
             << "- machine: " << cpu_model_name() << ", device " << loaded.device->name() << "\n- date: " << today()
             << "\n";
   const double copy_gbps = print_copy_bandwidth(loaded, flags.model.threads);
