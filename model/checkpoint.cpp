@@ -87,19 +87,34 @@ bool is_layer_matrix(std::string_view hf_name) {
   return hf_name.starts_with("model.layers.") && hf_name.ends_with("_proj.weight");
 }
 
+// How many of a GGUF file's layer matrices are stored in each type.
+std::map<ggml_type, int> gguf_layer_types(const gguf_file& file) {
+  std::map<ggml_type, int> types;
+  for (const gguf_tensor& tensor : file.tensors()) {
+    const std::optional<std::string> name = gguf_hf_tensor_name(tensor.name);
+    if (name && is_layer_matrix(*name) && tensor.dims.size() == 2) ++types[tensor.type];
+  }
+  return types;
+}
+
 // The int4 format most of a GGUF file's layer matrices are stored in
 // (Q4_0: int4, Q4_1: int4_asym), none when they are all of other types.
 weight_quantization gguf_layers_int4_format(const gguf_file& file) {
-  int symmetric = 0, asymmetric = 0;
-  for (const gguf_tensor& tensor : file.tensors()) {
-    const std::optional<std::string> name = gguf_hf_tensor_name(tensor.name);
-    if (!name || !is_layer_matrix(*name) || tensor.dims.size() != 2) continue;
-    const auto format = gguf_int4_format(tensor.type);
-    symmetric += format == weight_quantization::int4 ? 1 : 0;
-    asymmetric += format == weight_quantization::int4_asym ? 1 : 0;
-  }
+  const std::map<ggml_type, int> types = gguf_layer_types(file);
+  const auto count = [&](ggml_type type) { return types.contains(type) ? types.at(type) : 0; };
+  const int symmetric = count(ggml_type::q4_0), asymmetric = count(ggml_type::q4_1);
   if (symmetric + asymmetric == 0) return weight_quantization::none;
   return symmetric >= asymmetric ? weight_quantization::int4 : weight_quantization::int4_asym;
+}
+
+// True when most of a GGUF file's layer matrices are Q8_0.
+bool gguf_layers_mostly_q8_0(const gguf_file& file) {
+  int q8_0 = 0, all = 0;
+  for (const auto& [type, count] : gguf_layer_types(file)) {
+    all += count;
+    q8_0 += type == ggml_type::q8_0 ? count : 0;
+  }
+  return 2 * q8_0 > all;
 }
 
 }  // namespace
@@ -283,7 +298,7 @@ std::uint64_t checkpoint::weight_bytes() const {
 }
 
 quantized_checkpoint open_for_quantization(const std::filesystem::path& path, std::string_view quantization,
-                                           bool int4_kernels, checkpoint_options options) {
+                                           bool quantized_kernels, checkpoint_options options) {
   const bool automatic = quantization == "auto";
   weight_quantization requested = weight_quantization::none;
   if (!automatic) {
@@ -293,10 +308,15 @@ quantized_checkpoint open_for_quantization(const std::filesystem::path& path, st
                                "' is not one of auto, none, int8, int4, int4_asym");
     requested = *parsed;
   }
-  options.keep_int4 = int4_kernels && (automatic || requested == weight_quantization::int4 ||
+  options.keep_int4 = quantized_kernels && (automatic || requested == weight_quantization::int4 ||
                                        requested == weight_quantization::int4_asym);
   quantized_checkpoint out{checkpoint::open(path, options), requested};
   const weight_quantization stored = out.weights.stored_quantization();
+  // Q8_0 has no exact home; per-row int8 decodes twice as fast as bf16 at
+  // about the same logits (docs/operations.md), so a CPU runs it as int8.
+  const gguf_file* gguf = out.weights.gguf();
+  if (automatic && quantized_kernels && gguf != nullptr && gguf_layers_mostly_q8_0(*gguf))
+    out.quantization = weight_quantization::int8;
   if (stored == weight_quantization::none) return out;
   if (automatic) {
     out.quantization = stored;

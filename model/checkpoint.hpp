@@ -130,14 +130,16 @@ struct quantized_checkpoint {
 };
 
 /// Opens `path` for the `quantization` knob ("auto" or a quantization_name())
-/// on a backend that `int4_kernels` says reads int4_source weights (cpu).
-/// "auto": a checkpoint whose linear layers are stored in 4 bits (GGUF
-/// Q4_0 / Q4_1, AWQ, GPTQ) runs them in that format, anything else as stored
-/// (none). A named format keeps the stored 4-bit form when it is that format
-/// and otherwise quantises the expanded weights to it ("none": bf16).
-/// Throws std::runtime_error for an unknown name.
+/// on a backend that `quantized_kernels` says has int8/int4 kernels and
+/// reads int4_source weights (cpu). "auto": a checkpoint whose linear layers
+/// are stored in 4 bits (GGUF Q4_0 / Q4_1, AWQ, GPTQ) runs them in that
+/// format, a GGUF file of mostly Q8_0 layers runs as int8 (requantised per
+/// row), anything else as stored (none); without such kernels everything
+/// runs as stored. A named format keeps the stored 4-bit form when it is
+/// that format and otherwise quantises the expanded weights to it ("none":
+/// bf16). Throws std::runtime_error for an unknown name.
 quantized_checkpoint open_for_quantization(const std::filesystem::path& path, std::string_view quantization,
-                                           bool int4_kernels, checkpoint_options options = {});
+                                           bool quantized_kernels, checkpoint_options options = {});
 
 /// Names of the shard files listed by `index_json` (the text of a
 /// model.safetensors.index.json), in first-seen order, and which shard holds

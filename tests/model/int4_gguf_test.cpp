@@ -112,15 +112,6 @@ run_result run(const checkpoint& weights, weight_quantization format) {
   return out;
 }
 
-double relative_error(const std::vector<float>& a, const std::vector<float>& reference) {
-  double worst = 0.0, scale = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    worst = std::max(worst, std::abs(double{a[i]} - double{reference[i]}));
-    scale = std::max(scale, std::abs(double{reference[i]}));
-  }
-  return worst / scale;
-}
-
 // Native int4 against the file expanded to bf16 (the path every other
 // type takes): the same weights up to bf16 rounding, int8 activations on
 // the int4 side. Measured on this fixture (max |Δlogit| / max |logit|):
@@ -136,7 +127,7 @@ TEST(Int4Gguf, NativeInt4RunsLikeTheExpandedFile) {
     EXPECT_NE(expanded.weights.weights().layers[0].q_proj->data, nullptr) << file;
     const run_result a = run(native.weights, native.quantization);
     const run_result b = run(expanded.weights, expanded.quantization);
-    const double error = relative_error(a.logits, b.logits);
+    const double error = testing::relative_max_error(a.logits, b.logits);
     RecordProperty(std::string(file) + "_relative_error", std::to_string(error));
     EXPECT_LE(error, 0.025) << file;
     EXPECT_EQ(a.greedy, b.greedy) << file;
@@ -157,8 +148,13 @@ TEST(Int4Gguf, TheKnobChoosesNativeExpandedOrRequantised) {
   EXPECT_EQ(asym.quantization, weight_quantization::int4_asym);
   EXPECT_EQ(asym.weights.stored_quantization(), weight_quantization::none);
   EXPECT_EQ(open_for_quantization(q4_0, "int8", true, quiet).weights.stored_quantization(), weight_quantization::none);
-  // A file with no Q4 matrices runs as stored.
-  EXPECT_EQ(open_for_quantization(fixtures / "llama_tiny_q8_0.gguf", "auto", true, quiet).quantization,
+  // Q8_0 has no exact int4/int8 home: expanded, then int8 per row on the cpu; bf16 files run as stored.
+  const quantized_checkpoint q8 = open_for_quantization(fixtures / "llama_tiny_q8_0.gguf", "auto", true, quiet);
+  EXPECT_EQ(q8.quantization, weight_quantization::int8);
+  EXPECT_EQ(q8.weights.stored_quantization(), weight_quantization::none);
+  EXPECT_EQ(open_for_quantization(fixtures / "llama_tiny_q8_0.gguf", "auto", false, quiet).quantization,
+            weight_quantization::none);
+  EXPECT_EQ(open_for_quantization(fixtures / "llama_tiny_bf16.gguf", "auto", true, quiet).quantization,
             weight_quantization::none);
   EXPECT_THAT(testing::error_of([&] { open_for_quantization(q4_0, "int3", true, quiet); }),
               ::testing::HasSubstr("quantization 'int3' is not one of auto, none, int8, int4, int4_asym"));

@@ -37,16 +37,6 @@ std::vector<float> prompt_logits(const checkpoint& weights, weight_quantization 
   return runner.prompt_logits({prompt}, 512)[0];
 }
 
-// max |Δ| / max |reference| over every position and token.
-double relative_error(const std::vector<float>& got, const std::vector<float>& reference) {
-  double worst = 0.0, scale = 0.0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    worst = std::max(worst, std::abs(double{got[i]} - double{reference[i]}));
-    scale = std::max(scale, std::abs(double{reference[i]}));
-  }
-  return worst / scale;
-}
-
 struct fixture_case {
   const char* name;
   weight_quantization stored;
@@ -70,11 +60,12 @@ TEST(Int4Hf, AwqAndGptqCheckpointsGiveTheReferenceLogits) {
     EXPECT_EQ(down.data, nullptr) << c.name;
     const std::vector<float> got = prompt_logits(native.weights, native.quantization);
     ASSERT_EQ(got.size(), expected.data.size()) << c.name;
-    const double native_error = relative_error(got, expected.data);
+    const double native_error = testing::relative_max_error(got, expected.data);
     const quantized_checkpoint expanded =
         open_for_quantization(fixtures / c.name, "none", true, {.show_progress = false});
     EXPECT_EQ(expanded.weights.weights().layers[1].down_proj->type, dtype::bf16);
-    const double expanded_error = relative_error(prompt_logits(expanded.weights, expanded.quantization), expected.data);
+    const double expanded_error =
+        testing::relative_max_error(prompt_logits(expanded.weights, expanded.quantization), expected.data);
     RecordProperty(std::string(c.name) + "_native", std::to_string(native_error));
     RecordProperty(std::string(c.name) + "_expanded", std::to_string(expanded_error));
     EXPECT_LE(native_error, c.native_bound) << c.name;
