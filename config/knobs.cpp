@@ -142,7 +142,8 @@ std::vector<knob_spec> engine_knobs() {
           text("quantization", "auto", {"auto", "none", "int8", "int4", "int4_asym"},
                "weight-only quantisation of the linear layers at load (cpu; round to nearest): int8 per output "
                "row, int4 per group of 32 inputs; the LM head becomes int8, embeddings keep their type. auto: a "
-               "checkpoint stored in 4 bits (GGUF Q4_0/Q4_1, AWQ, GPTQ) runs as stored on the cpu, others as none"),
+               "checkpoint stored in 4 bits (GGUF Q4_0/Q4_1, AWQ, GPTQ) runs as stored and a Q8_0 GGUF as int8 "
+               "on the cpu, others as none"),
           text("speculative", "off", {"off", "ngram", "draft", "layerskip"},
                "speculative decoding proposer: prompt lookup, a draft model, or the target with layers skipped "
                "(restart to change; num_speculative_tokens turns it down live)"),
