@@ -138,7 +138,10 @@ loaded_engine_model load_engine_model(const engine_config& config) {
   loaded_engine_model loaded;
   const std::filesystem::path dir =
       config.model_dir.empty() ? ensure_demo_model() : std::filesystem::path(config.model_dir);
-  loaded.weights = std::make_shared<const checkpoint>(checkpoint::open(dir));
+  const std::string device = resolve_device(config.device);
+  quantized_checkpoint opened = open_for_quantization(dir, config.quantization, device == "cpu");
+  const weight_quantization quantization = opened.quantization;
+  loaded.weights = std::make_shared<const checkpoint>(std::move(opened.weights));
   loaded.preparer = std::make_shared<const prompt_preparer>(load_model_tokenizer(dir), load_model_chat_template(dir));
   check_vocabulary(dir, *loaded.weights, *loaded.preparer->tokenizer());
   const model_config& model = loaded.weights->config();
@@ -153,15 +156,13 @@ loaded_engine_model load_engine_model(const engine_config& config) {
   resources->weights_source = loaded.weights;
   resources->fail_after_steps = config.test_fail_executor_after_steps;
   resources->fault = config.test_executor_fault;
-  const std::string device = resolve_device(config.device);
   backend_options device_options;
   device_options.threads = config.threads;
   device_options.batch_invariant = config.batch_invariant;
   resources->device = make_backend(device, device_options);
-  const weight_quantization layers_format = parse_quantization(config.quantization).value();
   resources->model =
-      std::make_unique<llama_model>(model, loaded.weights->weights(), *resources->device, layers_format,
-                                    lm_head_quantization(layers_format, config.lm_head_quantization).value());
+      std::make_unique<llama_model>(model, loaded.weights->weights(), *resources->device, quantization,
+                                    lm_head_quantization(quantization, config.lm_head_quantization).value());
   const dtype kv_type = default_kv_type(model.torch_dtype, *resources->device);
   const std::size_t block_bytes = resources->model->kv_block_bytes(config.block_size, kv_type);
   const kv_pool_sizes pools = size_pools(config, block_bytes, loaded.max_model_len, device);
@@ -183,8 +184,8 @@ loaded_engine_model load_engine_model(const engine_config& config) {
   loaded.info.sampling_defaults = sampling_defaults_of(loaded.weights->generation());
   loaded.info.kv_pool_device_bytes = pools.device_bytes;
   loaded.info.kv_pool_host_bytes = pools.host_bytes;
-  spdlog::info("model {}: {} layers, context {}, on {}", loaded.info.served_model_name, model.num_hidden_layers,
-               loaded.max_model_len, device);
+  spdlog::info("model {}: {} layers, context {}, on {}, linear layers {}", loaded.info.served_model_name,
+               model.num_hidden_layers, loaded.max_model_len, device, quantization_name(quantization));
   spdlog::info("KV pools allocated and resident: device {} blocks of {} tokens ({}), host swap {} blocks ({})",
                loaded.num_device_blocks, config.block_size, format_bytes(pools.device_bytes), loaded.num_host_blocks,
                format_bytes(pools.host_bytes));

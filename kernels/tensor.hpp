@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,6 +11,8 @@
 #include "kernels/dtype.hpp"
 
 namespace troupe {
+
+class int4_source;
 
 /// A 2-D strided view of backend memory (host memory on cpu, device memory on
 /// cuda): `rows` × `cols` elements of `type`; row r starts `r * row_stride`
@@ -56,6 +59,9 @@ struct host_tensor {
   dtype type = dtype::f32;
   std::vector<std::int64_t> shape;
   const void* data = nullptr;
+  /// Set (and `data` null) for a [out, in] matrix kept in its checkpoint's
+  /// 4-bit form (kernels/int4_source.hpp); `type` is then what it expands to.
+  std::shared_ptr<const int4_source> int4;
 
   std::int64_t numel() const {
     std::int64_t n = 1;

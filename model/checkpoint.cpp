@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "kernels/int4_source.hpp"
 #include "model/checkpoint_json.hpp"
+#include "model/gguf_int4.hpp"
+#include "model/hf_int4.hpp"
 #include "model/terminal_progress.hpp"
 
 namespace troupe {
@@ -79,6 +82,41 @@ layer_weights bind_layer(const weight_binder& binder, const model_config& config
   return layer;
 }
 
+// A decoder layer's linear weight (not the embeddings or the LM head).
+bool is_layer_matrix(std::string_view hf_name) {
+  return hf_name.starts_with("model.layers.") && hf_name.ends_with("_proj.weight");
+}
+
+// How many of a GGUF file's layer matrices are stored in each type.
+std::map<ggml_type, int> gguf_layer_types(const gguf_file& file) {
+  std::map<ggml_type, int> types;
+  for (const gguf_tensor& tensor : file.tensors()) {
+    const std::optional<std::string> name = gguf_hf_tensor_name(tensor.name);
+    if (name && is_layer_matrix(*name) && tensor.dims.size() == 2) ++types[tensor.type];
+  }
+  return types;
+}
+
+// The int4 format most of a GGUF file's layer matrices are stored in
+// (Q4_0: int4, Q4_1: int4_asym), none when they are all of other types.
+weight_quantization gguf_layers_int4_format(const gguf_file& file) {
+  const std::map<ggml_type, int> types = gguf_layer_types(file);
+  const auto count = [&](ggml_type type) { return types.contains(type) ? types.at(type) : 0; };
+  const int symmetric = count(ggml_type::q4_0), asymmetric = count(ggml_type::q4_1);
+  if (symmetric + asymmetric == 0) return weight_quantization::none;
+  return symmetric >= asymmetric ? weight_quantization::int4 : weight_quantization::int4_asym;
+}
+
+// True when most of a GGUF file's layer matrices are Q8_0.
+bool gguf_layers_mostly_q8_0(const gguf_file& file) {
+  int q8_0 = 0, all = 0;
+  for (const auto& [type, count] : gguf_layer_types(file)) {
+    all += count;
+    q8_0 += type == ggml_type::q8_0 ? count : 0;
+  }
+  return 2 * q8_0 > all;
+}
+
 }  // namespace
 
 shard_index parse_shard_index(std::string_view index_json, std::string_view source) {
@@ -118,8 +156,24 @@ checkpoint checkpoint::open(const std::filesystem::path& directory, const checkp
   opened.config_ = load_model_config(directory);
   opened.generation_ = load_generation_config(directory);
   opened.open_files(options);
+  opened.add_hf_int4_weights(options);
   opened.bind_weights();
   return opened;
+}
+
+void checkpoint::add_hf_int4_weights(const checkpoint_options& options) {
+  constexpr std::uintmax_t max_config_bytes = 4 << 20;
+  const std::optional<hf_int4_config> quant =
+      parse_hf_int4_config(read_text_file(directory_ / "config.json", max_config_bytes, "config.json"));
+  if (!quant) return;
+  std::vector<host_tensor> matrices = hf_int4_weights(*quant, config_, files_, tensors_);
+  if (options.keep_int4 && !matrices.empty()) stored_int4_ = quant->format();
+  for (host_tensor& matrix : matrices) keep_or_expand(std::move(matrix), options.keep_int4);
+}
+
+void checkpoint::keep_or_expand(host_tensor tensor, bool keep) {
+  converted_.push_back(keep ? std::move(tensor) : expand_int4(tensor, converted_bytes_));
+  tensors_.insert_or_assign(converted_.back().name, &converted_.back());
 }
 
 void checkpoint::open_files(const checkpoint_options& options) {
@@ -162,7 +216,9 @@ void checkpoint::open_files(const checkpoint_options& options) {
   }
   if (!index) return;
   for (const auto& [name, shard] : index->weight_map) {
-    if (!tensors_.contains(name)) {
+    const bool packed = std::any_of(files_.begin(), files_.end(),
+                                    [&](const safetensors_file& file) { return file.find_int32(name) != nullptr; });
+    if (!tensors_.contains(name) && !packed) {
       throw std::runtime_error(std::string(index_file_name) + ": tensor '" + name + "' is mapped to '" + shard +
                                "', which does not contain it");
     }
@@ -179,6 +235,7 @@ void checkpoint::open_gguf(const std::filesystem::path& path, const checkpoint_o
                              options.show_progress && terminal_progress::stderr_is_terminal());
   // llama.cpp's converter interleaves the RoPE halves of Llama's q and k rows.
   const bool interleaved = config_.architecture == model_architecture::llama;
+  if (options.keep_int4) stored_int4_ = gguf_layers_int4_format(*gguf_);
   for (const gguf_tensor& tensor : gguf_->tensors()) {
     const std::optional<std::string> name = gguf_hf_tensor_name(tensor.name);
     if (!name) continue;
@@ -186,7 +243,15 @@ void checkpoint::open_gguf(const std::filesystem::path& path, const checkpoint_o
     if (interleaved && name->ends_with("q_proj.weight")) rope_heads = config_.num_attention_heads;
     if (interleaved && name->ends_with("k_proj.weight")) rope_heads = config_.num_key_value_heads;
     try {
-      converted_.push_back(convert_gguf_tensor(tensor, *name, target, rope_heads, converted_bytes_));
+      if (is_layer_matrix(*name) && stored_int4_ != weight_quantization::none &&
+          gguf_int4_format(tensor.type) == stored_int4_) {
+        host_tensor kept{*name, dtype::bf16, {}, nullptr};
+        kept.shape = {static_cast<std::int64_t>(tensor.dims.at(1)), static_cast<std::int64_t>(tensor.dims.at(0))};
+        kept.int4 = gguf_int4_source(tensor, rope_heads);
+        converted_.push_back(std::move(kept));
+      } else {
+        converted_.push_back(convert_gguf_tensor(tensor, *name, target, rope_heads, converted_bytes_));
+      }
     } catch (const std::runtime_error& error) {
       throw std::runtime_error(gguf_->display_name() + ": " + error.what());
     }
@@ -213,17 +278,53 @@ const host_tensor* checkpoint::find_tensor(std::string_view name) const {
 }
 
 std::uint64_t checkpoint::weight_bytes() const {
-  std::uint64_t total = weights_.embed_tokens->byte_size() + weights_.final_norm->byte_size();
-  if (weights_.lm_head != weights_.embed_tokens) total += weights_.lm_head->byte_size();
+  const auto bytes = [](const host_tensor& tensor) -> std::uint64_t {
+    if (tensor.int4 == nullptr) return tensor.byte_size();
+    const auto weights = static_cast<std::uint64_t>(tensor.numel());
+    const bool offsets = tensor.int4->format() == weight_quantization::int4_asym;
+    return weights / 2 + weights / int4_source_group * (offsets ? 4 : 2);
+  };
+  std::uint64_t total = bytes(*weights_.embed_tokens) + bytes(*weights_.final_norm);
+  if (weights_.lm_head != weights_.embed_tokens) total += bytes(*weights_.lm_head);
   for (const layer_weights& layer : weights_.layers) {
     for (const host_tensor* tensor :
          {layer.q_proj, layer.k_proj, layer.v_proj, layer.o_proj, layer.q_bias, layer.k_bias, layer.v_bias,
           layer.o_bias, layer.q_norm, layer.k_norm, layer.gate_proj, layer.up_proj, layer.down_proj, layer.input_norm,
           layer.post_attention_norm}) {
-      if (tensor != nullptr) total += tensor->byte_size();
+      if (tensor != nullptr) total += bytes(*tensor);
     }
   }
   return total;
+}
+
+quantized_checkpoint open_for_quantization(const std::filesystem::path& path, std::string_view quantization,
+                                           bool quantized_kernels, checkpoint_options options) {
+  const bool automatic = quantization == "auto";
+  weight_quantization requested = weight_quantization::none;
+  if (!automatic) {
+    const std::optional<weight_quantization> parsed = parse_quantization(quantization);
+    if (!parsed)
+      throw std::runtime_error("quantization '" + std::string(quantization) +
+                               "' is not one of auto, none, int8, int4, int4_asym");
+    requested = *parsed;
+  }
+  options.keep_int4 = quantized_kernels && (automatic || requested == weight_quantization::int4 ||
+                                       requested == weight_quantization::int4_asym);
+  quantized_checkpoint out{checkpoint::open(path, options), requested};
+  const weight_quantization stored = out.weights.stored_quantization();
+  // Q8_0 has no exact home; per-row int8 decodes twice as fast as bf16 at
+  // about the same logits (docs/operations.md), so a CPU runs it as int8.
+  const gguf_file* gguf = out.weights.gguf();
+  if (automatic && quantized_kernels && gguf != nullptr && gguf_layers_mostly_q8_0(*gguf))
+    out.quantization = weight_quantization::int8;
+  if (stored == weight_quantization::none) return out;
+  if (automatic) {
+    out.quantization = stored;
+  } else if (stored != requested) {
+    options.keep_int4 = false;  // stored in the other int4 format: expand, then quantise to the one asked for
+    out.weights = checkpoint::open(path, options);
+  }
+  return out;
 }
 
 }  // namespace troupe

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/quantization.hpp"
 #include "kernels/tensor.hpp"
 #include "model/generation_config.hpp"
 #include "model/gguf.hpp"
@@ -62,6 +63,11 @@ struct model_weights {
 struct checkpoint_options {
   bool show_progress = true;  ///< draw progress on stderr (only ever when stderr is a terminal)
   bool prefetch = false;      ///< ask the kernel to read every shard into the page cache in the background
+  /// Linear layers the checkpoint stores as 4-bit groups (GGUF Q4_0 / Q4_1,
+  /// AWQ, GPTQ) stay in that form (host_tensor::int4, read by the backend at
+  /// load) instead of being expanded to bf16 here: for backends with int4
+  /// kernels (cpu), which then must prepare them as stored_quantization().
+  bool keep_int4 = false;
 };
 
 /// An open model directory. Move-only; moving keeps every tensor pointer valid.
@@ -89,14 +95,21 @@ class checkpoint {
   const std::vector<safetensors_file>& files() const { return files_; }
   /// The open GGUF file, or nullptr for an HF directory.
   const gguf_file* gguf() const { return gguf_.get(); }
-  /// Bytes of all tensors in weights() (the tied lm_head counted once).
+  /// Bytes of all tensors in weights() (the tied lm_head counted once; a
+  /// matrix kept in 4-bit form at half a byte per weight plus its scales).
   std::uint64_t weight_bytes() const;
+  /// The format the linear layers kept in 4-bit form are in (int4 or
+  /// int4_asym); none when checkpoint_options::keep_int4 was off or nothing
+  /// was stored that way. Layers stored otherwise hold bf16 data.
+  weight_quantization stored_quantization() const { return stored_int4_; }
 
  private:
   checkpoint() = default;
   void open_files(const checkpoint_options& options);
   void open_gguf(const std::filesystem::path& path, const checkpoint_options& options);
   void bind_weights();
+  void add_hf_int4_weights(const checkpoint_options& options);
+  void keep_or_expand(host_tensor tensor, bool keep);
 
   std::filesystem::path directory_;
   model_config config_;
@@ -107,7 +120,26 @@ class checkpoint {
   gguf_buffers converted_bytes_;
   std::map<std::string, const host_tensor*, std::less<>> tensors_;
   model_weights weights_;
+  weight_quantization stored_int4_ = weight_quantization::none;
 };
+
+/// A checkpoint opened to run in one weight format, and that format.
+struct quantized_checkpoint {
+  checkpoint weights;
+  weight_quantization quantization = weight_quantization::none;  ///< what llama_model gets
+};
+
+/// Opens `path` for the `quantization` knob ("auto" or a quantization_name())
+/// on a backend that `quantized_kernels` says has int8/int4 kernels and
+/// reads int4_source weights (cpu). "auto": a checkpoint whose linear layers
+/// are stored in 4 bits (GGUF Q4_0 / Q4_1, AWQ, GPTQ) runs them in that
+/// format, a GGUF file of mostly Q8_0 layers runs as int8 (requantised per
+/// row), anything else as stored (none); without such kernels everything
+/// runs as stored. A named format keeps the stored 4-bit form when it is
+/// that format and otherwise quantises the expanded weights to it ("none":
+/// bf16). Throws std::runtime_error for an unknown name.
+quantized_checkpoint open_for_quantization(const std::filesystem::path& path, std::string_view quantization,
+                                           bool quantized_kernels, checkpoint_options options = {});
 
 /// Names of the shard files listed by `index_json` (the text of a
 /// model.safetensors.index.json), in first-seen order, and which shard holds

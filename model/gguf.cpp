@@ -23,17 +23,17 @@ struct type_info {
 };
 
 constexpr type_info supported_types[] = {
-    {ggml_type::f32, "F32", 1, 4},       {ggml_type::f16, "F16", 1, 2},     {ggml_type::bf16, "BF16", 1, 2},
-    {ggml_type::q8_0, "Q8_0", 32, 34},   {ggml_type::q4_0, "Q4_0", 32, 18}, {ggml_type::q4_k, "Q4_K", 256, 144},
-    {ggml_type::q6_k, "Q6_K", 256, 210},
+    {ggml_type::f32, "F32", 1, 4},       {ggml_type::f16, "F16", 1, 2},       {ggml_type::bf16, "BF16", 1, 2},
+    {ggml_type::q8_0, "Q8_0", 32, 34},   {ggml_type::q4_0, "Q4_0", 32, 18},   {ggml_type::q4_1, "Q4_1", 32, 20},
+    {ggml_type::q4_k, "Q4_K", 256, 144}, {ggml_type::q6_k, "Q6_K", 256, 210},
 };
 
 // ggml types troupe recognises but cannot convert, by number: named in errors.
 constexpr std::pair<std::uint32_t, std::string_view> unsupported_types[] = {
-    {3, "Q4_1"},   {6, "Q5_0"},     {7, "Q5_1"},    {9, "Q8_1"},     {10, "Q2_K"},  {11, "Q3_K"},   {13, "Q5_K"},
-    {15, "Q8_K"},  {16, "IQ2_XXS"}, {17, "IQ2_XS"}, {18, "IQ3_XXS"}, {19, "IQ1_S"}, {20, "IQ4_NL"}, {21, "IQ3_S"},
-    {22, "IQ2_S"}, {23, "IQ4_XS"},  {24, "I8"},     {25, "I16"},     {26, "I32"},   {27, "I64"},    {28, "F64"},
-    {29, "IQ1_M"}, {34, "TQ1_0"},   {35, "TQ2_0"},  {39, "MXFP4"},
+    {6, "Q5_0"},   {7, "Q5_1"},     {9, "Q8_1"},    {10, "Q2_K"},    {11, "Q3_K"},  {13, "Q5_K"},
+    {15, "Q8_K"},  {16, "IQ2_XXS"}, {17, "IQ2_XS"}, {18, "IQ3_XXS"}, {19, "IQ1_S"}, {20, "IQ4_NL"},
+    {21, "IQ3_S"}, {22, "IQ2_S"},   {23, "IQ4_XS"}, {24, "I8"},      {25, "I16"},   {26, "I32"},
+    {27, "I64"},   {28, "F64"},     {29, "IQ1_M"},  {34, "TQ1_0"},   {35, "TQ2_0"}, {39, "MXFP4"},
 };
 
 const type_info* find_type(std::uint32_t id) {
@@ -195,7 +195,8 @@ const type_info& tensor_type(reader& in, const std::string& where) {
   if (const type_info* info = find_type(raw_type)) return *info;
   for (const auto& [id, name] : unsupported_types)
     if (id == raw_type)
-      in.fail(where, "unsupported type " + std::string(name) + " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
+      in.fail(where,
+              "unsupported type " + std::string(name) + " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K)");
   in.fail(where, "unknown type " + std::to_string(raw_type));
 }
 

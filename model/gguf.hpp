@@ -45,7 +45,16 @@ std::uint64_t gguf_scalar_bytes(gguf_type type);
 
 /// Tensor element formats troupe reads, numbered as ggml numbers them.
 /// Other ggml types are refused at open with their name.
-enum class ggml_type : std::uint32_t { f32 = 0, f16 = 1, q4_0 = 2, q8_0 = 8, q4_k = 12, q6_k = 14, bf16 = 30 };
+enum class ggml_type : std::uint32_t {
+  f32 = 0,
+  f16 = 1,
+  q4_0 = 2,
+  q4_1 = 3,
+  q8_0 = 8,
+  q4_k = 12,
+  q6_k = 14,
+  bf16 = 30
+};
 
 /// "F32", "Q4_K", ...
 std::string_view ggml_type_name(ggml_type type);

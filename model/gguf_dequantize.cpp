@@ -35,6 +35,17 @@ void q4_0_block(const std::byte* block, float* out) {
   }
 }
 
+// Q4_1: f16 scale d and minimum m, then 16 bytes of nibbles as in Q4_0; x = d * q + m.
+void q4_1_block(const std::byte* block, float* out) {
+  const float d = load_f16(block);
+  const float m = load_f16(block + 2);
+  for (int i = 0; i < 16; ++i) {
+    const std::uint8_t packed = byte_at(block + 4, i);
+    out[i] = d * static_cast<float>(packed & 0x0f) + m;
+    out[i + 16] = d * static_cast<float>(packed >> 4) + m;
+  }
+}
+
 // Q4_K's eight 6-bit scales and mins packed into 12 bytes.
 void q4_k_scale_min(int j, const std::uint8_t* packed, std::uint8_t& scale, std::uint8_t& min) {
   if (j < 4) {
@@ -120,6 +131,9 @@ void gguf_dequantize(ggml_type type, const std::byte* data, float* out, std::uin
       break;
     case ggml_type::q4_0:
       expand = q4_0_block;
+      break;
+    case ggml_type::q4_1:
+      expand = q4_1_block;
       break;
     case ggml_type::q4_k:
       expand = q4_k_block;

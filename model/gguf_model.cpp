@@ -197,6 +197,28 @@ dtype gguf_weight_dtype(const gguf_file& file) {
   return matrices_f16 ? dtype::f16 : dtype::bf16;
 }
 
+gguf_rows::gguf_rows(const gguf_tensor& tensor, std::int64_t rope_heads)
+    : row_length(tensor.dims.empty() ? 1 : tensor.dims[0]),
+      count(row_length == 0 ? 0 : tensor.elements() / row_length),
+      row_bytes(row_length / ggml_block_elements(tensor.type) * ggml_block_bytes(tensor.type)),
+      data_(tensor.data) {
+  if (rope_heads > 0 && (count % static_cast<std::uint64_t>(rope_heads) != 0 || (count / rope_heads) % 2 != 0)) {
+    throw std::runtime_error("tensor '" + tensor.name + "': " + std::to_string(count) + " rows do not split into " +
+                             std::to_string(rope_heads) + " heads of an even size");
+  }
+  head_rows_ = rope_heads > 0 ? count / static_cast<std::uint64_t>(rope_heads) : 0;
+}
+
+const std::byte* gguf_rows::row(std::uint64_t hf_row) const {
+  // llama.cpp stores row h*D + 2i + s where HF has h*D + s*D/2 + i.
+  std::uint64_t source = hf_row;
+  if (head_rows_ > 0) {
+    const std::uint64_t head = hf_row / head_rows_, within = hf_row % head_rows_, half = head_rows_ / 2;
+    source = head * head_rows_ + 2 * (within % half) + within / half;
+  }
+  return data_ + source * row_bytes;
+}
+
 host_tensor convert_gguf_tensor(const gguf_tensor& tensor, std::string hf_name, dtype target, std::int64_t rope_heads,
                                 gguf_buffers& storage) {
   host_tensor out;
@@ -212,24 +234,12 @@ host_tensor convert_gguf_tensor(const gguf_tensor& tensor, std::string hf_name, 
     out.data = tensor.data;
     return out;
   }
-  const std::uint64_t row_length = tensor.dims.empty() ? 1 : tensor.dims[0];
-  const std::uint64_t rows = row_length == 0 ? 0 : tensor.elements() / row_length;
-  const std::uint64_t row_bytes = row_length / ggml_block_elements(tensor.type) * ggml_block_bytes(tensor.type);
-  if (rope_heads > 0 && (rows % static_cast<std::uint64_t>(rope_heads) != 0 || (rows / rope_heads) % 2 != 0)) {
-    throw std::runtime_error("tensor '" + tensor.name + "': " + std::to_string(rows) + " rows do not split into " +
-                             std::to_string(rope_heads) + " heads of an even size");
-  }
-  const std::uint64_t head_rows = rope_heads > 0 ? rows / static_cast<std::uint64_t>(rope_heads) : 1;
+  const gguf_rows rows(tensor, rope_heads);
   auto buffer = std::make_unique<std::byte[]>(tensor.elements() * dtype_size(target));
-  std::vector<float> scratch(row_length);
-  for (std::uint64_t row = 0; row < rows; ++row) {
-    // llama.cpp stores row h*D + 2i + s where HF has h*D + s*D/2 + i.
-    std::uint64_t source = row;
-    if (rope_heads > 0) {
-      const std::uint64_t head = row / head_rows, within = row % head_rows, half = head_rows / 2;
-      source = head * head_rows + 2 * (within % half) + within / half;
-    }
-    gguf_dequantize(tensor.type, tensor.data + source * row_bytes, scratch.data(), row_length);
+  std::vector<float> scratch(rows.row_length);
+  for (std::uint64_t row = 0; row < rows.count; ++row) {
+    const std::uint64_t row_length = rows.row_length;
+    gguf_dequantize(tensor.type, rows.row(row), scratch.data(), row_length);
     convert_elements(scratch.data(), dtype::f32, buffer.get() + row * row_length * dtype_size(target), target,
                      row_length);
   }

@@ -38,6 +38,25 @@ std::optional<std::string> gguf_hf_tensor_name(std::string_view gguf_name);
 /// quantised type).
 dtype gguf_weight_dtype(const gguf_file& file);
 
+/// The rows of a GGUF matrix in HF order: with `rope_heads` > 0 the rows of
+/// each of that many heads are taken from llama.cpp's interleaved RoPE order
+/// back in HF's rotate-half order. Throws std::runtime_error naming the
+/// tensor when its rows do not split into heads of an even size.
+class gguf_rows {
+ public:
+  gguf_rows(const gguf_tensor& tensor, std::int64_t rope_heads);
+  /// The file bytes of HF row `hf_row` (row_bytes of them).
+  const std::byte* row(std::uint64_t hf_row) const;
+
+  std::uint64_t row_length;  ///< elements per row (dims[0])
+  std::uint64_t count;       ///< rows
+  std::uint64_t row_bytes;   ///< bytes per row in the file's type
+
+ private:
+  const std::byte* data_;
+  std::uint64_t head_rows_ = 0;
+};
+
 /// Owns the bytes of converted tensors (those that are not views into the mapping).
 using gguf_buffers = std::vector<std::unique_ptr<std::byte[]>>;
 

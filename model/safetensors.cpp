@@ -15,8 +15,8 @@ namespace {
 
 // Tags the format defines that we cannot compute in: recognised so the error
 // says "unsupported" rather than "unknown".
-constexpr std::array<std::string_view, 17> unsupported_dtypes = {
-    "BOOL", "U8",      "I8",      "I16",     "U16", "I32",     "U32",     "I64", "U64",
+constexpr std::array<std::string_view, 16> unsupported_dtypes = {
+    "BOOL", "U8",      "I8",      "I16",     "U16", "U32",     "I64",     "U64",
     "F64",  "F8_E5M2", "F8_E4M3", "F8_E8M0", "F4",  "F6_E2M3", "F6_E3M2", "C64"};
 
 // Elements per tensor above which sizes could overflow 64-bit byte counts.
@@ -36,6 +36,7 @@ std::string range_text(std::uint64_t begin, std::uint64_t end) {
 struct raw_entry {
   std::string name;
   dtype type = dtype::f32;
+  bool int32 = false;  ///< I32 (packed quantised codes); `type` is then f32, of the same size
   std::vector<std::int64_t> shape;
   std::uint64_t begin = 0;
   std::uint64_t end = 0;
@@ -50,11 +51,13 @@ class header_parser {
     fail("tensor '" + std::string(name) + "': " + message);
   }
 
-  dtype parse_dtype_tag(std::string_view name, const boost::json::value* tag) const {
+  // The element type; I32 sets `int32` instead.
+  dtype parse_dtype_tag(std::string_view name, const boost::json::value* tag, bool& int32) const {
     if (tag == nullptr) fail_tensor(name, "missing 'dtype'");
     if (!tag->is_string()) fail_tensor(name, "'dtype' must be a string, got " + std::string(json_type_name(*tag)));
     const std::string_view text = tag->get_string();
-    if (text == "F32") return dtype::f32;
+    int32 = text == "I32";
+    if (int32 || text == "F32") return dtype::f32;
     if (text == "F16") return dtype::f16;
     if (text == "BF16") return dtype::bf16;
     if (std::find(unsupported_dtypes.begin(), unsupported_dtypes.end(), text) != unsupported_dtypes.end()) {
@@ -114,7 +117,7 @@ class header_parser {
     if (fields == nullptr) fail_tensor(name, "entry must be an object, got " + std::string(json_type_name(value)));
     raw_entry entry;
     entry.name = std::string(name);
-    entry.type = parse_dtype_tag(name, fields->if_contains("dtype"));
+    entry.type = parse_dtype_tag(name, fields->if_contains("dtype"), entry.int32);
     entry.shape = parse_shape(name, fields->if_contains("shape"));
     std::tie(entry.begin, entry.end) = parse_offsets(name, fields->if_contains("data_offsets"));
     std::uint64_t elements = 1;
@@ -122,7 +125,8 @@ class header_parser {
     const std::uint64_t expected = elements * dtype_size(entry.type);
     if (entry.end - entry.begin != expected) {
       fail_tensor(name, "data_offsets " + range_text(entry.begin, entry.end) + " do not match shape " +
-                            shape_text(entry.shape) + " × " + std::string(safetensors_dtype_name(entry.type)) + " (" +
+                            shape_text(entry.shape) + " × " +
+                            std::string(entry.int32 ? "I32" : safetensors_dtype_name(entry.type)) + " (" +
                             std::to_string(expected) + " bytes)");
     }
     return entry;
@@ -181,7 +185,13 @@ safetensors_file::safetensors_file(const std::filesystem::path& path)
 
 const host_tensor* safetensors_file::find(std::string_view name) const {
   auto found = by_name_.find(name);
-  return found == by_name_.end() ? nullptr : &tensors_[found->second];
+  return found == by_name_.end() || found->second >= tensors_.size() ? nullptr : &tensors_[found->second];
+}
+
+const int32_tensor* safetensors_file::find_int32(std::string_view name) const {
+  for (const int32_tensor& tensor : int32_tensors_)
+    if (tensor.name == name) return &tensor;
+  return nullptr;
 }
 
 void safetensors_file::parse_header() {
@@ -228,6 +238,12 @@ void safetensors_file::parse_header() {
       std::memcpy(copy.get(), data, entry.end - entry.begin);
       data = copy.get();
       aligned_copies_.push_back(std::move(copy));
+    }
+    if (entry.int32) {
+      if (!by_name_.emplace(entry.name, SIZE_MAX).second) fail("tensor '" + entry.name + "' appears twice");
+      int32_tensors_.push_back(
+          int32_tensor{std::move(entry.name), std::move(entry.shape), reinterpret_cast<const std::int32_t*>(data)});
+      continue;
     }
     if (!by_name_.emplace(entry.name, tensors_.size()).second) fail("tensor '" + entry.name + "' appears twice");
     tensors_.push_back(host_tensor{std::move(entry.name), entry.type, std::move(entry.shape), data});

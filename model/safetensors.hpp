@@ -7,6 +7,7 @@
 // the mapping.
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -24,6 +25,14 @@ inline constexpr std::size_t safetensors_max_header_bytes = 100'000'000;
 
 /// The safetensors dtype tag of `type` ("F32", "F16", "BF16").
 std::string_view safetensors_dtype_name(dtype type);
+
+/// An I32 tensor (the packed codes of AWQ / GPTQ checkpoints): little-endian
+/// int32 elements, row-major, aligned.
+struct int32_tensor {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  const std::int32_t* data = nullptr;
+};
 
 /// One open, validated .safetensors file. Move-only; moving keeps every
 /// tensor's `data` pointer valid.
@@ -44,8 +53,12 @@ class safetensors_file {
   /// the mapping (or, for the rare tensor not aligned to its element size in
   /// the file, into an aligned copy this object owns).
   const std::vector<host_tensor>& tensors() const { return tensors_; }
-  /// The tensor called `name`, or nullptr.
+  /// The tensor called `name`, or nullptr (also for an I32 tensor).
   const host_tensor* find(std::string_view name) const;
+  /// The I32 tensors, which tensors() leaves out.
+  const std::vector<int32_tensor>& int32_tensors() const { return int32_tensors_; }
+  /// The I32 tensor called `name`, or nullptr.
+  const int32_tensor* find_int32(std::string_view name) const;
   /// The "__metadata__" entries (e.g. {"format": "pt"}).
   const std::map<std::string, std::string, std::less<>>& metadata() const { return metadata_; }
   /// Size of the file in bytes.
@@ -60,7 +73,8 @@ class safetensors_file {
   std::string display_name_;
   mapped_file file_;
   std::vector<host_tensor> tensors_;
-  std::map<std::string, std::size_t, std::less<>> by_name_;  ///< name -> index in tensors_
+  std::vector<int32_tensor> int32_tensors_;
+  std::map<std::string, std::size_t, std::less<>> by_name_;  ///< name -> index in tensors_ (SIZE_MAX: I32)
   std::map<std::string, std::string, std::less<>> metadata_;
   std::vector<std::unique_ptr<std::byte[]>> aligned_copies_;
 };

@@ -9,6 +9,7 @@
 #include "kernels/cpu/cpu_backend_impl.hpp"
 #include "kernels/cpu/onednn_matmuls.hpp"
 #include "kernels/cpu/quantized_weights.hpp"
+#include "kernels/int4_source.hpp"
 
 namespace troupe::cpu {
 
@@ -23,7 +24,7 @@ void check_parts(std::span<const host_tensor> parts, std::span<const host_tensor
     if (part.shape[1] != in)
       throw std::invalid_argument("prepare_linear: weight " + part.name + " has " + std::to_string(part.shape[1]) +
                                   " input features where " + parts.front().name + " has " + std::to_string(in));
-    if (part.data == nullptr && part.numel() > 0)
+    if (part.data == nullptr && part.int4 == nullptr && part.numel() > 0)
       throw std::invalid_argument("prepare_linear: weight " + part.name + " has no data");
   }
   if (!biases.empty() && biases.size() != parts.size())
@@ -48,6 +49,37 @@ constexpr std::int64_t invariant_slice_bytes = std::int64_t{32} << 10;
 constexpr std::int64_t invariant_panel_bytes = std::int64_t{512} << 10;
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// A part kept in its checkpoint's 4-bit form can only become that format.
+void check_int4_parts(std::span<const host_tensor> parts, weight_quantization format) {
+  for (const host_tensor& part : parts) {
+    if (part.int4 == nullptr) continue;
+    if (part.int4->format() != format)
+      throw std::invalid_argument("prepare_linear: weight " + part.name + " is stored as " +
+                                  std::string(quantization_name(part.int4->format())) + ", not " +
+                                  std::string(quantization_name(format)));
+    if (part.shape[1] % int4_source_group != 0)
+      throw std::invalid_argument("prepare_linear: weight " + part.name + " has " + std::to_string(part.shape[1]) +
+                                  " input features, not whole groups of 32");
+  }
+}
+
+// Rows [begin, begin + count) of `part` into the quantised `buffer` from row
+// `first_row` on: repacked from its 4-bit form, or quantised from its data.
+void quantize_part_rows(const host_tensor& part, std::int64_t begin, std::int64_t count, const quantized_layout& layout,
+                        void* buffer, std::int64_t first_row) {
+  if (part.int4 == nullptr) {
+    const std::size_t row_bytes = static_cast<std::size_t>(layout.cols) * dtype_size(part.type);
+    quantize_rows(static_cast<const char*>(part.data) + static_cast<std::size_t>(begin) * row_bytes, part.type, count,
+                  layout, buffer, first_row + begin);
+    return;
+  }
+  const std::int64_t groups = layout.cols / int4_source_group;
+  std::vector<std::uint8_t> codes(static_cast<std::size_t>(count * layout.cols));
+  std::vector<std::uint16_t> scales(static_cast<std::size_t>(count * groups)), offsets(scales.size());
+  part.int4->read_rows(begin, count, codes.data(), scales.data(), offsets.data());
+  pack_int4_rows(codes.data(), scales.data(), offsets.data(), count, layout, buffer, first_row + begin);
+}
 
 std::vector<float> stacked_biases(std::span<const host_tensor> biases, std::int64_t rows) {
   std::vector<float> out;
@@ -77,6 +109,11 @@ constexpr std::int64_t quantize_task_rows = 64;
 std::unique_ptr<linear_weight> cpu_backend::prepare_linear(std::span<const host_tensor> parts,
                                                            std::span<const host_tensor> biases) {
   check_parts(parts, biases);
+  for (const host_tensor& part : parts) {
+    if (part.int4 != nullptr)
+      throw std::invalid_argument("prepare_linear: weight " + part.name + " is stored as 4-bit codes; prepare it as " +
+                                  std::string(quantization_name(part.int4->format())));
+  }
   auto weight = std::make_unique<cpu_linear_weight>();
   weight->cols = parts.front().shape[1];
   const bool same_type =
@@ -108,6 +145,7 @@ std::unique_ptr<linear_weight> cpu_backend::prepare_quantized_linear(std::span<c
                                                                      weight_quantization format) {
   if (format == weight_quantization::none) return prepare_linear(parts, biases);
   check_parts(parts, biases);
+  check_int4_parts(parts, format);
   auto weight = std::make_unique<cpu_linear_weight>();
   weight->cols = parts.front().shape[1];
   for (const host_tensor& part : parts) weight->rows += part.shape[0];
@@ -117,11 +155,9 @@ std::unique_ptr<linear_weight> cpu_backend::prepare_quantized_linear(std::span<c
   std::int64_t first_row = 0;
   for (const host_tensor& part : parts) {
     const std::int64_t rows = part.shape[0];
-    const std::size_t row_bytes = static_cast<std::size_t>(weight->cols) * dtype_size(part.type);
     pool_.parallel_for(ceil_div(rows, quantize_task_rows), [&](std::int64_t task, int) {
       const std::int64_t begin = task * quantize_task_rows, count = std::min(quantize_task_rows, rows - begin);
-      quantize_rows(static_cast<const char*>(part.data) + static_cast<std::size_t>(begin) * row_bytes, part.type, count,
-                    layout, weight->storage.data(), first_row + begin);
+      quantize_part_rows(part, begin, count, layout, weight->storage.data(), first_row);
     });
     first_row += rows;
   }

@@ -131,6 +131,25 @@ void quantize_rows(const void* source, dtype type, std::int64_t count, const qua
   }
 }
 
+void pack_int4_rows(const std::uint8_t* codes, const std::uint16_t* scales, const std::uint16_t* offsets,
+                    std::int64_t count, const quantized_layout& layout, void* buffer, std::int64_t first_row) {
+  if (!nibbles(layout.format) || layout.cols % quant_group != 0)
+    throw std::invalid_argument("pack_int4_rows: needs an int4 layout with whole groups of 32 inputs");
+  auto* bytes = static_cast<std::uint8_t*>(buffer);
+  const std::int64_t groups = layout.cols / quant_group;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const std::int64_t n = first_row + i;
+    std::uint8_t* row = bytes + static_cast<std::size_t>(n) * layout.row_code_bytes;
+    for (std::int64_t k = 0; k < layout.cols; ++k) put_code(row, layout, k, codes[i * layout.cols + k] & 0x0f);
+    auto* row_scales = reinterpret_cast<std::uint16_t*>(bytes + layout.scales_at) + n * layout.groups;
+    std::copy_n(scales + i * groups, groups, row_scales);
+    if (layout.format == weight_quantization::int4_asym) {
+      auto* row_offsets = reinterpret_cast<std::uint16_t*>(bytes + layout.offsets_at) + n * layout.groups;
+      std::copy_n(offsets + i * groups, groups, row_offsets);
+    }
+  }
+}
+
 float dequantized_weight(const quantized_matrix& w, std::int64_t n, std::int64_t k) {
   const std::int64_t position = interleaved_position(k);
   if (w.format == qformat::int8) {

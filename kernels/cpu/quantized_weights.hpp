@@ -35,6 +35,14 @@ quantized_matrix view_of(const quantized_layout& layout, const void* buffer);
 void quantize_rows(const void* source, dtype type, std::int64_t count, const quantized_layout& layout, void* buffer,
                    std::int64_t first_row);
 
+/// Packs rows [first_row, first_row + count) of `buffer` (an int4 or
+/// int4_asym `layout` whose cols are a multiple of quant_group) from codes a
+/// checkpoint already holds (int4_source::read_rows): `codes` [count][cols]
+/// 0..15 in input order, `scales` and (int4_asym) `offsets` [count][cols / 32]
+/// f16. Exact: the values stay the ones the checkpoint stores.
+void pack_int4_rows(const std::uint8_t* codes, const std::uint16_t* scales, const std::uint16_t* offsets,
+                    std::int64_t count, const quantized_layout& layout, void* buffer, std::int64_t first_row);
+
 /// The value weight (n, k) stands for (k < cols), decoded one element at a time.
 float dequantized_weight(const quantized_matrix& w, std::int64_t n, std::int64_t k);
 

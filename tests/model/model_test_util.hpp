@@ -5,13 +5,16 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <unistd.h>
 
@@ -64,6 +67,16 @@ inline std::string raw_safetensors(std::string_view header, std::string_view dat
 }
 inline std::string raw_safetensors(std::string_view header, std::string_view data) {
   return raw_safetensors(header, data, header.size());
+}
+
+/// max |got − reference| / max |reference| over all elements (logit comparisons).
+inline double relative_max_error(const std::vector<float>& got, const std::vector<float>& reference) {
+  double worst = 0.0, scale = 0.0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    worst = std::max(worst, std::abs(double{got[i]} - double{reference[i]}));
+    scale = std::max(scale, std::abs(double{reference[i]}));
+  }
+  return worst / scale;
 }
 
 /// The message of the std::exception `action` throws ("" when it throws none).

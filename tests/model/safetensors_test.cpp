@@ -99,6 +99,27 @@ TEST(Safetensors, MisalignedDataIsCopiedToAlignedMemory) {
   EXPECT_EQ(element_as_float(*x, 1), -2.25f);
 }
 
+TEST(Safetensors, Int32TensorsAreKeptApartForPackedQuantisedWeights) {
+  temp_dir dir;
+  const std::string header = R"({"w.qweight":{"dtype":"I32","shape":[2],"data_offsets":[0,8]},)"
+                             R"("w.scales":{"dtype":"F16","shape":[2],"data_offsets":[8,12]}})";
+  const std::int32_t words[2] = {-1, 0x12345678};
+  const std::uint16_t halves[2] = {0x3c00, 0xc000};
+  std::string data(reinterpret_cast<const char*>(words), 8);
+  data.append(reinterpret_cast<const char*>(halves), 4);
+  write_file(dir / "m.safetensors", raw_safetensors(header, data));
+  const safetensors_file file(dir / "m.safetensors");
+  EXPECT_EQ(file.find("w.qweight"), nullptr);
+  ASSERT_EQ(file.tensors().size(), 1u);
+  ASSERT_EQ(file.int32_tensors().size(), 1u);
+  const int32_tensor* qweight = file.find_int32("w.qweight");
+  ASSERT_NE(qweight, nullptr);
+  EXPECT_EQ(qweight->shape, std::vector<std::int64_t>{2});
+  EXPECT_EQ(qweight->data[0], -1);
+  EXPECT_EQ(qweight->data[1], 0x12345678);
+  EXPECT_EQ(file.find_int32("w.scales"), nullptr);
+}
+
 // Opens a file with `bytes` and returns the error text.
 std::string open_error(std::string_view bytes) {
   temp_dir dir;
@@ -167,6 +188,12 @@ TEST(SafetensorsHostile, ByteSizeDoesNotMatchShapeTimesDtype) {
   EXPECT_EQ(
       open_error(raw_safetensors(header, sixteen_bytes)),
       "model.safetensors: tensor 'model.norm.weight': data_offsets [0, 12) do not match shape [4] × F32 (16 bytes)");
+}
+
+TEST(SafetensorsHostile, Int32ByteSizeIsCheckedToo) {
+  const std::string header = R"({"q.qzeros":{"dtype":"I32","shape":[3],"data_offsets":[0,16]}})";
+  EXPECT_EQ(open_error(raw_safetensors(header, sixteen_bytes)),
+            "model.safetensors: tensor 'q.qzeros': data_offsets [0, 16) do not match shape [3] × I32 (12 bytes)");
 }
 
 TEST(SafetensorsHostile, UnsupportedDtype) {

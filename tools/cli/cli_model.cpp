@@ -16,11 +16,12 @@ void add_model_flags(CLI::App& command, model_flags& flags) {
   command.add_option("--threads", flags.threads, "CPU backend threads (0: all cores)")->check(CLI::NonNegativeNumber);
   command
       .add_option("--quantization", flags.quantization,
-                  "weight-only quantisation at load: none, int8, int4 or int4_asym (cpu)")
-      ->check(CLI::IsMember({"none", "int8", "int4", "int4_asym"}));
+                  "weight-only quantisation at load: auto (a 4-bit GGUF / AWQ / GPTQ checkpoint as stored, on the "
+                  "cpu), none, int8, int4 or int4_asym (cpu)")
+      ->check(CLI::IsMember({"auto", "none", "int8", "int4", "int4_asym"}));
   command
       .add_option("--lm-head-quantization", flags.lm_head_quantization,
-                  "the LM head's format: auto (int8 when --quantization is set), none, int8, int4 or int4_asym")
+                  "the LM head's format: auto (int8 when the layers are quantised), none, int8, int4 or int4_asym")
       ->check(CLI::IsMember({"auto", "none", "int8", "int4", "int4_asym"}));
 }
 
@@ -32,12 +33,13 @@ std::string resolve_device(const std::string& requested) {
 loaded_model load_model(const model_flags& flags) {
   const std::filesystem::path dir =
       flags.model_dir.empty() ? ensure_demo_model() : std::filesystem::path(flags.model_dir);
-  loaded_model loaded{dir, checkpoint::open(dir), make_backend(resolve_device(flags.device), flags.threads), nullptr,
-                      nullptr};
-  const weight_quantization layers_format = parse_quantization(flags.quantization).value();
+  const std::string device = resolve_device(flags.device);
+  quantized_checkpoint opened = open_for_quantization(dir, flags.quantization, device == "cpu");
+  loaded_model loaded{dir, std::move(opened.weights), make_backend(device, flags.threads), nullptr, nullptr};
   loaded.model =
-      std::make_unique<llama_model>(loaded.ckpt.config(), loaded.ckpt.weights(), *loaded.device, layers_format,
-                                    lm_head_quantization(layers_format, flags.lm_head_quantization).value());
+      std::make_unique<llama_model>(loaded.ckpt.config(), loaded.ckpt.weights(), *loaded.device, opened.quantization,
+                                    lm_head_quantization(opened.quantization, flags.lm_head_quantization).value());
+  loaded.quantization = opened.quantization;
   if (model_has_tokenizer(dir)) loaded.tokenizer = load_model_tokenizer(dir);
   return loaded;
 }

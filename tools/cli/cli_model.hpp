@@ -25,7 +25,7 @@ struct model_flags {
   std::string model_dir;  ///< empty: the built-in demo model
   std::string device = "auto";
   int threads = 0;
-  std::string quantization = "none";          ///< weight_quantization name
+  std::string quantization = "auto";          ///< "auto" or a weight_quantization name (open_for_quantization)
   std::string lm_head_quantization = "auto";  ///< "auto" or a weight_quantization name
 };
 
@@ -38,7 +38,8 @@ struct loaded_model {
   checkpoint ckpt;
   std::unique_ptr<backend> device;
   std::unique_ptr<llama_model> model;
-  std::shared_ptr<const text::tokenizer> tokenizer;  ///< null when the directory has no tokenizer.json
+  std::shared_ptr<const text::tokenizer> tokenizer;              ///< null when the directory has no tokenizer.json
+  weight_quantization quantization = weight_quantization::none;  ///< what the linear layers run in
 };
 
 /// Resolves "auto" to "cuda" when a GPU is usable, else "cpu".

@@ -75,7 +75,7 @@ double measure_prefill(llama_model& model, int prompt_len, std::mt19937& rng) {
 /// Bytes of weights a decode step reads: the checkpoint's, or with
 /// quantization the CPU layouts of the linear layers plus the LM head's.
 double streamed_weight_bytes(const loaded_model& loaded, const model_flags& model) {
-  const auto format = parse_quantization(model.quantization).value_or(weight_quantization::none);
+  const weight_quantization format = loaded.quantization;
   if (format == weight_quantization::none) return static_cast<double>(loaded.ckpt.weight_bytes());
   const model_config& c = loaded.ckpt.config();
   const std::int64_t h = c.hidden_size, q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
@@ -154,7 +154,7 @@ void run(const bench_flags& flags) {
             << config.hidden_size << ", " << (config.torch_dtype ? dtype_name(*config.torch_dtype) : "f32") << ", "
             << std::fixed << std::setprecision(2) << loaded.ckpt.weight_bytes() / 1e9 << " GB of weights, "
             << streamed_weight_bytes(loaded, flags.model) / 1e9 << " GB read per decode step, quantization "
-            << flags.model.quantization << ")\n\n"
+            << quantization_name(loaded.quantization) << ")\n\n"
             << "- machine: " << cpu_model_name() << ", device " << loaded.device->name() << "\n- date: " << today()
             << "\n";
   const double copy_gbps = print_copy_bandwidth(loaded, flags.model.threads);

@@ -1,0 +1,32 @@
+#pragma once
+// A linear weight that its checkpoint already stores as 4-bit codes in
+// groups of 32 inputs (GGUF Q4_0 / Q4_1, AWQ, GPTQ): the loader hands the
+// backend this reader instead of float data, and the backend repacks the
+// codes and scales into its own layout a few rows at a time, so nothing is
+// expanded to floats and no precision is lost.
+
+#include <cstdint>
+
+#include "kernels/quantization.hpp"
+
+namespace troupe {
+
+/// Reads the 4-bit form of one [rows][cols] matrix (cols a multiple of 32).
+class int4_source {
+ public:
+  virtual ~int4_source() = default;
+
+  /// int4: w = scale · (code − 8); int4_asym: w = scale · code + offset.
+  virtual weight_quantization format() const = 0;
+
+  /// Writes rows [first, first + count) of the matrix: `codes` [count][cols]
+  /// (0..15, one per byte, in input order), `scales` [count][cols / 32] and,
+  /// for int4_asym, `offsets` [count][cols / 32] (f16 bits; untouched for int4).
+  virtual void read_rows(std::int64_t first, std::int64_t count, std::uint8_t* codes, std::uint16_t* scales,
+                         std::uint16_t* offsets) const = 0;
+};
+
+/// Inputs per group of an int4_source.
+inline constexpr std::int64_t int4_source_group = 32;
+
+}  // namespace troupe

@@ -1,0 +1,27 @@
+#pragma once
+// GGUF matrices whose blocks already are troupe's int4 groups, served to the
+// backend in that form (kernels/int4_source.hpp) rather than expanded:
+//   Q4_0 (f16 d, 32 codes q): x = d · (q − 8)  -> int4, scale d;
+//   Q4_1 (f16 d, f16 m, 32 codes q): x = d · q + m  -> int4_asym, scale d, offset m.
+// Codes and scales are copied bit for bit, so the weights are exactly the
+// file's.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "kernels/int4_source.hpp"
+#include "model/gguf.hpp"
+
+namespace troupe {
+
+/// The int4 format whose groups `type`'s blocks are: int4 for Q4_0,
+/// int4_asym for Q4_1, nullopt for every other type.
+std::optional<weight_quantization> gguf_int4_format(ggml_type type);
+
+/// A reader of the 2-D Q4_0 / Q4_1 `tensor` (rows in HF order, see
+/// gguf_rows for `rope_heads`). The tensor's mapping must outlive it.
+/// Throws std::runtime_error naming the tensor for another type or shape.
+std::shared_ptr<const int4_source> gguf_int4_source(const gguf_tensor& tensor, std::int64_t rope_heads);
+
+}  // namespace troupe

@@ -1,0 +1,65 @@
+"""Checkpoints stored in 4 bits served as they are: a GGUF Q4_0 file and an
+AWQ directory (tests/fixtures/) run in troupe's int4 formats by default
+(`--quantization auto`), answer completions, and `--quantization none`
+expands them to bf16 instead.
+"""
+
+import os
+import pathlib
+import subprocess
+
+import pytest
+import requests
+
+from conftest import LiveServer
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
+Q4_0 = FIXTURES / "gguf" / "llama_tiny_q4_0.gguf"
+AWQ = FIXTURES / "int4" / "llama_tiny_awq"
+
+
+def served_format(server):
+    with open(server.log_path, encoding="utf-8", errors="replace") as log:
+        for line in log:
+            if "linear layers" in line:
+                return line.rsplit("linear layers", 1)[1].strip()
+    return None
+
+
+def greedy(server, prompt="The quick brown fox"):
+    body = {"model": server.model()["id"], "prompt": prompt, "max_tokens": 8, "temperature": 0, "ignore_eos": True}
+    reply = requests.post(server.base_url + "/v1/completions", json=body, timeout=60)
+    assert reply.status_code == 200, reply.text
+    return reply.json()["choices"][0]["text"]
+
+
+@pytest.mark.parametrize("model,expected", [(Q4_0, "int4"), (AWQ, "int4_asym")])
+def test_stored_4_bit_checkpoints_run_as_stored_by_default(model, expected):
+    server = LiveServer(["--model", str(model), "--threads", "1"])
+    try:
+        assert served_format(server) == expected
+        assert greedy(server)
+    finally:
+        server.stop()
+    expanded = LiveServer(["--model", str(model), "--threads", "1", "--quantization", "none"])
+    try:
+        assert served_format(expanded) == "none"
+        assert greedy(expanded)
+    finally:
+        expanded.stop()
+
+
+def test_a_broken_awq_config_fails_the_start_naming_the_field(tmp_path):
+    binary = os.environ.get("TROUPE_BIN")
+    if not binary:
+        pytest.skip("TROUPE_BIN is not set: end-to-end suites need a built troupe binary")
+    model = tmp_path / "awq"
+    model.mkdir()
+    for item in AWQ.iterdir():
+        (model / item.name).write_bytes(item.read_bytes())
+    config = (model / "config.json").read_text().replace('"bits": 4', '"bits": 3')
+    (model / "config.json").write_text(config)
+    run = subprocess.run([binary, "generate", "--model", str(model), "--prompt", "hi", "--max-tokens", "1"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0
+    assert "field 'quantization_config.bits' (3) is not supported" in run.stderr + run.stdout
