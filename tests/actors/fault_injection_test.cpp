@@ -98,14 +98,19 @@ INSTANTIATE_TEST_SUITE_P(Faults, EngineExecutorFault, ::testing::Values("error",
 
 // ---- tokenizer ------------------------------------------------------------
 
+// `workers` tokenizer workers; a prompt with "POISON" makes its worker fail as `fault` says.
+engine_config poisoned_tokenizer_config(int workers, const std::string& fault) {
+  auto config = tiny_engine_config();
+  config.tokenizer_workers = workers;
+  config.test_tokenizer_fault_marker = "POISON";
+  config.test_tokenizer_fault = fault;
+  return config;
+}
+
 // An exception while preparing a prompt fails that request; the worker
 // survives, so the request it streams meanwhile finishes untouched.
 TEST(EngineTokenizerFault, AThrowingEncodeFailsOnlyItsRequest) {
-  auto config = tiny_engine_config();
-  config.tokenizer_workers = 1;
-  config.test_tokenizer_fault_marker = "POISON";
-  config.test_tokenizer_fault = "throw";
-  auto engine = engine::start(config);
+  auto engine = engine::start(poisoned_tokenizer_config(1, "throw"));
   const engine_stats idle = engine->stats();
   auto running = submit(*engine, "a long generation streamed by the only worker", 1500);
   ASSERT_TRUE(running->wait_for_deltas(2));
@@ -128,11 +133,7 @@ TEST(EngineTokenizerFault, AThrowingEncodeFailsOnlyItsRequest) {
 // the dead worker's fails, the other finishes untouched, and the restarted
 // worker prepares and streams new requests again.
 TEST(EngineTokenizerFault, ADeadWorkerIsRestartedAndOnlyItsStreamsFail) {
-  auto config = tiny_engine_config();
-  config.tokenizer_workers = 2;
-  config.test_tokenizer_fault_marker = "POISON";
-  config.test_tokenizer_fault = "exit";
-  auto engine = engine::start(config);
+  auto engine = engine::start(poisoned_tokenizer_config(2, "exit"));
   const engine_stats idle = engine->stats();
   auto first = submit(*engine, "the first long generation", 3000);
   ASSERT_TRUE(first->wait_for_deltas(1));

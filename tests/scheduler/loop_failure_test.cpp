@@ -66,14 +66,21 @@ TEST(LoopFailure, TheFailedRequestsBlocksGoBackToThePool) {
   EXPECT_FALSE(d.loop.healthy());
 }
 
-TEST(LoopFailure, EveryStepInFlightAfterTheFailedOneIsAbandoned) {
+// Request a's prefill in flight, then request b submitted: what the tests below fail.
+struct LoopFailureWithAStepInFlight : ::testing::Test {
+  void SetUp() override {
+    d.submit("a", 100);
+    first = d.plan();
+    ASSERT_TRUE(first);
+    ASSERT_EQ(first->next, after_planning::run);
+    d.submit("b", 100);
+  }
   loop_driver d;
   const std::int32_t total = d.kv.free_blocks();
-  d.submit("a", 100);
-  const std::optional<planned_step> first = d.plan();
-  ASSERT_TRUE(first);
-  ASSERT_EQ(first->next, after_planning::run);
-  d.submit("b", 100);
+  std::optional<planned_step> first;
+};
+
+TEST_F(LoopFailureWithAStepInFlight, EveryStepInFlightAfterTheFailedOneIsAbandoned) {
   const std::optional<planned_step> second = d.plan();
   ASSERT_TRUE(second);
   ASSERT_EQ(second->next, after_planning::run) << "b's prefill runs beside a's";
@@ -86,14 +93,7 @@ TEST(LoopFailure, EveryStepInFlightAfterTheFailedOneIsAbandoned) {
   EXPECT_FALSE(d.loop.on_step_failed(second->step.id, "device lost", 1)) << "the later step's error changes nothing";
 }
 
-TEST(LoopFailure, AStepPlannedAcrossTheFailureNeverRuns) {
-  loop_driver d;
-  const std::int32_t total = d.kv.free_blocks();
-  d.submit("a", 100);
-  const std::optional<planned_step> first = d.plan();
-  ASSERT_TRUE(first);
-  ASSERT_EQ(first->next, after_planning::run);
-  d.submit("b", 100);
+TEST_F(LoopFailureWithAStepInFlight, AStepPlannedAcrossTheFailureNeverRuns) {
   std::optional<kv_request> request = d.loop.begin_step(d.now);  // b's prefill, being planned
   ASSERT_TRUE(request);
   ASSERT_TRUE(d.loop.on_step_failed(first->step.id, "device lost", 1));

@@ -45,8 +45,10 @@ def parse_args(argv):
     parser.add_argument("--concurrency", type=int, default=32, help="client actions in flight (default 32)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the request mix (default 1)")
     parser.add_argument("--seeded-bodies", type=int, default=12, help="distinct seeded requests (default 12)")
-    parser.add_argument("--kv-cache-bytes", default="1536K", help="device KV pool (default 1536K: 96 demo blocks)")
-    parser.add_argument("--swap-space-bytes", default="768K", help="host swap pool (default 768K: 48 demo blocks)")
+    parser.add_argument("--kv-cache-bytes", default="1536K",
+                        help="device KV pool (default 1536K: 48 blocks of the demo model)")
+    parser.add_argument("--swap-space-bytes", default="768K",
+                        help="host swap pool (default 768K: 24 blocks of the demo model)")
     parser.add_argument("--threads", type=int, default=2, help="server CPU threads (default 2)")
     parser.add_argument("--knob-interval-s", type=float, default=0.2, help="pause between knob changes (default 0.2)")
     parser.add_argument("--timeout-s", type=float, default=300, help="limit on one client action (default 300)")

@@ -26,7 +26,7 @@ class troupe_server:
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.command = [binary, "serve", "--host", "127.0.0.1", "--port", str(self.port), *args]
         self.log_path = log_path or f"/tmp/troupe-soak-{self.port}.log"
-        self.log = open(log_path, "wb")
+        self.log = open(self.log_path, "wb")
         self.process = subprocess.Popen(self.command, stdout=self.log, stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout_s=120):
