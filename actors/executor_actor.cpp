@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <vector>
 
 #include "actors/core/step_builder.hpp"
 
@@ -17,8 +18,17 @@ struct executor_state {
   std::unique_ptr<draft_proposer> proposer;  ///< on a drafter's executor only
   std::int64_t steps = 0;
   bool failed = false;
+  /// Steps the "hang" fault never answers; kept so that their requesters
+  /// see a step that never returns, not a broken promise.
+  std::vector<caf::typed_response_promise<step_result_ptr>> unanswered;
   static inline const char* name = "executor";
 };
+
+// The test hook's steps are due to fail once the executor ran this many.
+bool fault_due(const executor_state& state) {
+  const executor_resources& r = *state.resources;
+  return r.fail_after_steps >= 0 && state.steps >= r.fail_after_steps;
+}
 
 // The test hook's faults other than a plain error: checked only once the
 // step count reached fail_after_steps, so a normal run pays one comparison.
@@ -33,10 +43,10 @@ step_result_ptr injected_fault(const executor_resources& r, const scheduled_step
 // Runs one step; throws when the backend fails or a failure was injected.
 step_result_ptr execute(executor_state& state, const scheduled_step& step) {
   executor_resources& r = *state.resources;
-  const bool fault_due = r.fail_after_steps >= 0 && state.steps >= r.fail_after_steps;
-  if (fault_due && r.fault == "error") state.failed = true;
+  const bool due = fault_due(state);
+  if (due && r.fault == "error") state.failed = true;
   if (state.failed) throw std::runtime_error("injected failure");
-  if (fault_due) return injected_fault(r, step);
+  if (due) return injected_fault(r, step);
   const auto started = std::chrono::steady_clock::now();
   auto result = std::make_shared<step_result>();
   result->step = step.id;
@@ -96,6 +106,13 @@ executor_actor::behavior_type executor_behavior(executor_actor::stateful_pointer
   self->state.resources = std::move(resources);
   return {
       [self](atom::run_step, const step_work_ptr& step) -> caf::result<step_result_ptr> {
+        // A hung device, as the scheduler sees it: the step never answers
+        // (the actor stays responsive, so the engine can still shut down).
+        if (fault_due(self->state) && self->state.resources->fault == "hang") {
+          auto promise = self->make_response_promise<step_result_ptr>();
+          self->state.unanswered.push_back(promise);
+          return promise;
+        }
         return run(self->state, *step);
       },
       [self](atom::propose, const draft_request_ptr& request) -> caf::result<draft_reply_ptr> {

@@ -1,5 +1,9 @@
 #include "actors/intake_actor.hpp"
 
+#include <spdlog/spdlog.h>
+
+#include <optional>
+
 namespace troupe {
 
 namespace {
@@ -56,8 +60,44 @@ void on_generate(intake_actor::stateful_pointer<intake_state> self, const submis
           });
 }
 
+// Which pool slot the worker at `address` fills, if any.
+std::optional<std::size_t> worker_slot(const intake_setup& setup, const caf::actor_addr& address) {
+  for (std::size_t i = 0; i < setup.tokenizers.size(); ++i) {
+    if (setup.tokenizers[i].address() == address) return i;
+  }
+  return std::nullopt;
+}
+
+void supervise(intake_actor::stateful_pointer<intake_state> self, const tokenizer_actor& worker) {
+  self->monitor(worker);
+  self->link_to(worker);
+}
+
+// A worker died: a fresh one takes its slot (round robin and output shard
+// alike). A shutdown stops the pool for good.
+void on_worker_down(intake_actor::stateful_pointer<intake_state> self, const caf::down_msg& down) {
+  auto& setup = self->state.setup;
+  const std::optional<std::size_t> slot = worker_slot(setup, down.source);
+  if (!slot || down.reason == caf::exit_reason::user_shutdown) return;
+  spdlog::error("tokenizer worker {} died ({}): restarting it", *slot, caf::to_string(down.reason));
+  tokenizer_actor replacement = spawn_tokenizer(self->system(), setup.worker);
+  supervise(self, replacement);
+  setup.tokenizers[*slot] = replacement;
+  self->send(setup.scheduler, atom::shard_v, static_cast<std::int32_t>(*slot),
+             caf::actor_cast<caf::actor>(replacement));
+}
+
 intake_actor::behavior_type intake_behavior(intake_actor::stateful_pointer<intake_state> self, intake_setup setup) {
   self->state.setup = std::move(setup);
+  for (const tokenizer_actor& worker : self->state.setup.tokenizers) supervise(self, worker);
+  self->set_down_handler([self](caf::down_msg& down) { on_worker_down(self, down); });
+  // A failed worker's exit arrives here through its link and as a down
+  // message (which restarts it); only a shutdown ends the intake and,
+  // through the links, the workers.
+  self->set_exit_handler([self](caf::exit_msg& exit) {
+    if (exit.reason == caf::exit_reason::user_shutdown || exit.reason == caf::exit_reason::kill)
+      self->quit(exit.reason);
+  });
   return {
       [self](atom::generate, const submission_ptr& job) { on_generate(self, job); },
       [self](atom::configure, const config_change_ptr& change) -> std::string {

@@ -131,6 +131,7 @@ CAF_ADD_ATOM(troupe, troupe::atom, propose, "propose")
 CAF_ADD_ATOM(troupe, troupe::atom, requests, "requests")
 CAF_ADD_ATOM(troupe, troupe::atom, abort, "abort")
 CAF_ADD_ATOM(troupe, troupe::atom, priority, "priority")
+CAF_ADD_ATOM(troupe, troupe::atom, shard, "shard")
 CAF_END_TYPE_ID_BLOCK(troupe)
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::submission_ptr)
@@ -203,7 +204,10 @@ using scheduler_actor = caf::typed_actor<
     /// Stops admitting; replies true once no request is left or `seconds` passed (then aborts the rest).
     caf::replies_to<atom::drain, double>::with<bool>,
     /// Internal: re-check timeouts and idle work.
-    caf::reacts_to<atom::tick>>;
+    caf::reacts_to<atom::tick>,
+    /// The intake restarted tokenizer worker (output shard) `index` as this
+    /// actor (a tokenizer_actor): the requests streamed by the dead one fail.
+    caf::reacts_to<atom::shard, std::int32_t, caf::actor>>;
 
 /// Proposes draft tokens with a draft model (a smaller checkpoint, or the
 /// target with layers skipped) running on its own executor (stream).

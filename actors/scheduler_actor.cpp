@@ -15,9 +15,17 @@ namespace troupe {
 
 namespace {
 
+/// A live request's id and sink, kept so that its stream can be failed
+/// should the tokenizer worker that streams it die.
+struct live_stream {
+  std::string id;
+  event_sink sink;
+};
+
 struct scheduler_state {
   scheduler_setup setup;
   std::unique_ptr<scheduler_loop> loop;
+  std::unordered_map<request_handle, live_stream> streams;  ///< every admitted request not yet done
   std::chrono::steady_clock::time_point start;
   std::unordered_map<drain_id, caf::typed_response_promise<bool>> drains;  ///< drains the loop has not answered
   bool tick_scheduled = false;
@@ -50,6 +58,7 @@ void submit(self_ptr self, const admitted_request& admitted) {
     admitted.sink.error(*result.error);
     return;
   }
+  state.streams[result.handle] = {admitted.accepted.request_id, admitted.sink};
   auto open = std::make_shared<stream_open>();
   open->handle = result.handle;
   open->output = admitted.output;
@@ -160,7 +169,12 @@ void dispatch(self_ptr self, scheduled_step step) {
   self->request(state.setup.executor, state.setup.step_timeout, atom::run_step_v, work)
       .then([self](const step_result_ptr& result) { on_step_done(self, *result); },
             [self, id](const caf::error& error) {
-              fail_engine(self, self->state.loop->on_step_failed(id, caf::to_string(error), self->state.now()));
+              const std::string reason =
+                  error == caf::sec::request_timeout
+                      ? fmt::format("the executor did not answer within {} s (step_timeout)",
+                                    std::chrono::duration<double>(self->state.setup.step_timeout).count())
+                      : caf::to_string(error);
+              fail_engine(self, self->state.loop->on_step_failed(id, reason, self->state.now()));
             });
 }
 
@@ -206,7 +220,10 @@ void route(self_ptr self, loop_events out) {
   if (!events.error.empty()) spdlog::warn("scheduler: {}", events.error);
   std::vector<stream_batch> batches(state.setup.shards.size());
   for (auto& token : events.tokens) batches[token.request % batches.size()].tokens.push_back(std::move(token));
-  for (auto& finish : events.finished) batches[finish.request % batches.size()].finished.push_back(std::move(finish));
+  for (auto& finish : events.finished) {
+    if (finish.request_done) state.streams.erase(finish.request);
+    batches[finish.request % batches.size()].finished.push_back(std::move(finish));
+  }
   for (std::size_t shard = 0; shard < batches.size(); ++shard) {
     if (batches[shard].tokens.empty() && batches[shard].finished.empty()) continue;
     auto batch = std::make_shared<const stream_batch>(std::move(batches[shard]));
@@ -227,19 +244,48 @@ void route(self_ptr self, loop_events out) {
 // ---- failures -------------------------------------------------------------
 
 // The executor or the KV manager failed: the loop has failed every live
-// request; their errors go to the output shards.
+// request; their errors go to the output shards. The step that follows
+// only returns the failed requests' blocks to the pool.
 void fail_engine(self_ptr self, std::optional<engine_failure> failure) {
   if (!failure) return;
   auto& state = self->state;
   spdlog::error("scheduler: engine failed: {}", failure->reason);
   std::vector<stream_batch> batches(state.setup.shards.size());
-  for (auto& [handle, error] : failure->errors) batches[handle % batches.size()].errors.emplace_back(handle, error);
+  for (auto& [handle, error] : failure->errors) {
+    state.streams.erase(handle);
+    batches[handle % batches.size()].errors.emplace_back(handle, error);
+  }
   for (std::size_t shard = 0; shard < batches.size(); ++shard) {
     if (batches[shard].errors.empty()) continue;
     caf::anon_send(state.setup.shards[shard], atom::events_v,
                    std::make_shared<const stream_batch>(std::move(batches[shard])));
   }
   deliver_drains(self, failure->drains);
+  try_step(self);
+}
+
+// A tokenizer worker died and the intake started `replacement` in its
+// place: the streams it held (their detokenizer state) are gone, so those
+// requests fail and are aborted; the others never noticed.
+void replace_shard(self_ptr self, std::int32_t index, const caf::actor& replacement) {
+  auto& state = self->state;
+  if (index < 0 || static_cast<std::size_t>(index) >= state.setup.shards.size()) return;
+  state.setup.shards[static_cast<std::size_t>(index)] = caf::actor_cast<tokenizer_actor>(replacement);
+  std::vector<live_stream> lost;
+  for (auto it = state.streams.begin(); it != state.streams.end();) {
+    if (it->first % state.setup.shards.size() != static_cast<std::size_t>(index)) {
+      ++it;
+      continue;
+    }
+    lost.push_back(std::move(it->second));
+    it = state.streams.erase(it);
+  }
+  if (!lost.empty()) spdlog::warn("scheduler: {} requests lost their tokenizer worker {}", lost.size(), index);
+  for (const live_stream& stream : lost) {
+    stream.sink.error({stream.id, error_kind::internal, "the tokenizer worker streaming this request failed", ""});
+    if (auto events = state.loop->abort(stream.id, state.now())) route(self, std::move(*events));
+  }
+  try_step(self);
 }
 
 // ---- admin ----------------------------------------------------------------
@@ -302,6 +348,9 @@ scheduler_actor::behavior_type scheduler_behavior(self_ptr self, scheduler_setup
       },
       [self](atom::drain, double seconds) { return drain(self, seconds); },
       [self](atom::tick) { on_tick(self); },
+      [self](atom::shard, std::int32_t index, const caf::actor& replacement) {
+        replace_shard(self, index, replacement);
+      },
   };
 }
 

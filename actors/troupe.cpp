@@ -212,8 +212,13 @@ troupe_handles spawn_troupe(caf::actor_system& system, const engine_config& conf
 
   handles.kv = spawn_kv_manager(system, kv_manager_config(setup.loop.scheduler));
   handles.executor = spawn_executor(system, model.executor);
+  const tokenizer_setup worker{model.preparer, model.constraints, config.test_tokenizer_fault_marker,
+                               config.test_tokenizer_fault == "exit"};
   for (int i = 0; i < std::max(1, config.tokenizer_workers); ++i)
-    handles.tokenizers.push_back(spawn_tokenizer(system, model.preparer, model.constraints));
+    handles.tokenizers.push_back(spawn_tokenizer(system, worker));
+  setup.step_timeout = std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(config.step_timeout_s));
+  // /health says "stuck" before the timeout fails the engine.
+  setup.loop.stuck_after_s = std::min(30.0, config.step_timeout_s / 2);
   setup.kv = handles.kv;
   setup.executor = handles.executor;
   setup.shards = handles.tokenizers;
@@ -232,6 +237,7 @@ troupe_handles spawn_troupe(caf::actor_system& system, const engine_config& conf
   intake.limits.max_model_len = model.max_model_len;
   intake.limits.vocab_size = model.info.vocab_size;
   intake.tokenizers = handles.tokenizers;
+  intake.worker = worker;
   intake.scheduler = handles.scheduler;
   intake.default_timeout_s = config.request_timeout_s;
   handles.intake = spawn_intake(system, std::move(intake));

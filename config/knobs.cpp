@@ -133,6 +133,9 @@ std::vector<knob_spec> engine_knobs() {
                "shortest `deadline_ms` a client may ask for; shorter deadlines are refused", true),
           integer("tokenizer_workers", 2, 1, 256, "actors", "tokenizer actors in the pool"),
           real("request_timeout", "600", 0.001, 86400.0 * 7, "s", "default per-request timeout"),
+          real("step_timeout", "300", 0.01, 86400, "s",
+               "a step the executor has not answered after this long fails the engine (its requests end with an "
+               "error); /health reports the step stuck after half of it, at most 30 s"),
           boolean("batch_invariant", false,
                   "bitwise batch-independent numerics: a seeded request gives the same tokens whatever shares "
                   "its steps (cpu; slower prefill)"),
@@ -166,9 +169,15 @@ std::vector<knob_spec> engine_knobs() {
                   true),
           integer("test_fail_executor_after_steps", -1, -1, 1 << 30, "steps",
                   "testing only: the executor fails after this many steps (-1: never)"),
-          text("test_executor_fault", "error", {"error", "throw", "malformed"},
+          text("test_executor_fault", "error", {"error", "throw", "malformed", "hang"},
                "testing only: how the executor fails (test_fail_executor_after_steps): answers an error, throws "
-               "inside the step, or returns a result with the wrong number of samples"),
+               "inside the step, returns a result with the wrong number of samples, or never answers"),
+          text("test_tokenizer_fault_marker", "", {},
+               "testing only: a prompt containing this text makes the tokenizer worker that prepares it fail "
+               "(empty: never)"),
+          text("test_tokenizer_fault", "throw", {"throw", "exit"},
+               "testing only: how the tokenizer worker fails (test_tokenizer_fault_marker): throws inside the "
+               "encoding (that request fails) or dies (the pool restarts it)"),
       },
       "engine");
 }

@@ -59,6 +59,7 @@ const std::pair<const char*, engine_field> engine_fields[] = {
     {"min_request_deadline_ms", &engine_config::min_request_deadline_ms},
     {"tokenizer_workers", &engine_config::tokenizer_workers},
     {"request_timeout", &engine_config::request_timeout_s},
+    {"step_timeout", &engine_config::step_timeout_s},
     {"batch_invariant", &engine_config::batch_invariant},
     {"tool_call_parser", &engine_config::tool_call_parser},
     {"quantization", &engine_config::quantization},
@@ -72,7 +73,9 @@ const std::pair<const char*, engine_field> engine_fields[] = {
     {"speculative_adaptive", &engine_config::speculative_adaptive},
     {"speculative_max_batch", &engine_config::speculative_max_batch},
     {"test_fail_executor_after_steps", &engine_config::test_fail_executor_after_steps},
-    {"test_executor_fault", &engine_config::test_executor_fault}};
+    {"test_executor_fault", &engine_config::test_executor_fault},
+    {"test_tokenizer_fault_marker", &engine_config::test_tokenizer_fault_marker},
+    {"test_tokenizer_fault", &engine_config::test_tokenizer_fault}};
 
 void read(const config_store& knobs, const char* name, std::string& field) { field = knobs.get_text(name); }
 void read(const config_store& knobs, const char* name, int& field) { field = static_cast<int>(knobs.get_int(name)); }

@@ -70,7 +70,14 @@ std::optional<request_handle> scheduler_loop::handle_of(const std::string& id) c
 // ---- plan -----------------------------------------------------------------
 
 std::optional<kv_request> scheduler_loop::begin_step(double now) {
-  if (!healthy_ || planning_) return std::nullopt;
+  if (planning_) return std::nullopt;
+  if (!healthy_) {
+    // Nothing runs any more, but the KV manager (unless it is what failed)
+    // still holds the failed requests' blocks: a step of frees returns them.
+    if (kv_failed_ || !core_.has_pending_kv_updates()) return std::nullopt;
+    planning_ = true;
+    return core_.begin_step(now);
+  }
   const int max_in_flight = overlap_ == overlap_mode::serial ? 1 : config_.max_steps_in_flight;
   if (static_cast<int>(in_flight_.size()) >= max_in_flight) return std::nullopt;
   if (!core_.has_unfinished_requests() && !core_.has_pending_kv_updates()) {
@@ -88,6 +95,14 @@ planned_step scheduler_loop::take_step(double now) {
   out.step = core_.take_step();
   planning_ = false;
   out.events = routed(std::exchange(out.step.events, {}));
+  if (!healthy_ && !out.step.empty()) {
+    // Planned across the failure: nothing may run any more.
+    abandon_when_taken_.push_back(out.step.id);
+    out.step = {};
+  }
+  for (const std::uint64_t id : std::exchange(abandon_when_taken_, {})) {
+    if (core_.has_step_in_flight(id)) core_.abandon_step(id);
+  }
   if (out.step.empty()) {
     result_received_s_ = -1;
     if (core_.has_pending_kv_updates()) {
@@ -178,13 +193,20 @@ loop_events scheduler_loop::routed(scheduler_events events) {
 
 std::optional<engine_failure> scheduler_loop::on_step_failed(std::uint64_t step, const std::string& error, double now) {
   // The step and every later one in flight will never run: their rows are
-  // released before the requests are failed.
-  if (in_flight_.count(step) != 0) core_.abandon_step(step);
-  in_flight_.erase(in_flight_.find(step), in_flight_.end());
+  // released (once the step being planned, if any, is taken), so that the
+  // failed requests are released and their blocks freed.
+  for (auto it = in_flight_.find(step); it != in_flight_.end(); it = in_flight_.erase(it)) {
+    if (planning_) {
+      abandon_when_taken_.push_back(it->first);
+    } else if (core_.has_step_in_flight(it->first)) {
+      core_.abandon_step(it->first);
+    }
+  }
   return fail("step " + std::to_string(step) + ": " + error, now);
 }
 
 std::optional<engine_failure> scheduler_loop::on_kv_failed(const std::string& error, double now) {
+  kv_failed_ = true;
   return fail("kv manager: " + error, now);
 }
 

@@ -127,7 +127,9 @@ class scheduler_loop {
 
   // ---- plan and KV --------------------------------------------------------
   /// Starts planning a step: what to ask the KV manager, or nullopt when no
-  /// step is due (failed, planning already, in-flight limit, idle).
+  /// step is due (planning already, in-flight limit, idle). After a failure
+  /// only frees are planned (the failed requests' blocks go back to the
+  /// pool), unless the KV manager is what failed.
   std::optional<kv_request> begin_step(double now);
   /// The KV manager's reply: another request for the same step, or nullopt
   /// when take_step() may follow.
@@ -148,8 +150,9 @@ class scheduler_loop {
   void on_draft_round(std::int32_t sequences, std::int32_t steps, double seconds);
 
   // ---- failures -----------------------------------------------------------
-  /// The executor failed step `step` with `error`: it and every later step
-  /// in flight are dropped and the engine fails. Nullopt when it had failed already.
+  /// The executor failed step `step` with `error` (or did not answer within
+  /// the step timeout): it and every later step in flight are dropped and
+  /// the engine fails. Nullopt when it had failed already.
   std::optional<engine_failure> on_step_failed(std::uint64_t step, const std::string& error, double now);
   /// The KV manager did not answer (`error`): the engine fails.
   std::optional<engine_failure> on_kv_failed(const std::string& error, double now);
@@ -212,13 +215,15 @@ class scheduler_loop {
   std::deque<std::string> early_cancels_;  ///< ids cancelled before they were submitted, oldest first
   std::unordered_set<std::string> early_cancel_set_;
   bool planning_ = false;
-  std::map<std::uint64_t, double> in_flight_;  ///< step id -> when it was sent
+  std::map<std::uint64_t, double> in_flight_;      ///< step id -> when it was sent
+  std::vector<std::uint64_t> abandon_when_taken_;  ///< failed steps the core drops once planning ends
   step_cost_model step_cost_;
   overlap_mode overlap_ = overlap_mode::alternate;
   double result_received_s_ = -1;  ///< when the last step result arrived, until the next dispatch
   double messaging_s_ = 0;         ///< the last step's round trip less its executor time
   double step_time_ewma_s_ = 0;
   bool healthy_ = true;
+  bool kv_failed_ = false;  ///< the KV manager did not answer: it is not asked again
   std::string health_detail_;
   bool draining_ = false;
   std::vector<pending_drain> drains_;

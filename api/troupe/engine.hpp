@@ -75,6 +75,7 @@ struct engine_config {
   double min_request_deadline_ms;          ///< shortest `deadline_ms` a request may ask for
   int tokenizer_workers;                   ///< tokenizer actors in the pool
   double request_timeout_s;                ///< default per-request timeout, seconds
+  double step_timeout_s;                   ///< a step unanswered this long fails the engine, seconds
   bool batch_invariant;                 ///< bitwise batch-independent numerics (slower prefill; see docs/operations.md)
   std::string tool_call_parser;         ///< tool-call format: auto (from the chat template), none or a family
   std::string quantization;             ///< weight-only quantisation at load: auto | none | int8 | int4 | int4_asym
@@ -88,7 +89,9 @@ struct engine_config {
   bool speculative_adaptive;            ///< speculative decoding: per-sequence draft length follows acceptance
   int speculative_max_batch;            ///< speculative decoding: off in steps with more decoding sequences
   int test_fail_executor_after_steps;   ///< testing hook: the executor fails after this many steps (-1: never)
-  std::string test_executor_fault;      ///< testing hook: "error", "throw" or "malformed" (how it fails)
+  std::string test_executor_fault;      ///< testing hook: "error", "throw", "malformed" or "hang" (how it fails)
+  std::string test_tokenizer_fault_marker;  ///< testing hook: prompts containing it fail their tokenizer worker
+  std::string test_tokenizer_fault;         ///< testing hook: "throw" (the request fails) or "exit" (the worker dies)
 };
 
 /// Receives one request's events. Called from engine threads: return quickly

@@ -5,10 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
-#include <unistd.h>
 
 #include "model/make_model.hpp"
 #include "troupe/engine.hpp"
@@ -44,6 +44,7 @@ class recording_sink final : public request_sink {
     c.tokens.insert(c.tokens.end(), e.token_ids.begin(), e.token_ids.end());
     c.logprobs.insert(c.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
     ++deltas;
+    cv_.notify_all();
   }
   void on_finished(const finished_event& e) override {
     std::lock_guard lock(mutex_);
@@ -64,6 +65,13 @@ class recording_sink final : public request_sink {
   bool wait(std::chrono::seconds timeout = std::chrono::seconds(60)) {
     std::unique_lock lock(mutex_);
     return cv_.wait_for(lock, timeout, [this] { return done; });
+  }
+  /// Waits until `count` deltas arrived while the request is still running
+  /// (true), or it ended or `timeout` passed first (false).
+  bool wait_for_deltas(int count, std::chrono::seconds timeout = std::chrono::seconds(60)) {
+    std::unique_lock lock(mutex_);
+    cv_.wait_for(lock, timeout, [&] { return deltas >= count || done; });
+    return deltas >= count && !done;
   }
 
   struct choice_output {
@@ -87,6 +95,17 @@ class recording_sink final : public request_sink {
   std::mutex mutex_;
   std::condition_variable cv_;
 };
+
+/// A greedy text request that generates exactly `max_tokens` tokens.
+inline generation_request text_request(std::string prompt, int max_tokens) {
+  generation_request r;
+  r.kind = prompt_kind::text;
+  r.prompt_text = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.sampling.temperature = 0.0f;
+  r.ignore_eos = true;
+  return r;
+}
 
 /// An engine config for the tiny model on the CPU backend.
 inline engine_config tiny_engine_config() {

@@ -15,18 +15,9 @@ namespace troupe {
 namespace {
 
 using testing::recording_sink;
+using testing::text_request;
 using testing::tiny_engine_config;
 using testing::tiny_model_dir;
-
-generation_request text_request(std::string prompt, int max_tokens) {
-  generation_request r;
-  r.kind = prompt_kind::text;
-  r.prompt_text = std::move(prompt);
-  r.max_tokens = max_tokens;
-  r.sampling.temperature = 0.0f;
-  r.ignore_eos = true;
-  return r;
-}
 
 // The tokens the plain batch runner generates for `prompt` alone, greedily.
 std::vector<std::int32_t> reference_tokens(const std::vector<std::int32_t>& prompt, int max_tokens) {
@@ -224,40 +215,6 @@ TEST(Engine, AFailedExecutorMakesTheEngineUnhealthyAndFailsItsRequests) {
   ASSERT_TRUE(late->wait());
   ASSERT_TRUE(late->error);
 }
-
-// Each injected executor fault (an error answer, an exception inside the
-// step, a result with the wrong number of samples): the request in flight
-// ends with an internal error (a malformed result used to leave it waiting
-// forever), /health's source turns unhealthy within 2 s, and later requests
-// are refused rather than left hanging.
-class EngineExecutorFault : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(EngineExecutorFault, FailsTheRequestsAndTheHealthWithinTwoSeconds) {
-  auto config = testing::tiny_engine_config();
-  config.test_fail_executor_after_steps = 3;
-  config.test_executor_fault = GetParam();
-  auto engine = engine::start(config);
-  auto sink = std::make_shared<testing::recording_sink>();
-  engine->submit(text_request("this request outlives the executor", 50), sink);
-  ASSERT_TRUE(sink->wait());
-  ASSERT_TRUE(sink->error);
-  EXPECT_EQ(sink->error->kind, error_kind::internal);
-  const auto failed_at = std::chrono::steady_clock::now();
-  engine_stats stats = engine->stats();
-  while (stats.healthy && std::chrono::steady_clock::now() - failed_at < std::chrono::seconds(2)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    stats = engine->stats();
-  }
-  EXPECT_FALSE(stats.healthy);
-  EXPECT_FALSE(stats.health_detail.empty());
-  EXPECT_EQ(stats.num_requests_running, 0);
-  auto late = std::make_shared<testing::recording_sink>();
-  engine->submit(text_request("after the failure", 4), late);
-  ASSERT_TRUE(late->wait());
-  ASSERT_TRUE(late->error);
-}
-
-INSTANTIATE_TEST_SUITE_P(Faults, EngineExecutorFault, ::testing::Values("error", "throw", "malformed"));
 
 }  // namespace
 }  // namespace troupe

@@ -72,7 +72,8 @@ void run(const bench_actors_flags& flags) {
   setup.loop.scheduler.num_device_blocks = blocks_per_seq * flags.sequences;
   setup.kv = spawn_kv_manager(system, kv_manager_config(setup.loop.scheduler));
   setup.executor = system.spawn(instant_executor, executed);
-  for (int i = 0; i < flags.tokenizer_workers; ++i) setup.shards.push_back(spawn_tokenizer(system, preparer, nullptr));
+  for (int i = 0; i < flags.tokenizer_workers; ++i)
+    setup.shards.push_back(spawn_tokenizer(system, {preparer, nullptr}));
   const auto start = std::chrono::steady_clock::now();
   auto scheduler = spawn_scheduler(system, setup, start);
 

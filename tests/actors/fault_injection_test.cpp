@@ -1,0 +1,170 @@
+// Injected faults on the real engine (issue 15): the executor failing (an
+// error answer, an exception inside the step, a malformed result) or
+// hanging, and a tokenizer worker throwing or dying. Each time the affected
+// requests end with an error; where the engine cannot continue it reports
+// itself unhealthy within 2 s, where it can the other requests finish
+// untouched; and the KV pool is as full as when idle afterwards.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "engine_fixture.hpp"
+
+namespace troupe {
+namespace {
+
+using testing::recording_sink;
+using testing::text_request;
+using testing::tiny_engine_config;
+using namespace std::chrono_literals;
+
+// Polls the engine's stats until `condition` holds or `timeout` passed; returns the last.
+template <class Condition>
+engine_stats wait_for_stats(engine& running, Condition condition, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  engine_stats stats = running.stats();
+  while (!condition(stats) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+    stats = running.stats();
+  }
+  return stats;
+}
+
+// Every device block free again and nothing left in the swap pool, as at `idle`.
+void expect_pool_idle(engine& running, const engine_stats& idle) {
+  const engine_stats stats = wait_for_stats(
+      running,
+      [&](const engine_stats& s) { return s.kv_blocks_free == idle.kv_blocks_free && s.host_kv_cache_usage == 0; }, 2s);
+  EXPECT_EQ(stats.kv_blocks_free, idle.kv_blocks_free) << "KV blocks leaked";
+  EXPECT_EQ(stats.host_kv_cache_usage, 0.0) << "swapped blocks leaked";
+  EXPECT_EQ(stats.num_requests_running, 0);
+  EXPECT_EQ(stats.num_requests_waiting, 0);
+}
+
+std::shared_ptr<recording_sink> submit(engine& running, const std::string& prompt, int max_tokens) {
+  auto sink = std::make_shared<recording_sink>();
+  running.submit(text_request(prompt, max_tokens), sink);
+  return sink;
+}
+
+void expect_complete(const recording_sink& sink, std::size_t tokens) {
+  ASSERT_FALSE(sink.error) << sink.error->message;
+  ASSERT_EQ(sink.choices.size(), 1u);
+  EXPECT_EQ(sink.choices[0].tokens.size(), tokens);
+  ASSERT_TRUE(sink.choices[0].finish);
+  EXPECT_EQ(sink.choices[0].finish->reason, finish_reason::length);
+}
+
+// ---- executor -------------------------------------------------------------
+
+// The engine cannot continue without its executor: every request in it
+// fails, /health's source turns unhealthy within 2 s (a hung step within
+// the step timeout), later requests are refused rather than left hanging,
+// and the failed requests' blocks go back to the pool.
+class EngineExecutorFault : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EngineExecutorFault, FailsTheRequestsTheHealthWithinTwoSecondsAndFreesTheBlocks) {
+  auto config = tiny_engine_config();
+  config.test_fail_executor_after_steps = 3;
+  config.test_executor_fault = GetParam();
+  config.step_timeout_s = 1;
+  auto engine = engine::start(config);
+  const engine_stats idle = engine->stats();
+  ASSERT_TRUE(idle.healthy);
+  const auto submitted = std::chrono::steady_clock::now();
+  std::vector<std::shared_ptr<recording_sink>> sinks;
+  for (int i = 0; i < 3; ++i) sinks.push_back(submit(*engine, "request " + std::to_string(i) + " meets the fault", 50));
+  for (const auto& sink : sinks) {
+    ASSERT_TRUE(sink->wait(10s)) << "a request outlived the executor without an answer";
+    ASSERT_TRUE(sink->error);
+    EXPECT_EQ(sink->error->kind, error_kind::internal);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - submitted, 5s) << "the fault was noticed late";
+  const engine_stats failed = wait_for_stats(
+      *engine, [](const engine_stats& s) { return !s.healthy; }, 2s);
+  EXPECT_FALSE(failed.healthy);
+  EXPECT_FALSE(failed.health_detail.empty());
+  if (GetParam() == "hang")
+    EXPECT_NE(failed.health_detail.find("step_timeout"), std::string::npos) << failed.health_detail;
+  expect_pool_idle(*engine, idle);
+  auto late = submit(*engine, "after the failure", 4);
+  ASSERT_TRUE(late->wait(10s));
+  ASSERT_TRUE(late->error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, EngineExecutorFault, ::testing::Values("error", "throw", "malformed", "hang"));
+
+// ---- tokenizer ------------------------------------------------------------
+
+// `workers` tokenizer workers; a prompt with "POISON" makes its worker fail as `fault` says.
+engine_config poisoned_tokenizer_config(int workers, const std::string& fault) {
+  auto config = tiny_engine_config();
+  config.tokenizer_workers = workers;
+  config.test_tokenizer_fault_marker = "POISON";
+  config.test_tokenizer_fault = fault;
+  return config;
+}
+
+// An exception while preparing a prompt fails that request; the worker
+// survives, so the request it streams meanwhile finishes untouched.
+TEST(EngineTokenizerFault, AThrowingEncodeFailsOnlyItsRequest) {
+  auto engine = engine::start(poisoned_tokenizer_config(1, "throw"));
+  const engine_stats idle = engine->stats();
+  auto running = submit(*engine, "a long generation streamed by the only worker", 1500);
+  ASSERT_TRUE(running->wait_for_deltas(2));
+  auto poisoned = submit(*engine, "a POISON pill", 8);
+  ASSERT_TRUE(poisoned->wait(10s));
+  ASSERT_TRUE(poisoned->error);
+  EXPECT_EQ(poisoned->error->kind, error_kind::internal);
+  EXPECT_NE(poisoned->error->message.find("injected tokenizer fault"), std::string::npos) << poisoned->error->message;
+  ASSERT_TRUE(running->wait());
+  expect_complete(*running, 1500);
+  auto after = submit(*engine, "after the fault", 4);
+  ASSERT_TRUE(after->wait());
+  expect_complete(*after, 4);
+  EXPECT_TRUE(engine->stats().healthy);
+  expect_pool_idle(*engine, idle);
+}
+
+// A worker that dies takes the streams it held with it: of two running
+// requests (consecutive handles, so one streamed by each worker) exactly
+// the dead worker's fails, the other finishes untouched, and the restarted
+// worker prepares and streams new requests again.
+TEST(EngineTokenizerFault, ADeadWorkerIsRestartedAndOnlyItsStreamsFail) {
+  auto engine = engine::start(poisoned_tokenizer_config(2, "exit"));
+  const engine_stats idle = engine->stats();
+  auto first = submit(*engine, "the first long generation", 3000);
+  ASSERT_TRUE(first->wait_for_deltas(1));
+  auto second = submit(*engine, "the second long generation", 3000);
+  ASSERT_TRUE(second->wait_for_deltas(1));
+  // Round robin: worker 0 prepared the first, worker 1 the second, and
+  // worker 0 prepares (and dies of) the third.
+  auto poisoned = submit(*engine, "a POISON pill", 8);
+  ASSERT_TRUE(poisoned->wait(10s));
+  ASSERT_TRUE(poisoned->error);
+  ASSERT_TRUE(first->wait());
+  ASSERT_TRUE(second->wait());
+  EXPECT_EQ(static_cast<int>(bool(first->error)) + static_cast<int>(bool(second->error)), 1)
+      << "exactly the request streamed by the dead worker fails";
+  for (const auto& sink : {first, second}) {
+    if (sink->error) {
+      EXPECT_EQ(sink->error->kind, error_kind::internal);
+      EXPECT_NE(sink->error->message.find("tokenizer worker"), std::string::npos) << sink->error->message;
+    } else {
+      expect_complete(*sink, 3000);
+    }
+  }
+  std::vector<std::shared_ptr<recording_sink>> after;
+  for (int i = 0; i < 4; ++i) after.push_back(submit(*engine, "after the restart " + std::to_string(i), 4));
+  for (const auto& sink : after) {
+    ASSERT_TRUE(sink->wait(10s));
+    expect_complete(*sink, 4);
+  }
+  EXPECT_TRUE(engine->stats().healthy);
+  expect_pool_idle(*engine, idle);
+}
+
+}  // namespace
+}  // namespace troupe
