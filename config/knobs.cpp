@@ -140,8 +140,8 @@ std::vector<knob_spec> engine_knobs() {
                "how tool calls are read out of chat output: auto detects the format from the chat template "
                "(restart to change)"),
           text("quantization", "none", {"none", "int8", "int4", "int4_asym"},
-               "weight-only quantisation of the linear layers at load (cpu; round to nearest): int8 per output "
-               "row, int4 per group of 32 inputs; the LM head becomes int8, embeddings keep their type"),
+               "weight-only quantisation of the linear layers at load (cpu and cuda; round to nearest): int8 "
+               "per output row, int4 per group of 32 inputs; the LM head becomes int8, embeddings keep their type"),
           text("speculative", "off", {"off", "ngram", "draft", "layerskip"},
                "speculative decoding proposer: prompt lookup, a draft model, or the target with layers skipped "
                "(restart to change; num_speculative_tokens turns it down live)"),

@@ -131,16 +131,18 @@ void quantize_rows(const void* source, dtype type, std::int64_t count, const qua
   }
 }
 
-float dequantized_weight(const quantized_matrix& w, std::int64_t n, std::int64_t k) {
+int stored_code(const quantized_matrix& w, std::int64_t n, std::int64_t k) {
   const std::int64_t position = interleaved_position(k);
-  if (w.format == qformat::int8) {
-    const int code = w.codes[static_cast<std::size_t>(n * w.padded_cols + position)];
-    return w.row_scales[n] * static_cast<float>(code - 128);
-  }
+  if (w.format == qformat::int8) return w.codes[static_cast<std::size_t>(n * w.padded_cols + position)];
   const std::int64_t sb = position / quant_superblock, p = position % quant_superblock;
   const std::uint8_t byte =
       w.codes[static_cast<std::size_t>(n * (w.padded_cols / 2) + sb * (quant_superblock / 2) + p % 256)];
-  const int code = p < 256 ? byte & 0x0f : byte >> 4;
+  return p < 256 ? byte & 0x0f : byte >> 4;
+}
+
+float dequantized_weight(const quantized_matrix& w, std::int64_t n, std::int64_t k) {
+  const int code = stored_code(w, n, k);
+  if (w.format == qformat::int8) return w.row_scales[n] * static_cast<float>(code - 128);
   const std::int64_t group = n * (w.padded_cols / quant_group) + k / quant_group;
   const float scale = f16_to_float(w.group_scales[group]);
   const float offset = w.format == qformat::int4_asym ? f16_to_float(w.group_offsets[group]) : -8.0f * scale;

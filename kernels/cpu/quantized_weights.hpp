@@ -35,6 +35,9 @@ quantized_matrix view_of(const quantized_layout& layout, const void* buffer);
 void quantize_rows(const void* source, dtype type, std::int64_t count, const quantized_layout& layout, void* buffer,
                    std::int64_t first_row);
 
+/// The code stored for weight (n, k), k < padded_cols: int8 q + 128 (0..255), int4 0..15.
+int stored_code(const quantized_matrix& w, std::int64_t n, std::int64_t k);
+
 /// The value weight (n, k) stands for (k < cols), decoded one element at a time.
 float dequantized_weight(const quantized_matrix& w, std::int64_t n, std::int64_t k);
 

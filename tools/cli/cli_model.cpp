@@ -16,7 +16,7 @@ void add_model_flags(CLI::App& command, model_flags& flags) {
   command.add_option("--threads", flags.threads, "CPU backend threads (0: all cores)")->check(CLI::NonNegativeNumber);
   command
       .add_option("--quantization", flags.quantization,
-                  "weight-only quantisation at load: none, int8, int4 or int4_asym (cpu; LM head int8)")
+                  "weight-only quantisation at load: none, int8, int4 or int4_asym (LM head int8)")
       ->check(CLI::IsMember({"none", "int8", "int4", "int4_asym"}));
 }
 
