@@ -24,7 +24,14 @@ struct quantized_layout {
   std::size_t scales_at = 0, offsets_at = 0, total_bytes = 0;
 };
 
-/// The layout of a `format` (not none) matrix of rows × cols.
+/// The layout of a `format` (not none) matrix of rows × cols with cols
+/// padded to a multiple of `column_multiple` (a multiple of quant_group) and
+/// each part starting at a multiple of `alignment` bytes. The CUDA backend
+/// lays its own code order out this way.
+quantized_layout padded_layout_for(weight_quantization format, std::int64_t rows, std::int64_t cols,
+                                   std::int64_t column_multiple, std::size_t alignment);
+
+/// The CPU layout of a `format` (not none) matrix of rows × cols.
 quantized_layout layout_for(weight_quantization format, std::int64_t rows, std::int64_t cols);
 
 /// The kernel's view of a matrix laid out by `layout` in `buffer`.

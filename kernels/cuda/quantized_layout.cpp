@@ -18,8 +18,6 @@ namespace {
 // Rows quantised by the CPU quantiser at a time (bounds the scratch buffer).
 constexpr std::int64_t rows_per_chunk = 64;
 
-std::size_t aligned(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
-
 bool nibbles(weight_quantization format) { return format != weight_quantization::int8; }
 
 std::uint16_t f16_at(const void* image, std::size_t offset, std::int64_t index) {
@@ -53,21 +51,18 @@ void copy_row(const cpu::quantized_matrix& cpu_rows, std::int64_t row, const qua
 }  // namespace
 
 quantized_device_layout device_layout_for(weight_quantization format, std::int64_t rows, std::int64_t cols) {
-  if (format == weight_quantization::none) throw std::invalid_argument("device_layout_for: not a quantised format");
   static_assert(device_quant_group == cpu::quant_group, "the CPU quantiser's groups are the device's");
+  const cpu::quantized_layout parts = cpu::padded_layout_for(format, rows, cols, device_quant_group, 256);
   quantized_device_layout layout;
   layout.format = format;
   layout.rows = rows;
   layout.cols = cols;
-  layout.padded_cols = (cols + device_quant_group - 1) / device_quant_group * device_quant_group;
-  layout.groups = layout.padded_cols / device_quant_group;
-  layout.row_bytes = static_cast<std::size_t>(nibbles(format) ? layout.padded_cols / 2 : layout.padded_cols);
-  layout.scales_at = aligned(layout.row_bytes * static_cast<std::size_t>(rows));
-  const std::size_t scale_bytes = static_cast<std::size_t>(nibbles(format) ? 2 * rows * layout.groups : 4 * rows);
-  layout.offsets_at = aligned(layout.scales_at + scale_bytes);
-  const std::size_t offset_bytes =
-      format == weight_quantization::int4_asym ? static_cast<std::size_t>(2 * rows * layout.groups) : 0;
-  layout.total_bytes = aligned(layout.offsets_at + offset_bytes);
+  layout.padded_cols = parts.padded_cols;
+  layout.groups = parts.groups;
+  layout.row_bytes = parts.row_code_bytes;
+  layout.scales_at = parts.scales_at;
+  layout.offsets_at = parts.offsets_at;
+  layout.total_bytes = parts.total_bytes;
   return layout;
 }
 

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "kernels/cuda/cuda_backend.hpp"
@@ -23,19 +24,26 @@ using testing::backend_choice;
 using testing::fixture_model;
 using testing::relative_max_error;
 
-struct format_bound {
-  weight_quantization format;
-  double f32_checkpoint;   ///< max |Δlogits| / max |logit| against the CPU, f32 fixtures
-  double bf16_checkpoint;  ///< the same for the bf16 fixtures
-};
+/// max |Δlogits| / max |logit| against the CPU's quantised path, per
+/// checkpoint type: about 1.5× the largest measured in the emulator on
+/// 2026-11-25 over the three formats (f32 fixtures 0.035-0.088, bf16
+/// 0.015-0.029; the unquantised CUDA path is 1.6-6.2% off in bf16, see
+/// model_test.cpp, and the CPU also rounds activations to int8 here).
+constexpr double f32_checkpoint_bound = 0.13;
+constexpr double bf16_checkpoint_bound = 0.045;
 
-// About 1.5× the largest error measured in the emulator on 2026-11-25 (the
-// emulator computes what the kernels compute, in the same order per lane).
-constexpr format_bound bounds[] = {
-    {weight_quantization::int8, 0.1, 0.05},
-    {weight_quantization::int4, 0.1, 0.05},
-    {weight_quantization::int4_asym, 0.1, 0.05},
-};
+constexpr weight_quantization formats[] = {weight_quantization::int8, weight_quantization::int4,
+                                           weight_quantization::int4_asym};
+
+/// The largest relative_max_error over prompts.
+double worst_error(const std::vector<std::vector<float>>& got, const std::vector<std::vector<float>>& want) {
+  double worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].size(), want[i].size());
+    if (got[i].size() == want[i].size()) worst = std::max(worst, relative_max_error(got[i], want[i]));
+  }
+  return worst;
+}
 
 class CudaQuantizedModel : public ::testing::TestWithParam<std::string> {
  protected:
@@ -44,33 +52,38 @@ class CudaQuantizedModel : public ::testing::TestWithParam<std::string> {
   }
 };
 
+// Whole prompts against the CPU's whole prompts, the longest prompt in
+// chunks of 4 against the CPU's same chunks (qwen2's dynamic rotary makes
+// chunking itself change logits). int4 moves logits far more than the bf16
+// noise (0.24-0.96 of the largest logit against transformers' unquantised
+// ones), so there the GPU must also sit much nearer the CPU's quantised
+// model than the unquantised one: the two hold the same codes.
 TEST_P(CudaQuantizedModel, LogitsMatchTheCpuQuantizedPath) {
-  for (const format_bound& bound : bounds) {
-    const std::string format(quantization_name(bound.format));
+  for (const weight_quantization format : formats) {
+    const std::string name(quantization_name(format));
     backend_choice on_cpu;
-    on_cpu.quantization = bound.format;
+    on_cpu.quantization = format;
     backend_choice on_gpu = on_cpu;
     on_gpu.device = "cuda";
     auto gpu = fixture_model::load(GetParam(), on_gpu);
     auto cpu = fixture_model::load(GetParam(), on_cpu);
     ASSERT_EQ(gpu.device->name(), "cuda");
-    const double tolerance = gpu.dtype_name == "f32" ? bound.f32_checkpoint : bound.bf16_checkpoint;
+    const double bound = gpu.dtype_name == "f32" ? f32_checkpoint_bound : bf16_checkpoint_bound;
     batch_runner gpu_runner(*gpu.model, runner_options{});
     batch_runner cpu_runner(*cpu.model, runner_options{});
-    const auto cpu_logits = cpu_runner.prompt_logits(cpu.prompts, 64);
     const auto whole = gpu_runner.prompt_logits(gpu.prompts, 64);
-    double worst = 0, unquantized = 0;
-    for (std::size_t i = 0; i < gpu.prompts.size(); ++i) {
-      ASSERT_EQ(whole[i].size(), cpu_logits[i].size());
-      worst = std::max(worst, relative_max_error(whole[i], cpu_logits[i]));
-      unquantized = std::max(unquantized, relative_max_error(whole[i], gpu.logits[i].data));
-    }
-    const auto chunked = gpu_runner.prompt_logits({gpu.prompts.back()}, 4)[0];
-    const double chunked_error = relative_max_error(chunked, cpu_logits.back());
-    std::cout << GetParam() << " " << format << ": whole prompts " << worst << ", chunks of 4 " << chunked_error
-              << " (against the unquantised transformers logits " << unquantized << ")\n";
-    EXPECT_LE(worst, tolerance) << format << ", whole prompts";
-    EXPECT_LE(chunked_error, tolerance) << format << ", chunks of 4";
+    const double whole_error = worst_error(whole, cpu_runner.prompt_logits(cpu.prompts, 64));
+    const std::vector<std::vector<std::int32_t>> longest{gpu.prompts.back()};
+    const double chunked_error =
+        worst_error(gpu_runner.prompt_logits(longest, 4), cpu_runner.prompt_logits(longest, 4));
+    std::vector<std::vector<float>> unquantized;
+    for (const auto& logits : gpu.logits) unquantized.push_back(logits.data);
+    const double unquantized_error = worst_error(whole, unquantized);
+    std::cout << GetParam() << " " << name << ": whole prompts " << whole_error << ", chunks of 4 " << chunked_error
+              << " (unquantised transformers logits " << unquantized_error << ")\n";
+    EXPECT_LE(whole_error, bound) << name << ", whole prompts";
+    EXPECT_LE(chunked_error, bound) << name << ", chunks of 4";
+    if (format != weight_quantization::int8) EXPECT_LT(whole_error, 0.5 * unquantized_error) << name;
   }
 }
 
