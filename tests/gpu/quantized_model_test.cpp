@@ -26,11 +26,11 @@ using testing::relative_max_error;
 
 /// max |Δlogits| / max |logit| against the CPU's quantised path, per
 /// checkpoint type: about 1.5× the largest measured in the emulator on
-/// 2026-11-25 over the three formats (f32 fixtures 0.035-0.088, bf16
-/// 0.015-0.029; the unquantised CUDA path is 1.6-6.2% off in bf16, see
+/// 2026-11-25 over the three formats (f32 fixtures 0.035-0.105, bf16
+/// 0.015-0.025; the unquantised CUDA path is 1.6-6.2% off in bf16, see
 /// model_test.cpp, and the CPU also rounds activations to int8 here).
-constexpr double f32_checkpoint_bound = 0.13;
-constexpr double bf16_checkpoint_bound = 0.045;
+constexpr double f32_checkpoint_bound = 0.16;
+constexpr double bf16_checkpoint_bound = 0.04;
 
 constexpr weight_quantization formats[] = {weight_quantization::int8, weight_quantization::int4,
                                            weight_quantization::int4_asym};
