@@ -83,7 +83,9 @@ TEST_P(CudaQuantizedModel, LogitsMatchTheCpuQuantizedPath) {
               << " (unquantised transformers logits " << unquantized_error << ")\n";
     EXPECT_LE(whole_error, bound) << name << ", whole prompts";
     EXPECT_LE(chunked_error, bound) << name << ", chunks of 4";
-    if (format != weight_quantization::int8) EXPECT_LT(whole_error, 0.5 * unquantized_error) << name;
+    if (format != weight_quantization::int8) {
+      EXPECT_LT(whole_error, 0.5 * unquantized_error) << name;
+    }
   }
 }
 
