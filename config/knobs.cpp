@@ -142,12 +142,14 @@ std::vector<knob_spec> engine_knobs() {
           text("tool_call_parser", "auto", {"auto", "none", "llama3_json", "hermes", "mistral", "deepseek_v3"},
                "how tool calls are read out of chat output: auto detects the format from the chat template "
                "(restart to change)"),
-          text("quantization", "auto", {"auto", "none", "int8", "int4", "int4_asym"},
-               "weight-only quantisation of the linear layers at load (cpu; round to nearest): int8 per output "
-               "row, int4 per group of 32 inputs; embeddings keep their type. auto: a checkpoint stored in 4 bits "
-               "(GGUF Q4_0/Q4_1, AWQ, GPTQ) runs as stored and a Q8_0 GGUF as int8 on the cpu, others as none"),
+          text(
+              "quantization", "auto", {"auto", "none", "int8", "int4", "int4_asym"},
+              "weight-only quantisation of the linear layers at load (cpu and cuda; round to nearest): int8 per output "
+              "row, int4 per group of 32 inputs; embeddings keep their type. auto: a checkpoint stored in 4 bits "
+              "(GGUF Q4_0/Q4_1, AWQ, GPTQ) runs as stored and a Q8_0 GGUF as int8 on the cpu (expanded to bf16 on "
+              "cuda), others as none"),
           text("lm_head_quantization", "auto", {"auto", "none", "int8", "int4", "int4_asym"},
-               "the LM head's format at load (cpu): auto keeps an unquantised model's head and makes a quantised "
+               "the LM head's format at load: auto keeps an unquantised model's head and makes a quantised "
                "model's head int8; int4 reads fewer bytes per token at some cost in agreement with bf16"),
           text("speculative", "off", {"off", "ngram", "draft", "layerskip"},
                "speculative decoding proposer: prompt lookup, a draft model, or the target with layers skipped "

@@ -3,25 +3,29 @@
 # Debian packages of ours, no network): unpacks the pack that
 # tools/gpu-pack.sh built, prints the device and driver, runs the GPU tests,
 # runs them again under compute-sanitizer memcheck and racecheck, runs the
-# GPU benchmarks, and writes a short report to $OUT/gpu-report.md (stdout
-# when OUT is unset). Exits non-zero when a stage fails.
+# GPU benchmarks (bf16, then the quantised formats: qbench), and writes a
+# short report to $OUT/gpu-report.md (stdout when OUT is unset). Exits
+# non-zero when a stage fails.
 #
-#   tools/gpu-check.sh [--stages unpack,env,tests,memcheck,racecheck,bench]
+#   tools/gpu-check.sh [--stages unpack,env,tests,memcheck,racecheck,bench,qbench]
 #
 # Environment: TROUPE_GPU_PACK (default <repo>/build-gpu-pack/troupe-gpu.tar.xz),
 # TROUPE_GPU_WORK (unpack dir), TROUPE_GPU_TEST_FILTER (gtest filter for the
 # test stage), TROUPE_SANITIZER_FILTER (for the sanitizer stages),
 # TROUPE_STAGE_TIMEOUT_<STAGE> (seconds), TROUPE_BENCH_PRESETS (default
-# "1b 8b"), TROUPE_BENCH_ARGS (troupe bench's flags).
+# "1b 8b"), TROUPE_BENCH_ARGS (troupe bench's flags),
+# TROUPE_QBENCH_PRESETS (default "1b") and TROUPE_QBENCH_FORMATS (default
+# "int8 int4 int4_asym") for qbench.
 #
-# Under the device tool's 10-minute limit per command, run it as two calls:
+# Under the device tool's 10-minute limit per command, run it as three calls:
 #   tools/gpu-check.sh --stages env,tests,memcheck,racecheck
 #   tools/gpu-check.sh --stages env,bench
+#   tools/gpu-check.sh --stages env,qbench
 set -uo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 pack="${TROUPE_GPU_PACK:-$repo_root/build-gpu-pack/troupe-gpu.tar.xz}"
 work="${TROUPE_GPU_WORK:-${TMPDIR:-/tmp}/troupe-gpu}"
-stages="unpack,env,tests,memcheck,racecheck,bench"
+stages="unpack,env,tests,memcheck,racecheck,bench,qbench"
 while [ $# -gt 0 ]; do
   case "$1" in
     --stages) stages="unpack,$2"; shift 2 ;;
@@ -150,22 +154,35 @@ done
 # decode's bandwidth next to the device copy bandwidth. With the tests and
 # sanitizers this does not fit one 10-minute command: run
 # `--stages env,bench` as a call of its own.
+# Runs `troupe bench` on the random bf16 checkpoint of preset $1 (made on
+# first use) as stage $2 with quantization $3, under the bench timeout.
+bench_preset() {
+  local preset="$1" stage="$2" quantization="$3"
+  local model_dir="$work/models/$preset"
+  if run_stage "$stage" "$(timeout_for bench 280)" bash -c '
+      set -e
+      [ -f "$2/config.json" ] || "$1" make-model --arch llama --preset "$3" --dtype bf16 --out "$2" \
+          --tokenizer "$4/tests/fixtures/text/tokenizers/llama3_1"
+      shift 4
+      exec "$@"' make-model "$bin/troupe" "$model_dir" "$preset" "$repo_root" \
+      "$bin/troupe" bench --model "$model_dir" --device cuda --quantization "$quantization" \
+      ${TROUPE_BENCH_ARGS:---batches 1,8,32,128 --prompt-len 2048 --decode-prompt-len 256 --decode-tokens 32}; then
+    row "${stage//-/ }" ok "$stage_seconds" "$(grep -E '^\| decode, batch 1 ' "$logs/$stage.log")"
+  else
+    row "${stage//-/ }" FAILED "$stage_seconds" "$(tail -1 "$logs/$stage.log")"
+    failed=1
+  fi
+}
 if wants bench; then
-  for preset in ${TROUPE_BENCH_PRESETS:-1b 8b}; do
-    model_dir="$work/models/$preset"
-    if run_stage "bench-$preset" "$(timeout_for bench 280)" bash -c '
-        set -e
-        [ -f "$2/config.json" ] || "$1" make-model --arch llama --preset "$3" --dtype bf16 --out "$2" \
-            --tokenizer "$4/tests/fixtures/text/tokenizers/llama3_1"
-        shift 4
-        exec "$@"' make-model "$bin/troupe" "$model_dir" "$preset" "$repo_root" \
-        "$bin/troupe" bench --model "$model_dir" --device cuda \
-        ${TROUPE_BENCH_ARGS:---batches 1,8,32,128 --prompt-len 2048 --decode-prompt-len 256 --decode-tokens 32}; then
-      row "bench $preset" ok "$stage_seconds" "$(grep -E '^\| decode, batch 1 ' "$logs/bench-$preset.log")"
-    else
-      row "bench $preset" FAILED "$stage_seconds" "$(tail -1 "$logs/bench-$preset.log")"
-      failed=1
-    fi
+  for preset in ${TROUPE_BENCH_PRESETS:-1b 8b}; do bench_preset "$preset" "bench-$preset" none; done
+fi
+# The quantised linear layers (fused GEMV for decode, expanded bf16 slabs
+# through cuBLASLt for prefill) on the same random weights.
+if wants qbench; then
+  for preset in ${TROUPE_QBENCH_PRESETS:-1b}; do
+    for format in ${TROUPE_QBENCH_FORMATS:-int8 int4 int4_asym}; do
+      bench_preset "$preset" "bench-$preset-$format" "$format"
+    done
   done
 fi
 

@@ -8,7 +8,9 @@ namespace troupe::cpu {
 
 namespace {
 
-std::size_t aligned(std::size_t bytes) { return (bytes + 63) / 64 * 64; }
+std::size_t aligned(std::size_t bytes, std::size_t alignment) {
+  return (bytes + alignment - 1) / alignment * alignment;
+}
 
 bool nibbles(weight_quantization format) { return format != weight_quantization::int8; }
 
@@ -71,23 +73,28 @@ std::int64_t interleaved_position(std::int64_t k) {
   return k - within + 64 * vector + 4 * group + lane_byte;
 }
 
-quantized_layout layout_for(weight_quantization format, std::int64_t rows, std::int64_t cols) {
+quantized_layout padded_layout_for(weight_quantization format, std::int64_t rows, std::int64_t cols,
+                                   std::int64_t column_multiple, std::size_t alignment) {
   if (format == weight_quantization::none) throw std::invalid_argument("layout_for: not a quantised format");
   quantized_layout layout;
   layout.format = format;
   layout.rows = rows;
   layout.cols = cols;
-  layout.padded_cols = (cols + quant_superblock - 1) / quant_superblock * quant_superblock;
+  layout.padded_cols = (cols + column_multiple - 1) / column_multiple * column_multiple;
   layout.groups = layout.padded_cols / quant_group;
   layout.row_code_bytes = static_cast<std::size_t>(nibbles(format) ? layout.padded_cols / 2 : layout.padded_cols);
-  layout.scales_at = aligned(layout.row_code_bytes * static_cast<std::size_t>(rows));
+  layout.scales_at = aligned(layout.row_code_bytes * static_cast<std::size_t>(rows), alignment);
   const std::size_t scale_bytes =
       nibbles(format) ? 2 * static_cast<std::size_t>(rows * layout.groups) : 4 * static_cast<std::size_t>(rows);
-  layout.offsets_at = aligned(layout.scales_at + scale_bytes);
+  layout.offsets_at = aligned(layout.scales_at + scale_bytes, alignment);
   const std::size_t offset_bytes =
       format == weight_quantization::int4_asym ? 2 * static_cast<std::size_t>(rows * layout.groups) : 0;
-  layout.total_bytes = aligned(layout.offsets_at + offset_bytes);
+  layout.total_bytes = aligned(layout.offsets_at + offset_bytes, alignment);
   return layout;
+}
+
+quantized_layout layout_for(weight_quantization format, std::int64_t rows, std::int64_t cols) {
+  return padded_layout_for(format, rows, cols, quant_superblock, 64);
 }
 
 quantized_matrix view_of(const quantized_layout& layout, const void* buffer) {
@@ -150,16 +157,18 @@ void pack_int4_rows(const std::uint8_t* codes, const std::uint16_t* scales, cons
   }
 }
 
-float dequantized_weight(const quantized_matrix& w, std::int64_t n, std::int64_t k) {
+int stored_code(const quantized_matrix& w, std::int64_t n, std::int64_t k) {
   const std::int64_t position = interleaved_position(k);
-  if (w.format == qformat::int8) {
-    const int code = w.codes[static_cast<std::size_t>(n * w.padded_cols + position)];
-    return w.row_scales[n] * static_cast<float>(code - 128);
-  }
+  if (w.format == qformat::int8) return w.codes[static_cast<std::size_t>(n * w.padded_cols + position)];
   const std::int64_t sb = position / quant_superblock, p = position % quant_superblock;
   const std::uint8_t byte =
       w.codes[static_cast<std::size_t>(n * (w.padded_cols / 2) + sb * (quant_superblock / 2) + p % 256)];
-  const int code = p < 256 ? byte & 0x0f : byte >> 4;
+  return p < 256 ? byte & 0x0f : byte >> 4;
+}
+
+float dequantized_weight(const quantized_matrix& w, std::int64_t n, std::int64_t k) {
+  const int code = stored_code(w, n, k);
+  if (w.format == qformat::int8) return w.row_scales[n] * static_cast<float>(code - 128);
   const std::int64_t group = n * (w.padded_cols / quant_group) + k / quant_group;
   const float scale = f16_to_float(w.group_scales[group]);
   const float offset = w.format == qformat::int4_asym ? f16_to_float(w.group_offsets[group]) : -8.0f * scale;

@@ -24,7 +24,14 @@ struct quantized_layout {
   std::size_t scales_at = 0, offsets_at = 0, total_bytes = 0;
 };
 
-/// The layout of a `format` (not none) matrix of rows × cols.
+/// The layout of a `format` (not none) matrix of rows × cols with cols
+/// padded to a multiple of `column_multiple` (a multiple of quant_group) and
+/// each part starting at a multiple of `alignment` bytes. The CUDA backend
+/// lays its own code order out this way.
+quantized_layout padded_layout_for(weight_quantization format, std::int64_t rows, std::int64_t cols,
+                                   std::int64_t column_multiple, std::size_t alignment);
+
+/// The CPU layout of a `format` (not none) matrix of rows × cols.
 quantized_layout layout_for(weight_quantization format, std::int64_t rows, std::int64_t cols);
 
 /// The kernel's view of a matrix laid out by `layout` in `buffer`.
@@ -42,6 +49,9 @@ void quantize_rows(const void* source, dtype type, std::int64_t count, const qua
 /// f16. Exact: the values stay the ones the checkpoint stores.
 void pack_int4_rows(const std::uint8_t* codes, const std::uint16_t* scales, const std::uint16_t* offsets,
                     std::int64_t count, const quantized_layout& layout, void* buffer, std::int64_t first_row);
+
+/// The code stored for weight (n, k), k < padded_cols: int8 q + 128 (0..255), int4 0..15.
+int stored_code(const quantized_matrix& w, std::int64_t n, std::int64_t k);
 
 /// The value weight (n, k) stands for (k < cols), decoded one element at a time.
 float dequantized_weight(const quantized_matrix& w, std::int64_t n, std::int64_t k);

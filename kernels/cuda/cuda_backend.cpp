@@ -202,21 +202,44 @@ device_tensor cuda_backend::upload(const host_tensor& tensor) {
   return result;
 }
 
-std::unique_ptr<linear_weight> cuda_backend::prepare_linear(std::span<const host_tensor> parts,
-                                                            std::span<const host_tensor> biases) {
-  require(!parts.empty(), "prepare_linear: no weight parts");
-  require(biases.empty() || biases.size() == parts.size(), "prepare_linear: give one bias per part or none");
+std::int64_t cuda_backend::stacked_rows(std::span<const host_tensor> parts, std::span<const host_tensor> biases,
+                                        const char* op) {
+  const std::string name(op);
+  require(!parts.empty(), name + ": no weight parts");
+  require(biases.empty() || biases.size() == parts.size(), name + ": give one bias per part or none");
   const std::int64_t in_features = parts.front().matrix_cols();
   std::int64_t out_features = 0;
   for (std::size_t i = 0; i < parts.size(); ++i) {
     const host_tensor& part = parts[i];
     require(part.shape.size() == 2 && part.matrix_cols() == in_features,
-            "prepare_linear: '" + part.name + "' must be 2-D with " + std::to_string(in_features) + " columns");
+            name + ": '" + part.name + "' must be 2-D with " + std::to_string(in_features) + " columns");
+    require(part.data != nullptr, name + ": '" + part.name + "' has no data");
     if (!biases.empty())
-      require(biases[i].numel() == part.matrix_rows(), "prepare_linear: bias '" + biases[i].name + "' must have " +
-                                                           std::to_string(part.matrix_rows()) + " elements");
+      require(biases[i].numel() == part.matrix_rows(),
+              name + ": bias '" + biases[i].name + "' must have " + std::to_string(part.matrix_rows()) + " elements");
     out_features += part.matrix_rows();
   }
+  return out_features;
+}
+
+void cuda_backend::upload_biases(std::span<const host_tensor> biases, std::int64_t out_features, device_allocation& f32,
+                                 device_allocation& bf16) {
+  if (biases.empty()) return;
+  f32 = device_allocation(static_cast<std::size_t>(out_features) * 4);
+  bf16 = device_allocation(static_cast<std::size_t>(out_features) * 2);
+  std::int64_t row = 0;
+  for (const host_tensor& bias : biases) {
+    upload_as(bias, static_cast<char*>(f32.data()) + row * 4, dtype::f32);
+    row += bias.numel();
+  }
+  launch_convert({f32.data(), dtype::f32, bf16.data(), dtype::bf16, out_features}, compute_.get());
+  TROUPE_CUDA_CHECK(cudaStreamSynchronize(compute_.get()));
+}
+
+std::unique_ptr<linear_weight> cuda_backend::prepare_linear(std::span<const host_tensor> parts,
+                                                            std::span<const host_tensor> biases) {
+  const std::int64_t out_features = stacked_rows(parts, biases, "prepare_linear");
+  const std::int64_t in_features = parts.front().matrix_cols();
   auto weight = std::make_unique<cuda_linear_weight>(out_features, in_features);
   weight->weights = device_allocation(static_cast<std::size_t>(out_features * in_features) * 2);
   std::int64_t row = 0;
@@ -224,18 +247,7 @@ std::unique_ptr<linear_weight> cuda_backend::prepare_linear(std::span<const host
     upload_as(part, static_cast<char*>(weight->weights.data()) + row * in_features * 2, dtype::bf16);
     row += part.matrix_rows();
   }
-  if (!biases.empty()) {
-    weight->bias_f32 = device_allocation(static_cast<std::size_t>(out_features) * 4);
-    weight->bias_bf16 = device_allocation(static_cast<std::size_t>(out_features) * 2);
-    row = 0;
-    for (const host_tensor& bias : biases) {
-      upload_as(bias, static_cast<char*>(weight->bias_f32.data()) + row * 4, dtype::f32);
-      row += bias.numel();
-    }
-    launch_convert({weight->bias_f32.data(), dtype::f32, weight->bias_bf16.data(), dtype::bf16, out_features},
-                   compute_.get());
-    TROUPE_CUDA_CHECK(cudaStreamSynchronize(compute_.get()));
-  }
+  upload_biases(biases, out_features, weight->bias_f32, weight->bias_bf16);
   return weight;
 }
 

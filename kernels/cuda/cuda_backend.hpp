@@ -19,6 +19,13 @@ struct cuda_backend_options {
   int decode_splits = 0;
   /// cuBLASLt workspace, bytes.
   std::size_t gemm_workspace_bytes = std::size_t{32} << 20;
+  /// Quantised linear layers with at most this many activation rows run the
+  /// fused dequantising GEMV (8 rows per launch); more rows expand the
+  /// weights to bf16 slab by slab and multiply with cuBLASLt.
+  std::int64_t quantized_gemv_max_rows = 16;
+  /// Bound of the bf16 scratch those expanded slabs go through, bytes (a
+  /// slab is at least 64 weight rows).
+  std::size_t quantized_slab_bytes = std::size_t{64} << 20;
 };
 
 /// A CUDA backend on `options.device`. Throws std::runtime_error when no

@@ -15,6 +15,7 @@
 #include "kernels/cuda/cuda_backend.hpp"
 #include "kernels/cuda/device_memory.hpp"
 #include "kernels/cuda/gemm.hpp"
+#include "kernels/cuda/quantized_linear.hpp"
 
 namespace troupe::cuda {
 
@@ -38,6 +39,21 @@ class cuda_linear_weight final : public linear_weight {
  private:
   std::int64_t out_features_;
   std::int64_t in_features_;
+};
+
+/// A weight-only quantised linear layer: codes, scales and offsets in one
+/// allocation laid out by `layout` (see quantized_linear.hpp), the bias as in
+/// cuda_linear_weight.
+class cuda_quantized_weight final : public linear_weight {
+ public:
+  explicit cuda_quantized_weight(const quantized_device_layout& layout) : layout(layout) {}
+  std::int64_t out_features() const override { return layout.rows; }
+  std::int64_t in_features() const override { return layout.cols; }
+
+  quantized_device_layout layout;
+  device_allocation storage;    ///< layout.total_bytes
+  device_allocation bias_bf16;  ///< bf16 [out_features], empty without bias
+  device_allocation bias_f32;   ///< f32 [out_features], empty without bias
 };
 
 /// The paged KV pool: num_blocks blocks laid out as kv_cache_spec says, in
@@ -108,6 +124,9 @@ class cuda_backend final : public backend {
   device_tensor upload(const host_tensor& tensor) override;
   std::unique_ptr<linear_weight> prepare_linear(std::span<const host_tensor> parts,
                                                 std::span<const host_tensor> biases) override;
+  std::unique_ptr<linear_weight> prepare_quantized_linear(std::span<const host_tensor> parts,
+                                                          std::span<const host_tensor> biases,
+                                                          weight_quantization format) override;
   std::unique_ptr<kv_cache> create_kv_cache(const kv_cache_spec& spec) override;
   std::unique_ptr<host_block_pool> create_host_pool(const kv_cache_spec& spec, std::int64_t num_blocks) override;
 
@@ -133,6 +152,14 @@ class cuda_backend final : public backend {
  private:
   device_buffer allocate_direct(std::size_t bytes);
   void upload_as(const host_tensor& tensor, void* dst, dtype to);
+  /// Checks that `parts` share their columns and `biases` match them; returns the stacked row count.
+  static std::int64_t stacked_rows(std::span<const host_tensor> parts, std::span<const host_tensor> biases,
+                                   const char* op);
+  /// Uploads the stacked biases (if any) in f32 and bf16.
+  void upload_biases(std::span<const host_tensor> biases, std::int64_t out_features, device_allocation& f32,
+                     device_allocation& bf16);
+  /// linear() on a quantised weight: `problem` carries x, out and the shape (not w or bias).
+  void quantized_linear(const gemm_problem& problem, const cuda_quantized_weight& weight);
   void wait_for_block_copies();
   const cuda_step_plan& plan_of(const step_plan& plan) const;
   /// A workspace buffer holding `layout`'s arrays, copied through a staging slot on the compute stream.

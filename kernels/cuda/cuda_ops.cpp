@@ -150,24 +150,28 @@ void cuda_backend::head_rms_norm(tensor_view x, int head_dim, tensor_view weight
 }
 
 void cuda_backend::linear(tensor_view x, const linear_weight& w, tensor_view out) {
-  const auto* weight = dynamic_cast<const cuda_linear_weight*>(&w);
-  require(weight != nullptr, "linear", "the weight was not prepared by the cuda backend");
   require_bf16(x, "linear", "x");
   require(out.type == dtype::bf16 || out.type == dtype::f32, "linear", "out must be bf16 or f32");
-  require_shape(x, x.rows, weight->in_features(), "linear", "x");
-  require_shape(out, x.rows, weight->out_features(), "linear", "out");
+  require_shape(x, x.rows, w.in_features(), "linear", "x");
+  require_shape(out, x.rows, w.out_features(), "linear", "out");
   gemm_problem problem;
   problem.x = x.data;
   problem.x_stride = row_stride(x);
-  problem.w = weight->weights.data();
-  if (weight->bias_f32.data() != nullptr)
-    problem.bias = out.type == dtype::f32 ? weight->bias_f32.data() : weight->bias_bf16.data();
   problem.out = out.data;
   problem.out_stride = row_stride(out);
   problem.out_type = out.type;
   problem.m = x.rows;
-  problem.n = weight->out_features();
-  problem.k = weight->in_features();
+  problem.n = w.out_features();
+  problem.k = w.in_features();
+  if (const auto* quantized = dynamic_cast<const cuda_quantized_weight*>(&w)) {
+    quantized_linear(problem, *quantized);
+    return;
+  }
+  const auto* weight = dynamic_cast<const cuda_linear_weight*>(&w);
+  require(weight != nullptr, "linear", "the weight was not prepared by the cuda backend");
+  problem.w = weight->weights.data();
+  if (weight->bias_f32.data() != nullptr)
+    problem.bias = out.type == dtype::f32 ? weight->bias_f32.data() : weight->bias_bf16.data();
   gemm_->run(problem, compute_.get());
 }
 

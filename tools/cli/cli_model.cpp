@@ -17,7 +17,7 @@ void add_model_flags(CLI::App& command, model_flags& flags) {
   command
       .add_option("--quantization", flags.quantization,
                   "weight-only quantisation at load: auto (a 4-bit GGUF / AWQ / GPTQ checkpoint as stored, on the "
-                  "cpu), none, int8, int4 or int4_asym (cpu)")
+                  "cpu), none, int8, int4 or int4_asym")
       ->check(CLI::IsMember({"auto", "none", "int8", "int4", "int4_asym"}));
   command
       .add_option("--lm-head-quantization", flags.lm_head_quantization,

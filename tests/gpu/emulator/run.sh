@@ -2,12 +2,12 @@
 # Builds tests/gpu against the CPU emulator and runs it.
 #   tests/gpu/emulator/run.sh [gtest filter]     (default: all tests)
 # Build dir: $TROUPE_EMULATOR_BUILD (default /tmp/troupe-gpu-emulator).
-# model_test.cpp (whole forward passes) needs the model, text, chat, config
-# and kernels libraries of a CMake build (with or without CUDA: the backend
-# factory is recompiled here with it): name its directory in
-# $TROUPE_EMULATOR_LIBS; without it that file is left out. With it the
-# script also links $build/troupe_emulated, the `troupe` CLI on the emulated
-# GPU (`--device cuda`, and `auto` picks it): for example
+# model_test.cpp and quantized_model_test.cpp (whole forward passes) need
+# the model, text, chat, config and kernels libraries of a CMake build (with
+# or without CUDA: the backend factory is recompiled here with it): name its
+# directory in $TROUPE_EMULATOR_LIBS; without it those files are left out.
+# With it the script also links $build/troupe_emulated, the `troupe` CLI on
+# the emulated GPU (`--device cuda`, and `auto` picks it): for example
 #   TROUPE_BIN=$build/troupe_emulated .venv/bin/pytest tests/e2e
 # runs the end-to-end suite with the engine on the CUDA backend.
 # Shapes follow TROUPE_GPU_TESTS_QUICK=1, which this script sets: the
@@ -33,12 +33,13 @@ for source in "$repo_root"/kernels/cuda/*.cpp; do
   [ "$name" = gemm ] && continue  # cuBLASLt: emu_gemm.cpp stands in
   g++ "${flags[@]}" -c "$source" -o "$build/obj/h_$name.o"
 done
-for name in dtype rope_spec step_batch tensor speculative; do
+for name in dtype rope_spec step_batch tensor speculative quantization; do
   g++ "${flags[@]}" -c "$repo_root/kernels/$name.cpp" -o "$build/obj/c_$name.o"
 done
 # Verify groups run on the host over the CPU sampler and its ISA tables
-# (flags as in kernels/CMakeLists.txt).
-for name in sampler cpu_features; do
+# (flags as in kernels/CMakeLists.txt); quantised layers are packed from the
+# CPU quantiser's codes.
+for name in sampler cpu_features quantized_weights; do
   g++ "${flags[@]}" -c "$repo_root/kernels/cpu/$name.cpp" -o "$build/obj/c_$name.o"
 done
 isa_flags=(-ffp-contract=off)
@@ -58,10 +59,12 @@ if [ -n "${TROUPE_EMULATOR_LIBS:-}" ]; then
   g++ "${flags[@]}" -c "$repo_root/kernels/backend.cpp" -o "$build/obj/c_backend.o"
 else
   rm -f "$build/obj/c_backend.o"
-  rm -f "$build/obj/t_model_test.o"
+  rm -f "$build/obj/t_model_test.o" "$build/obj/t_quantized_model_test.o"
 fi
 for source in "$repo_root"/tests/gpu/*.cpp; do
-  [ -z "${TROUPE_EMULATOR_LIBS:-}" ] && [ "$(basename "$source")" = model_test.cpp ] && continue
+  case "$(basename "$source")" in
+    model_test.cpp | quantized_model_test.cpp) [ -z "${TROUPE_EMULATOR_LIBS:-}" ] && continue ;;
+  esac
   g++ "${flags[@]}" -c "$source" -o "$build/obj/t_$(basename "$source" .cpp).o"
 done
 g++ "${flags[@]}" -c "$here/emu_runtime.cpp" -o "$build/obj/emu_runtime.o"
@@ -70,7 +73,8 @@ g++ -o "$build/gpu_tests_emulated" "$build"/obj/*.o "${libs[@]}" -lgtest -lgtest
 if [ -n "${TROUPE_EMULATOR_LIBS:-}" ]; then
   g++ -o "$build/troupe_emulated" "$l"/tools/CMakeFiles/troupe.dir/cli/*.o "$build"/obj/[khc]_*.o "$build"/obj/emu_*.o \
       -Wl,--start-group "$l/api/libtroupe_api.a" "$l/api/libtroupe_engine.a" "$l/actors/libtroupe_actors.a" \
-      "$l/actors/libtroupe_actors_core.a" "$l/memory/libtroupe_memory.a" "${libs[@]}" -Wl,--end-group \
+      "$l/actors/libtroupe_actors_core.a" "$l/memory/libtroupe_memory.a" "$l/constraints/libtroupe_constraints.a" \
+      "${libs[@]}" -Wl,--end-group \
       -lcaf_core -lspdlog -lfmt -pthread
 fi
 TROUPE_GPU_TESTS_QUICK=1 "$build/gpu_tests_emulated" --gtest_filter="${1:-*}"

@@ -1,0 +1,119 @@
+// Weight-only quantised linear layers: quantisation and packing at load
+// (host threads, the CPU backend's quantiser), and the choice at run time
+// between the fused GEMV (few rows) and bf16 slabs multiplied by cuBLASLt.
+
+#include <algorithm>
+#include <cstdint>
+#include <future>
+#include <thread>
+#include <vector>
+
+#include "kernels/cuda/cuda_backend_impl.hpp"
+#include "kernels/cuda/cuda_check.hpp"
+
+namespace troupe::cuda {
+
+namespace {
+
+// Rows of a part one packing thread takes at least (the quantiser is cheap
+// per row; fewer would spend more on threads than on work).
+constexpr std::int64_t rows_per_packing_task = 256;
+// Slabs start at multiples of this many rows (keeps outputs 128-byte aligned).
+constexpr std::int64_t slab_row_multiple = 64;
+
+// Packs `part` as rows [first_row, first_row + rows) of `image`, in parallel.
+void pack_part(const host_tensor& part, const quantized_device_layout& layout, void* image, std::int64_t first_row) {
+  const std::int64_t rows = part.matrix_rows();
+  const std::int64_t workers = std::clamp<std::int64_t>(
+      std::min<std::int64_t>(std::thread::hardware_concurrency(), rows / rows_per_packing_task), 1, 16);
+  const std::int64_t share = (rows + workers - 1) / workers;
+  const std::size_t row_bytes = static_cast<std::size_t>(layout.cols) * dtype_size(part.type);
+  std::vector<std::future<void>> tasks;
+  for (std::int64_t begin = 0; begin < rows; begin += share) {
+    const std::int64_t count = std::min(share, rows - begin);
+    const void* source = static_cast<const char*>(part.data) + static_cast<std::size_t>(begin) * row_bytes;
+    tasks.push_back(std::async(std::launch::async, [=, &layout] {
+      pack_quantized_rows(source, part.type, count, layout, image, first_row + begin);
+    }));
+  }
+  for (auto& task : tasks) task.get();
+}
+
+bool aligned_rows(const void* data, std::int64_t stride) {
+  return reinterpret_cast<std::uintptr_t>(data) % 16 == 0 && stride % 8 == 0;
+}
+
+}  // namespace
+
+std::unique_ptr<linear_weight> cuda_backend::prepare_quantized_linear(std::span<const host_tensor> parts,
+                                                                      std::span<const host_tensor> biases,
+                                                                      weight_quantization format) {
+  if (format == weight_quantization::none) return prepare_linear(parts, biases);
+  const std::int64_t out_features = stacked_rows(parts, biases, "prepare_quantized_linear");
+  auto weight =
+      std::make_unique<cuda_quantized_weight>(device_layout_for(format, out_features, parts.front().matrix_cols()));
+  std::vector<unsigned char> image(weight->layout.total_bytes, 0);
+  std::int64_t row = 0;
+  for (const host_tensor& part : parts) {
+    pack_part(part, weight->layout, image.data(), row);
+    row += part.matrix_rows();
+  }
+  weight->storage = device_allocation(image.size());
+  TROUPE_CUDA_CHECK(
+      cudaMemcpyAsync(weight->storage.data(), image.data(), image.size(), cudaMemcpyHostToDevice, compute_.get()));
+  TROUPE_CUDA_CHECK(cudaStreamSynchronize(compute_.get()));
+  upload_biases(biases, out_features, weight->bias_f32, weight->bias_bf16);
+  return weight;
+}
+
+void cuda_backend::quantized_linear(const gemm_problem& problem, const cuda_quantized_weight& weight) {
+  const quantized_weight_view view = weight_view_of(weight.layout, weight.storage.data());
+  const std::size_t out_element = dtype_size(problem.out_type);
+  if (problem.m <= options_.quantized_gemv_max_rows) {
+    // The GEMV reads whole groups of x with vector loads: rows must be
+    // 16-byte aligned and zero past the last feature, else a padded copy.
+    const void* x = problem.x;
+    std::int64_t x_stride = problem.x_stride;
+    device_buffer padded;
+    if (view.padded_cols != view.cols || !aligned_rows(x, x_stride)) {
+      padded = allocate(static_cast<std::size_t>(problem.m * view.padded_cols) * 2);
+      launch_pad_rows({x, x_stride, padded.data(), view.padded_cols, problem.m, view.cols}, compute_.get());
+      x = padded.data();
+      x_stride = view.padded_cols;
+    }
+    for (std::int64_t first = 0; first < problem.m; first += gemv_max_rows) {
+      quantized_gemv_params params;
+      params.w = view;
+      params.x = static_cast<const char*>(x) + static_cast<std::size_t>(first * x_stride) * 2;
+      params.x_stride = x_stride;
+      params.bias = static_cast<const float*>(weight.bias_f32.data());
+      params.out = static_cast<char*>(problem.out) + static_cast<std::size_t>(first * problem.out_stride) * out_element;
+      params.out_stride = problem.out_stride;
+      params.out_type = problem.out_type;
+      params.m = std::min(gemv_max_rows, problem.m - first);
+      launch_quantized_gemv(params, compute_.get());
+    }
+    return;
+  }
+  // Many rows: expand slabs of weight rows to bf16 and let cuBLASLt multiply
+  // them; the bias rides in the epilogue in the output's type.
+  const std::int64_t fit =
+      static_cast<std::int64_t>(options_.quantized_slab_bytes) / (2 * std::max<std::int64_t>(problem.k, 1));
+  const std::int64_t slab_rows =
+      std::min(problem.n, std::max(slab_row_multiple, fit / slab_row_multiple * slab_row_multiple));
+  device_buffer scratch = allocate(static_cast<std::size_t>(slab_rows * problem.k) * 2);
+  const void* bias = problem.out_type == dtype::f32 ? weight.bias_f32.data() : weight.bias_bf16.data();
+  for (std::int64_t first = 0; first < problem.n; first += slab_rows) {
+    const std::int64_t rows = std::min(slab_rows, problem.n - first);
+    launch_dequantize({view, first, rows, scratch.data()}, compute_.get());
+    gemm_problem slab = problem;
+    slab.w = scratch.data();
+    slab.n = rows;
+    slab.out = static_cast<char*>(problem.out) + static_cast<std::size_t>(first) * out_element;
+    slab.bias =
+        bias == nullptr ? nullptr : static_cast<const char*>(bias) + static_cast<std::size_t>(first) * out_element;
+    gemm_->run(slab, compute_.get());
+  }
+}
+
+}  // namespace troupe::cuda

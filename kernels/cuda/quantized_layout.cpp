@@ -1,0 +1,117 @@
+// The device layout of quantised matrices and the host packing into it.
+// The codes come from the CPU backend's quantiser (round to nearest, f16
+// scales rounded before the codes are chosen), read back one at a time and
+// rewritten in the natural feature order the CUDA kernels walk.
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "kernels/cpu/quantized_weights.hpp"
+#include "kernels/cuda/quantized_linear.hpp"
+
+namespace troupe::cuda {
+
+namespace {
+
+// Rows quantised by the CPU quantiser at a time (bounds the scratch buffer).
+constexpr std::int64_t rows_per_chunk = 64;
+
+bool nibbles(weight_quantization format) { return format != weight_quantization::int8; }
+
+std::uint16_t f16_at(const void* image, std::size_t offset, std::int64_t index) {
+  std::uint16_t bits = 0;
+  std::memcpy(&bits, static_cast<const char*>(image) + offset + static_cast<std::size_t>(index) * 2, 2);
+  return bits;
+}
+
+// Rewrites row `row` of a CPU-quantised chunk as row `n` of the image.
+void copy_row(const cpu::quantized_matrix& cpu_rows, std::int64_t row, const quantized_device_layout& layout,
+              unsigned char* image, std::int64_t n) {
+  unsigned char* codes = image + static_cast<std::size_t>(n) * layout.row_bytes;
+  if (!nibbles(layout.format)) {
+    for (std::int64_t k = 0; k < layout.padded_cols; ++k)
+      codes[k] = static_cast<unsigned char>(static_cast<std::int8_t>(cpu::stored_code(cpu_rows, row, k) - 128));
+    std::memcpy(image + layout.scales_at + static_cast<std::size_t>(n) * 4, cpu_rows.row_scales + row, 4);
+    return;
+  }
+  for (std::int64_t k = 0; k < layout.padded_cols; k += 2) {
+    const int low = cpu::stored_code(cpu_rows, row, k), high = cpu::stored_code(cpu_rows, row, k + 1);
+    codes[k / 2] = static_cast<unsigned char>(low | high << 4);
+  }
+  const std::int64_t cpu_groups = cpu_rows.padded_cols / cpu::quant_group;
+  const std::size_t group_bytes = static_cast<std::size_t>(layout.groups) * 2;
+  const std::size_t at = static_cast<std::size_t>(n) * group_bytes;
+  std::memcpy(image + layout.scales_at + at, cpu_rows.group_scales + row * cpu_groups, group_bytes);
+  if (layout.format == weight_quantization::int4_asym)
+    std::memcpy(image + layout.offsets_at + at, cpu_rows.group_offsets + row * cpu_groups, group_bytes);
+}
+
+}  // namespace
+
+quantized_device_layout device_layout_for(weight_quantization format, std::int64_t rows, std::int64_t cols) {
+  static_assert(device_quant_group == cpu::quant_group, "the CPU quantiser's groups are the device's");
+  const cpu::quantized_layout parts = cpu::padded_layout_for(format, rows, cols, device_quant_group, 256);
+  quantized_device_layout layout;
+  layout.format = format;
+  layout.rows = rows;
+  layout.cols = cols;
+  layout.padded_cols = parts.padded_cols;
+  layout.groups = parts.groups;
+  layout.row_bytes = parts.row_code_bytes;
+  layout.scales_at = parts.scales_at;
+  layout.offsets_at = parts.offsets_at;
+  layout.total_bytes = parts.total_bytes;
+  return layout;
+}
+
+void pack_quantized_rows(const void* source, dtype type, std::int64_t count, const quantized_device_layout& layout,
+                         void* image, std::int64_t first_row) {
+  if (first_row < 0 || count < 0 || first_row + count > layout.rows)
+    throw std::invalid_argument("pack_quantized_rows: rows outside the matrix");
+  const std::size_t row_source_bytes = static_cast<std::size_t>(layout.cols) * dtype_size(type);
+  std::vector<unsigned char> scratch;
+  for (std::int64_t done = 0; done < count; done += rows_per_chunk) {
+    const std::int64_t rows = std::min(rows_per_chunk, count - done);
+    const cpu::quantized_layout cpu_layout = cpu::layout_for(layout.format, rows, layout.cols);
+    scratch.assign(cpu_layout.total_bytes, 0);
+    cpu::quantize_rows(static_cast<const char*>(source) + static_cast<std::size_t>(done) * row_source_bytes, type, rows,
+                       cpu_layout, scratch.data(), 0);
+    const cpu::quantized_matrix cpu_rows = cpu::view_of(cpu_layout, scratch.data());
+    for (std::int64_t row = 0; row < rows; ++row)
+      copy_row(cpu_rows, row, layout, static_cast<unsigned char*>(image), first_row + done + row);
+  }
+}
+
+float packed_weight(const quantized_device_layout& layout, const void* image, std::int64_t n, std::int64_t k) {
+  const auto* codes = static_cast<const unsigned char*>(image) + static_cast<std::size_t>(n) * layout.row_bytes;
+  if (!nibbles(layout.format)) {
+    float scale = 0.0f;
+    std::memcpy(&scale, static_cast<const char*>(image) + layout.scales_at + static_cast<std::size_t>(n) * 4, 4);
+    return scale * static_cast<float>(static_cast<std::int8_t>(codes[k]));
+  }
+  const int code = k % 2 == 0 ? codes[k / 2] & 0x0f : codes[k / 2] >> 4;
+  const std::int64_t group = n * layout.groups + k / device_quant_group;
+  const float scale = f16_to_float(f16_at(image, layout.scales_at, group));
+  const float offset = layout.format == weight_quantization::int4_asym
+                           ? f16_to_float(f16_at(image, layout.offsets_at, group))
+                           : -8.0f * scale;
+  return scale * static_cast<float>(code) + offset;
+}
+
+quantized_weight_view weight_view_of(const quantized_device_layout& layout, const void* base) {
+  const auto* bytes = static_cast<const char*>(base);
+  quantized_weight_view view;
+  view.format = layout.format;
+  view.codes = bytes;
+  view.scales = bytes + layout.scales_at;
+  view.offsets = layout.format == weight_quantization::int4_asym ? bytes + layout.offsets_at : nullptr;
+  view.rows = layout.rows;
+  view.cols = layout.cols;
+  view.padded_cols = layout.padded_cols;
+  view.groups = layout.groups;
+  return view;
+}
+
+}  // namespace troupe::cuda

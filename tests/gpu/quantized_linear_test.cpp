@@ -1,0 +1,170 @@
+// Weight-only quantised linear layers (int8, int4, int4_asym): the packing
+// into the device layout against the CPU quantiser's own decoding (no GPU
+// needed), then the fused GEMV and the expanded-slab path against a double
+// reference that decodes the CPU quantiser's codes of the same weights.
+
+// Built only with the CUDA backend (TROUPE_HAVE_CUDA comes with troupe_kernels).
+#if defined(TROUPE_HAVE_CUDA)
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/quantized_weights.hpp"
+#include "kernels/cuda/quantized_linear.hpp"
+#include "kernels/dtype.hpp"
+#include "tests/gpu/gpu_test_support.hpp"
+
+namespace troupe::gpu_test {
+namespace {
+
+constexpr weight_quantization formats[] = {weight_quantization::int8, weight_quantization::int4,
+                                           weight_quantization::int4_asym};
+
+/// Every weight of a rows × cols f32 matrix as the CPU quantiser stores it.
+std::vector<float> cpu_decoded(const std::vector<float>& w, weight_quantization format, std::int64_t rows,
+                               std::int64_t cols) {
+  const cpu::quantized_layout layout = cpu::layout_for(format, rows, cols);
+  std::vector<unsigned char> buffer(layout.total_bytes);
+  cpu::quantize_rows(w.data(), dtype::f32, rows, layout, buffer.data(), 0);
+  const cpu::quantized_matrix view = cpu::view_of(layout, buffer.data());
+  std::vector<float> decoded(w.size());
+  for (std::int64_t n = 0; n < rows; ++n)
+    for (std::int64_t k = 0; k < cols; ++k) decoded[n * cols + k] = cpu::dequantized_weight(view, n, k);
+  return decoded;
+}
+
+TEST(QuantizedPacking, DeviceLayoutHoldsTheCpuQuantisersCodes) {
+  auto rng = fresh_rng();
+  for (const weight_quantization format : formats) {
+    const std::pair<std::int64_t, std::int64_t> sizes[] = {{5, 100}, {70, 64}, {3, 1000}};
+    for (const auto& [rows, cols] : sizes) {
+      SCOPED_TRACE(std::string(quantization_name(format)) + " " + std::to_string(rows) + "x" + std::to_string(cols));
+      const auto w = random_floats(rng, static_cast<std::size_t>(rows * cols), 0.3f);
+      const cuda::quantized_device_layout layout = cuda::device_layout_for(format, rows, cols);
+      EXPECT_EQ(layout.padded_cols % 32, 0);
+      EXPECT_EQ(layout.row_bytes % 16, 0u);
+      std::vector<unsigned char> image(layout.total_bytes, 0);
+      // Two calls, as the backend's packing threads split a part.
+      cuda::pack_quantized_rows(w.data(), dtype::f32, rows / 2, layout, image.data(), 0);
+      cuda::pack_quantized_rows(w.data() + (rows / 2) * cols, dtype::f32, rows - rows / 2, layout, image.data(),
+                                rows / 2);
+      const auto want = cpu_decoded(w, format, rows, cols);
+      std::int64_t differences = 0;
+      for (std::int64_t n = 0; n < rows; ++n)
+        for (std::int64_t k = 0; k < cols; ++k)
+          differences += cuda::packed_weight(layout, image.data(), n, k) != want[n * cols + k];
+      EXPECT_EQ(differences, 0);
+    }
+  }
+  EXPECT_THROW(cuda::device_layout_for(weight_quantization::none, 4, 4), std::invalid_argument);
+}
+
+struct quantized_case {
+  std::int64_t m, k;
+  std::vector<std::int64_t> parts;  // out features of each fused part
+  std::int64_t x_stride;            // elements between activation rows
+  dtype out_type;
+  bool bias;
+};
+
+/// Runs every case in every format against the double reference.
+void expect_cases_match(backend& gpu, const std::vector<quantized_case>& cases, std::int64_t gemv_max_rows) {
+  auto rng = fresh_rng();
+  for (const weight_quantization format : formats) {
+    for (const quantized_case& c : cases) {
+      std::int64_t n = 0;
+      for (auto p : c.parts) n += p;
+      SCOPED_TRACE(std::string(quantization_name(format)) + " M=" + std::to_string(c.m) + " N=" + std::to_string(n) +
+                   " K=" + std::to_string(c.k));
+      std::vector<std::vector<float>> storage;
+      std::vector<host_tensor> parts, biases;
+      std::vector<float> w_used, b_used;
+      for (std::size_t i = 0; i < c.parts.size(); ++i) {
+        storage.push_back(random_floats(rng, static_cast<std::size_t>(c.parts[i] * c.k), 1.0f / std::sqrt(float(c.k))));
+        parts.push_back({"w" + std::to_string(i), dtype::f32, {c.parts[i], c.k}, storage.back().data()});
+        const auto decoded = cpu_decoded(storage.back(), format, c.parts[i], c.k);
+        w_used.insert(w_used.end(), decoded.begin(), decoded.end());
+        if (c.bias) {
+          storage.push_back(random_floats(rng, static_cast<std::size_t>(c.parts[i]), 1.0f));
+          biases.push_back({"b" + std::to_string(i), dtype::f32, {c.parts[i]}, storage.back().data()});
+          b_used.insert(b_used.end(), storage.back().begin(), storage.back().end());
+        }
+      }
+      const auto weight = gpu.prepare_quantized_linear(parts, biases, format);
+      ASSERT_EQ(weight->out_features(), n);
+      ASSERT_EQ(weight->in_features(), c.k);
+      const auto x_bits = random_half_bits(rng, static_cast<std::size_t>(c.m * c.k), 1.0f, dtype::bf16);
+      const device_matrix x =
+          upload_matrix(gpu, {.type = dtype::bf16, .rows = c.m, .cols = c.k, .stride = c.x_stride}, x_bits.data());
+      const device_matrix out = poisoned_matrix(gpu, {.type = c.out_type, .rows = c.m, .cols = n, .stride = n + 5});
+      gpu.linear(x.view, *weight, out.view);
+      std::vector<double> want(static_cast<std::size_t>(c.m * n));
+      for (std::int64_t r = 0; r < c.m; ++r) {
+        for (std::int64_t o = 0; o < n; ++o) {
+          double sum = c.bias ? b_used[o] : 0.0;
+          for (std::int64_t i = 0; i < c.k; ++i)
+            sum += double(bf16_to_float(x_bits[r * c.k + i])) * w_used[o * c.k + i];
+          want[r * n + o] = sum;
+        }
+      }
+      // Expanded slabs round the weights to bf16 before cuBLASLt.
+      const bool exact_weights = c.m <= gemv_max_rows && c.out_type == dtype::f32;
+      EXPECT_TRUE(all_close(download_floats(gpu, out.view), want, exact_weights ? f32_rtol : bf16_rtol));
+    }
+  }
+}
+
+// M = 1, 3, 8 and 16 take the GEMV (16: two launches), 64 and 130 the
+// expanded slabs. Columns that are no multiple of 32 and strides that are
+// no multiple of 8 take the padded copy of x.
+const std::vector<quantized_case> shapes = {
+    {1, 64, {40}, 64, dtype::bf16, false},       {3, 100, {37, 16, 16}, 103, dtype::f32, true},
+    {8, 200, {70}, 200, dtype::bf16, true},      {16, 96, {33}, 104, dtype::f32, false},
+    {64, 100, {48, 24}, 100, dtype::bf16, true}, {130, 160, {65}, 168, dtype::f32, true},
+};
+
+using QuantizedLinear = cuda_fixture;
+
+TEST_F(QuantizedLinear, MatchesTheDecodedCodesOverFormatsAndShapes) {
+  expect_cases_match(gpu(), shapes, cuda::cuda_backend_options{}.quantized_gemv_max_rows);
+}
+
+// Every row count through the expanded path, in slabs of 64 rows: slab
+// offsets of the output and the bias.
+class QuantizedLinearSlabs : public cuda_fixture {
+ protected:
+  cuda::cuda_backend_options backend_options() const override {
+    cuda::cuda_backend_options options;
+    options.quantized_gemv_max_rows = 0;
+    options.quantized_slab_bytes = 1;
+    return options;
+  }
+};
+
+TEST_F(QuantizedLinearSlabs, MatchesTheDecodedCodes) {
+  expect_cases_match(gpu(),
+                     {{1, 64, {40, 100}, 64, dtype::bf16, true},
+                      {3, 100, {130}, 103, dtype::f32, true},
+                      {9, 48, {64, 64, 3}, 48, dtype::f32, false}},
+                     0);
+}
+
+TEST_F(QuantizedLinear, RejectsMismatchedShapes) {
+  std::vector<float> w(64 * 32, 0.5f);
+  const host_tensor part{"w", dtype::f32, {64, 32}, w.data()};
+  const auto weight = gpu().prepare_quantized_linear(std::span(&part, 1), {}, weight_quantization::int4);
+  const device_matrix x = poisoned_matrix(gpu(), {.type = dtype::bf16, .rows = 4, .cols = 31});
+  const device_matrix out = poisoned_matrix(gpu(), {.type = dtype::bf16, .rows = 4, .cols = 64});
+  EXPECT_THROW(gpu().linear(x.view, *weight, out.view), std::invalid_argument);
+  const host_tensor bad_bias{"b", dtype::f32, {63}, w.data()};
+  EXPECT_THROW(gpu().prepare_quantized_linear(std::span(&part, 1), std::span(&bad_bias, 1), weight_quantization::int8),
+               std::invalid_argument);
+  const host_tensor empty{"e", dtype::f32, {64, 32}, nullptr};
+  EXPECT_THROW(gpu().prepare_quantized_linear(std::span(&empty, 1), {}, weight_quantization::int8),
+               std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace troupe::gpu_test
+
+#endif  // TROUPE_HAVE_CUDA
