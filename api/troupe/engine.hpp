@@ -86,6 +86,7 @@ struct engine_config {
   int num_speculative_tokens;           ///< speculative decoding: draft tokens per sequence and step at most (0: off)
   bool speculative_adaptive;            ///< speculative decoding: per-sequence draft length follows acceptance
   int speculative_max_batch;            ///< speculative decoding: off in steps with more decoding sequences
+  int speculative_tree_width;           ///< speculative decoding: draft tree branches (1: chains)
   int test_fail_executor_after_steps;   ///< testing hook: the executor fails after this many steps (-1: never)
   std::string test_executor_fault;      ///< testing hook: "error", "throw" or "malformed" (how it fails)
 };
@@ -133,6 +134,7 @@ struct live_settings {
   int num_speculative_tokens = 0;
   bool speculative_adaptive = true;
   int speculative_max_batch = 0;
+  int speculative_tree_width = 1;
   // Request limits, checked at intake (and by the API before it).
   int max_n = 0;
   int max_stop_strings = 0;
@@ -166,6 +168,7 @@ struct settings_change {
   std::optional<int> num_speculative_tokens;
   std::optional<bool> speculative_adaptive;
   std::optional<int> speculative_max_batch;
+  std::optional<int> speculative_tree_width;
   std::optional<int> max_n;
   std::optional<int> max_stop_strings;
   std::optional<int> max_stop_string_bytes;
@@ -249,8 +252,8 @@ struct model_info {
   /// "hermes", "mistral", "deepseek_v3"): the tool_call_parser knob, or
   /// what the chat template shows when it is "auto".
   std::string tool_call_parser = "none";
-  std::int64_t kv_pool_device_bytes = 0;  ///< device KV pool size, fixed at start
-  std::int64_t kv_pool_host_bytes = 0;    ///< host swap pool size, fixed at start
+  std::int64_t kv_pool_device_bytes = 0;      ///< device KV pool size, fixed at start
+  std::int64_t kv_pool_host_bytes = 0;        ///< host swap pool size, fixed at start
   model_sampling_defaults sampling_defaults;  ///< from generation_config.json
 };
 
