@@ -5,9 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "tests/scheduler/spec_driver.hpp"
@@ -86,6 +88,24 @@ inline void expect_same_outputs(const run_outcome& expected, const run_outcome& 
         << "request " << key.first << " choice " << key.second;
     EXPECT_EQ(actual.reasons.count(key) ? actual.reasons.at(key) : finish_reason::abort, expected.reasons.at(key))
         << "request " << key.first << " choice " << key.second;
+  }
+}
+
+/// Every choice not cancelled (`cancels`: request index -> step) got the
+/// tokens it gets in `expected`; a cancelled one a prefix of them.
+inline void expect_outputs_or_prefixes(const run_outcome& expected, const run_outcome& actual,
+                                       const std::map<std::size_t, int>& cancels) {
+  std::set<request_handle> cancelled;
+  for (const auto& [index, step] : cancels) cancelled.insert(actual.handles[index]);
+  for (const auto& [key, tokens] : expected.outputs) {
+    const std::vector<std::int32_t> got =
+        actual.outputs.count(key) ? actual.outputs.at(key) : std::vector<std::int32_t>{};
+    if (cancelled.count(key.first) == 0) {
+      EXPECT_EQ(got, tokens) << "request " << key.first << " choice " << key.second;
+      continue;
+    }
+    ASSERT_LE(got.size(), tokens.size());
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), tokens.begin())) << "a cancelled choice's tokens are a prefix";
   }
 }
 
