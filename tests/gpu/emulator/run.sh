@@ -70,7 +70,8 @@ g++ -o "$build/gpu_tests_emulated" "$build"/obj/*.o "${libs[@]}" -lgtest -lgtest
 if [ -n "${TROUPE_EMULATOR_LIBS:-}" ]; then
   g++ -o "$build/troupe_emulated" "$l"/tools/CMakeFiles/troupe.dir/cli/*.o "$build"/obj/[khc]_*.o "$build"/obj/emu_*.o \
       -Wl,--start-group "$l/api/libtroupe_api.a" "$l/api/libtroupe_engine.a" "$l/actors/libtroupe_actors.a" \
-      "$l/actors/libtroupe_actors_core.a" "$l/memory/libtroupe_memory.a" "${libs[@]}" -Wl,--end-group \
+      "$l/actors/libtroupe_actors_core.a" "$l/constraints/libtroupe_constraints.a" "$l/memory/libtroupe_memory.a" \
+      "${libs[@]}" -Wl,--end-group \
       -lcaf_core -lspdlog -lfmt -pthread
 fi
 TROUPE_GPU_TESTS_QUICK=1 "$build/gpu_tests_emulated" --gtest_filter="${1:-*}"
