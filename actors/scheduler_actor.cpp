@@ -136,8 +136,8 @@ void fill_drafts(self_ptr self, scheduled_step step) {
                                      [](const scheduled_sequence& seq) { return seq.draft_slots > 0; });
   if (!has_slots || state.setup.speculation == speculative_method::off) return drafts_done(self, std::move(step));
   if (state.setup.speculation == speculative_method::ngram) {
-    for (auto& [index, drafts] : lookup_drafts(step, state.setup.lookup))
-      state.loop->set_drafts(step, index, std::move(drafts));
+    for (auto& [index, tree] : lookup_drafts(step, state.setup.lookup))
+      state.loop->set_drafts(step, index, std::move(tree.drafts), {}, std::move(tree.parents));
     return drafts_done(self, std::move(step));
   }
   auto request = std::make_shared<const draft_request>(draft_jobs(step));
@@ -151,7 +151,7 @@ void fill_drafts(self_ptr self, scheduled_step step) {
             self->state.loop->on_draft_round(sequences, reply->steps, self->state.now() - asked);
             for (const drafted& out : reply->sequences) {
               const std::string problem =
-                  self->state.loop->set_drafts(*pending, out.sequence_index, out.drafts, out.probs);
+                  self->state.loop->set_drafts(*pending, out.sequence_index, out.drafts, out.probs, out.parents);
               if (!problem.empty()) spdlog::warn("scheduler: drafts refused: {}", problem);
             }
             drafts_done(self, std::move(*pending));

@@ -169,6 +169,10 @@ std::vector<knob_spec> engine_knobs() {
                   "speculative decoding: skipped while more sequences than this are unfinished (running, waiting or "
                   "swapped)",
                   true),
+          integer("speculative_tree_width", 1, 1, 8, "branches",
+                  "speculative decoding: draft tree branches verified at once with a tree attention mask (ngram: "
+                  "other matches, draft: runners-up of the first draft; 1: chains)",
+                  true),
           integer("test_fail_executor_after_steps", -1, -1, 1 << 30, "steps",
                   "testing only: the executor fails after this many steps (-1: never)"),
           text("test_executor_fault", "error", {"error", "throw", "malformed", "hang"},

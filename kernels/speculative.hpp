@@ -34,6 +34,14 @@ inline constexpr std::uint64_t speculative_draft_key = 0xbb67ae8584caa73bull;
 inline float accept_uniform(std::uint64_t seed, std::uint64_t token_index) {
   return philox_uniform(seed ^ speculative_accept_key, token_index);
 }
+/// XORed, times the sibling's rank, into the accept key for a tree's later siblings.
+inline constexpr std::uint64_t speculative_sibling_key = 0x3c6ef372fe94f82bull;
+
+/// The accept test's uniform for sibling `rank` (0 first) of a draft tree's
+/// node at `token_index`; rank 0 is the chain's accept_uniform.
+inline float sibling_accept_uniform(std::uint64_t seed, std::uint64_t token_index, std::uint64_t rank) {
+  return philox_uniform(seed ^ speculative_accept_key ^ (speculative_sibling_key * rank), token_index);
+}
 /// The uniform a proposer draws its draft for `token_index` with.
 inline float draft_uniform(std::uint64_t seed, std::uint64_t token_index) {
   return philox_uniform(seed ^ speculative_draft_key, token_index);
@@ -45,19 +53,25 @@ struct verify_input {
   const float* logits = nullptr;
   std::int64_t row_stride = 0;  ///< floats between rows
   std::int64_t vocab = 0;
-  std::span<const sampling_row> rows;    ///< [j + 1] as verify_group describes
-  std::span<const std::int32_t> drafts;  ///< [j]
-  std::span<const float> draft_probs;    ///< [j * vocab] q rows, or empty for point masses
+  std::span<const sampling_row> rows;     ///< [j + 1] as verify_group describes
+  std::span<const std::int32_t> drafts;   ///< [j]
+  std::span<const float> draft_probs;     ///< [j * vocab] q rows, or empty for point masses
+  std::span<const std::int32_t> parents;  ///< [j] a tree's parents (verify_group), or empty for a chain
 };
 
 /// What verifying one group decided.
 struct verify_outcome {
-  std::int32_t accepted = 0;           ///< a: drafts accepted
+  std::int32_t accepted = 0;           ///< a: drafts accepted (a tree: the accepted path's length)
   std::vector<sample_output> emitted;  ///< [a + 1] d1..da, then the correction or bonus token
 };
 
 /// Verifies one group (rules 7-10 of sampling.hpp) with the CPU sampler's
-/// `kernels` and buffers. Throws std::invalid_argument for inconsistent
+/// `kernels` and buffers. A tree is walked from the root: at each node its
+/// children are tried in order, each accepted with probability p'(d) where
+/// p' is the node's p with the siblings rejected before it removed and
+/// renormalised (point-mass recursive rejection, so each emitted token has
+/// exactly the target's distribution); none accepted, the token is drawn
+/// from p' (greedy: the argmax, accepted when a child carries it). Throws std::invalid_argument for inconsistent
 /// inputs (sizes, ids outside the vocabulary, rows unlike verify_group's).
 verify_outcome verify_drafts(const verify_input& input, const cpu::isa_kernels& kernels, cpu::sampler_scratch& scratch);
 /// verify_drafts with this machine's best CPU kernels and fresh buffers.

@@ -50,11 +50,18 @@ struct block_copy {
 /// verify drafts (kernels/speculative.hpp). The rows are consecutive tokens
 /// of one sequence, t0 then d1..dj; row i has its own sampling_row with
 /// token_index = base + i and output_tokens = the outputs, then d1..di.
+/// A tree (`parents` not empty) names each draft's parent node instead:
+/// node 0 is t0, node i is draft i; draft i's token is fed with
+/// step_batch::tree_parent naming its parent's token, and row i's
+/// sampling_row has token_index = base + depth(i) and output_tokens = the
+/// outputs, then the drafts on the path from the root to node i. Siblings
+/// carry distinct tokens, and a tree's drafts are point masses (no q rows).
 struct verify_group {
   std::int32_t first_row = 0;        ///< into logits_indices / sampling
   std::vector<std::int32_t> drafts;  ///< [j] d1..dj, fed after t0 in this step
   std::span<const float>
       draft_probs;  ///< [j * vocab] q rows (after the request's sampling transforms); empty: point masses
+  std::vector<std::int32_t> parents;  ///< [j] or empty (a chain): parents[i - 1] = node of draft i's parent, < i
 };
 
 /// The flat varlen batch the scheduler emits and a backend runs.
@@ -71,6 +78,13 @@ struct step_batch {
   std::vector<sampling_row> sampling;          ///< [L] how to sample each logits row (empty: logits only)
   std::vector<block_copy> block_copies;        ///< run before the forward pass
   std::vector<verify_group> verify;            ///< by ascending first_row, disjoint; needs `sampling`
+  /// [T] or empty (every token causal). -1: the token attends causally, to
+  /// its sequence's cached positions up to its own. t >= 0: a draft tree's
+  /// token; it attends to what step token t (same sequence, earlier) does,
+  /// plus its own key, and positions[.] = positions[t] + 1 (the RoPE
+  /// position is its depth). A sequence's tree tokens come last in it; each
+  /// has its K/V at cache position seq_len - (its sequence's tokens after it) - 1.
+  std::vector<std::int32_t> tree_parent;
 
   std::int64_t num_tokens() const { return static_cast<std::int64_t>(token_ids.size()); }
   std::int64_t num_sequences() const {
@@ -81,8 +95,18 @@ struct step_batch {
 
 /// Empty when `rows` (j + 1) fit `drafts` (j) as verify_group describes: one
 /// seed and params, token_index counting up by one, row i's output_tokens
-/// the first row's followed by d1..di; else what is wrong.
-std::string verify_rows_problem(std::span<const sampling_row> rows, std::span<const std::int32_t> drafts);
+/// the first row's followed by d1..di; else what is wrong. With `parents`
+/// (a tree): row i's token_index is the first's + depth(i) and its
+/// output_tokens the first row's followed by the path's drafts.
+std::string verify_rows_problem(std::span<const sampling_row> rows, std::span<const std::int32_t> drafts,
+                                std::span<const std::int32_t> parents = {});
+
+/// Empty when `parents` is a valid draft tree over `drafts` (parents[i - 1]
+/// in [0, i), siblings with distinct tokens); else what is wrong.
+std::string draft_tree_problem(std::span<const std::int32_t> drafts, std::span<const std::int32_t> parents);
+
+/// Depth of every node of a draft tree: [j + 1], node 0 (t0) at depth 0.
+std::vector<std::int32_t> draft_tree_depths(std::span<const std::int32_t> parents);
 
 /// One sequence of one token, `token_id` at position 0, its K/V in slot 0 of
 /// block 0, with logits for that row and no sampling rows: the smallest

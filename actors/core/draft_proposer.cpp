@@ -1,11 +1,36 @@
 #include "actors/core/draft_proposer.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 
 #include "kernels/speculative.hpp"
 
 namespace troupe {
+
+namespace {
+
+// The `count` likeliest ids after `chosen` by logit (ties: lower id first), none suppressed or -inf.
+std::vector<std::int32_t> runners_up(std::span<const float> logits, std::int32_t chosen,
+                                     std::span<const std::int32_t> suppressed, std::size_t count) {
+  std::vector<std::int32_t> ids;
+  for (std::size_t id = 0; id < logits.size(); ++id) {
+    const auto token = static_cast<std::int32_t>(id);
+    if (token == chosen || !(logits[id] > -std::numeric_limits<float>::infinity())) continue;
+    if (std::find(suppressed.begin(), suppressed.end(), token) != suppressed.end()) continue;
+    ids.push_back(token);
+  }
+  const auto better = [&](std::int32_t a, std::int32_t b) {
+    const float la = logits[static_cast<std::size_t>(a)], lb = logits[static_cast<std::size_t>(b)];
+    return la > lb || (la == lb && a < b);
+  };
+  const std::size_t kept = std::min(count, ids.size());
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(kept), ids.end(), better);
+  ids.resize(kept);
+  return ids;
+}
+
+}  // namespace
 
 draft_proposer::draft_proposer(std::int32_t block_size, std::int64_t vocab_size, std::size_t max_remembered)
     : block_size_(block_size), vocab_size_(vocab_size), max_remembered_(std::max<std::size_t>(1, max_remembered)) {}
@@ -40,6 +65,7 @@ scheduled_step draft_proposer::begin(draft_request request) {
       throw std::invalid_argument("draft job for sequence " + std::to_string(job.seq) +
                                   ": its block table does not cover the draft positions");
     job_state state;
+    state.chain = job.tree_width > 1 ? (job.slots + job.tree_width - 1) / job.tree_width : job.slots;
     state.outputs.assign(job.tokens.begin() + job.prompt_length, job.tokens.end());
     state.result.sequence_index = job.sequence_index;
     state.job = std::move(job);
@@ -58,7 +84,7 @@ scheduled_step draft_proposer::next_step(bool first) {
     job_state& state = jobs_[j];
     const draft_job& job = state.job;
     const auto drawn = static_cast<std::int32_t>(state.result.drafts.size());
-    if (drawn >= job.slots) continue;
+    if (drawn >= state.chain) continue;
     const auto last = static_cast<std::int32_t>(job.tokens.size()) - 1;  // t0's position
     scheduled_sequence seq;
     seq.seq = job.seq;
@@ -95,9 +121,13 @@ void draft_proposer::draw(job_state& state, std::span<const float> logits_row) {
   row.suppressed_tokens = job.suppressed;
   const std::vector<float> q = processed_distribution(logits_row, row);
   const std::int32_t token = draw_from_distribution(q, draft_uniform(job.seed, index));
+  const bool greedy = job.params.temperature == 0.0f || job.params.top_k == 1;
+  if (greedy && state.result.drafts.empty() && job.tree_width > 1) {
+    const auto wanted = static_cast<std::size_t>(std::min(job.tree_width - 1, job.slots - state.chain));
+    state.siblings = runners_up(logits_row, token, job.suppressed, wanted);
+  }
   state.result.drafts.push_back(token);
   state.outputs.push_back(token);
-  const bool greedy = job.params.temperature == 0.0f || job.params.top_k == 1;
   if (!greedy) state.result.probs.insert(state.result.probs.end(), q.begin(), q.end());
 }
 
@@ -108,10 +138,13 @@ std::optional<scheduled_step> draft_proposer::on_logits(std::span<const float> l
                                 std::to_string(stepped_.size()) + " rows of " + std::to_string(vocab));
   for (std::size_t r = 0; r < stepped_.size(); ++r) draw(jobs_[stepped_[r]], logits.subspan(r * vocab, vocab));
   const bool more = std::any_of(jobs_.begin(), jobs_.end(), [](const job_state& s) {
-    return static_cast<std::int32_t>(s.result.drafts.size()) < s.job.slots;
+    return static_cast<std::int32_t>(s.result.drafts.size()) < s.chain;
   });
   if (more) return next_step(false);
-  for (const job_state& state : jobs_) remember(state);
+  for (job_state& state : jobs_) {
+    remember(state);
+    attach_siblings(state);
+  }
   return std::nullopt;
 }
 
@@ -132,6 +165,17 @@ void draft_proposer::remember(const job_state& state) {
       return a.second.last_round < b.second.last_round;
     });
     written_.erase(oldest);
+  }
+}
+
+void draft_proposer::attach_siblings(job_state& state) {
+  if (state.siblings.empty()) return;
+  drafted& result = state.result;
+  const auto chain = static_cast<std::int32_t>(result.drafts.size());
+  for (std::int32_t i = 0; i < chain; ++i) result.parents.push_back(i);
+  for (std::int32_t sibling : state.siblings) {
+    result.drafts.push_back(sibling);
+    result.parents.push_back(0);
   }
 }
 

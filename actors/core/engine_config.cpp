@@ -72,6 +72,7 @@ const std::pair<const char*, engine_field> engine_fields[] = {
     {"num_speculative_tokens", &engine_config::num_speculative_tokens},
     {"speculative_adaptive", &engine_config::speculative_adaptive},
     {"speculative_max_batch", &engine_config::speculative_max_batch},
+    {"speculative_tree_width", &engine_config::speculative_tree_width},
     {"test_fail_executor_after_steps", &engine_config::test_fail_executor_after_steps},
     {"test_executor_fault", &engine_config::test_executor_fault},
     {"test_tokenizer_fault_marker", &engine_config::test_tokenizer_fault_marker},

@@ -23,4 +23,11 @@ struct ngram_settings {
 /// with the most). Empty when nothing matches. O(|tokens| * max_ngram) time.
 std::vector<std::int32_t> propose_ngram(std::span<const std::int32_t> tokens, int k, const ngram_settings& settings);
 
+/// Up to `width` continuations of up to `k` tokens each, for a draft tree:
+/// propose_ngram's first, then those after other matches (longer suffixes
+/// first, later occurrences first) that are not a prefix of one already
+/// taken. Empty when nothing matches.
+std::vector<std::vector<std::int32_t>> propose_ngram_branches(std::span<const std::int32_t> tokens, int k, int width,
+                                                              const ngram_settings& settings);
+
 }  // namespace troupe

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/core/draft_tree.hpp"
 #include "actors/core/scheduler_types.hpp"
 
 namespace troupe {
@@ -65,8 +66,10 @@ struct sequence {
   std::uint64_t granted_step = 0;           ///< step being planned that already gave it tokens (0: none)
   double last_token_time = -1;              ///< seconds; for inter-token latency
   std::int32_t unsettled_slots = 0;         ///< draft slots after num_computed the step in flight planned
-  std::int32_t num_drafts = 0;              ///< drafts the step in flight feeds (the tail of draft_context)
-  std::vector<std::int32_t> draft_context;  ///< outputs, then the drafts: the verify rows' output_tokens
+  std::int32_t num_drafts = 0;              ///< drafts the step in flight feeds
+  draft_tree drafts_fed;                    ///< those drafts (a chain, or a tree with its parents)
+  std::vector<std::int32_t> draft_context;  ///< the verify rows' output_tokens: outputs then the drafts (a
+                                            ///< chain), or per node outputs then its path (path_contexts)
   std::vector<float> draft_probs;           ///< [num_drafts * vocab] the drafts' q rows, or empty
   double acceptance = 1.0;                  ///< exponential average of accepted / proposed drafts
   /// Structured output: the constraint's position after `outputs` (null:

@@ -57,7 +57,8 @@ std::string scheduler::validate_config(const scheduler_config& c) {
                                     {"swap_min_tokens", c.swap_min_tokens},
                                     {"preemption_grace_steps", c.preemption_grace_steps},
                                     {"num_speculative_tokens", c.num_speculative_tokens},
-                                    {"speculative_max_batch", c.speculative_max_batch}}) {
+                                    {"speculative_max_batch", c.speculative_max_batch},
+                                    {"speculative_tree_width", c.speculative_tree_width}}) {
     if (std::string problem = knobs.problem(knob, std::to_string(value)); !problem.empty()) return problem;
   }
   for (const auto& [knob, value] : {std::pair{"mlfq_promote_after", p.mlfq_promote_after_s},

@@ -87,11 +87,15 @@ class scheduler {
   /// each gets its own logits row (token_index base + i, output tokens the
   /// outputs then d1..di) verified with the token's row (build_step_batch
   /// makes the verify group). `draft_probs`: [j * vocab] q rows, or empty for
-  /// a point-mass proposer. Call at most once per sequence and step. A
-  /// sequence that finished or was preempted since is left as it is. Returns
-  /// what is wrong ("" when applied); nothing changes then.
+  /// a point-mass proposer. `parents` (empty: a chain) makes the drafts a
+  /// tree (verify_group::parents; point masses only): row i then has the
+  /// token_index of its depth and its path's drafts as outputs; a
+  /// constrained sequence's tree is cut to its first chain. Call at most
+  /// once per sequence and step. A sequence that finished or was preempted
+  /// since is left as it is. Returns what is wrong ("" when applied);
+  /// nothing changes then.
   std::string set_drafts(scheduled_step& step, std::size_t sequence_index, std::vector<std::int32_t> drafts,
-                         std::vector<float> draft_probs = {});
+                         std::vector<float> draft_probs = {}, std::vector<std::int32_t> parents = {});
 
   // ---- knobs --------------------------------------------------------------
   /// Switches policy at the next step boundary; false for an unknown name.
@@ -242,7 +246,8 @@ class scheduler {
   /// Of the (at most `cap`) decodes the step being planned may take, those
   /// whose speculation pays by the cost model: empty when none, or above speculative_max_batch.
   std::vector<const sequence*> speculating_decodes(int cap) const;
-  /// k_max, or the adaptive k from the sequence's acceptance (before budget, blocks and length limits).
+  /// k_max, or the adaptive k from the sequence's acceptance, times the tree width (before budget, blocks
+  /// and length limits).
   std::int32_t wanted_slots(const sequence& seq) const;
   /// Draft slots for a decode of `seq` that leave budget and blocks for the
   /// `decodes_after` decodes still to plan: k_max (or the adaptive k), shrunk
@@ -250,8 +255,9 @@ class scheduler {
   std::int32_t draft_slots_for(const sequence& seq, int decodes_after) const;
   /// The step result's verdict on a group (drafts of `seq`): metrics and the adaptive average.
   void observe_verified(sequence& seq, std::int32_t accepted);
-  /// After a speculative step's tokens are applied: `accepted` drafts join
-  /// the computed tokens, the rest of the slots go back (settle queued).
+  /// After a speculative step's tokens are applied: `accepted` drafts (of a
+  /// tree, those already in place) join the computed tokens, the rest of the
+  /// slots go back (settle queued).
   void settle(sequence& seq, std::int32_t accepted);
   /// Moves the queued settle of `seq`, if any, into the request being assembled.
   void take_pending_settle(const sequence& seq);
@@ -263,7 +269,8 @@ class scheduler {
   // scheduler_result.cpp
   sequence& fork_child(sequence& parent, int choice);
   /// Appends each row's sample to its choice (a verify group's up to its
-  /// accepted drafts); returns each group's sequence and accepted count.
+  /// accepted drafts); returns each group's sequence and the accepted drafts
+  /// whose K/V is in place (a tree's later branch: fewer, fed again).
   std::vector<std::pair<sequence*, std::int32_t>> apply_samples(const in_flight_step& record, const step_result& result,
                                                                 double now, scheduler_events& events);
   void append_token(sequence& seq, const sample_output& sample, double now, scheduler_events& events);

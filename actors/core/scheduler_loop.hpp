@@ -140,8 +140,8 @@ class scheduler_loop {
   planned_step take_step(double now);
   /// A proposer's drafts for one of its sequences, before it is sent (scheduler::set_drafts).
   std::string set_drafts(scheduled_step& step, std::size_t sequence_index, std::vector<std::int32_t> drafts,
-                         std::vector<float> draft_probs = {}) {
-    return core_.set_drafts(step, sequence_index, std::move(drafts), std::move(draft_probs));
+                         std::vector<float> draft_probs = {}, std::vector<std::int32_t> parents = {}) {
+    return core_.set_drafts(step, sequence_index, std::move(drafts), std::move(draft_probs), std::move(parents));
   }
   /// A step's samples; times the step and may switch the overlap mode.
   step_outcome on_step_result(const step_result& result, double now);

@@ -31,6 +31,7 @@ live_settings scheduler_loop::settings() const {
   settings.num_speculative_tokens = config.num_speculative_tokens;
   settings.speculative_adaptive = config.speculative_adaptive;
   settings.speculative_max_batch = config.speculative_max_batch;
+  settings.speculative_tree_width = config.speculative_tree_width;
   return settings;
 }
 
@@ -74,6 +75,7 @@ std::string scheduler_loop::configure(const settings_change& change, double now)
   if (change.num_speculative_tokens) config.num_speculative_tokens = *change.num_speculative_tokens;
   if (change.speculative_adaptive) config.speculative_adaptive = *change.speculative_adaptive;
   if (change.speculative_max_batch) config.speculative_max_batch = *change.speculative_max_batch;
+  if (change.speculative_tree_width) config.speculative_tree_width = *change.speculative_tree_width;
   if (change.policy && !make_policy(*change.policy)) return "unknown policy '" + *change.policy + "'";
   if (std::string problem = core_.set_config(config); !problem.empty()) return problem;
   if (change.policy) core_.set_policy(*change.policy, now);

@@ -170,6 +170,8 @@ scheduled_sequence scheduler::commit_grant(const grant& g, in_flight_step& recor
   }
   scheduled_sequence out{seq.id, request.handle, seq.choice, start, token_range(seq, start, count), seq.block_table, 0};
   out.draft_slots = g.draft_slots;
+  // A constrained sequence's drafts are verified as a chain (its masks follow one path).
+  out.tree_width = seq.matcher ? 1 : std::max(1, config_.speculative_tree_width);
   seq.unsettled_slots = g.draft_slots;
   seq.num_drafts = 0;
   if (seq.num_computed == seq.total_tokens()) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "actors/core/draft_tree.hpp"
 #include "actors/core/scheduler.hpp"
 #include "actors/core/sequence_constraint.hpp"
 
@@ -106,7 +107,10 @@ std::vector<std::pair<sequence*, std::int32_t>> scheduler::apply_samples(const i
     --row.seq->pending_rows;
     if (i + 1 < record.rows.size() && record.rows[i + 1].draft_position == 1) {  // a verify group starts
       accepted = result.accepted[verified.size()];
-      verified.emplace_back(row.seq, accepted);
+      // The accepted path's tokens are the group's first rows; a tree's off the first chain are recomputed.
+      std::vector<std::int32_t> path;
+      for (std::int32_t r = 0; r < accepted; ++r) path.push_back(result.samples[i + static_cast<std::size_t>(r)].token);
+      verified.emplace_back(row.seq, drafts_in_place(row.seq->drafts_fed, path));
       observe_verified(*row.seq, accepted);
     }
     if (row.draft_position > accepted) continue;  // follows a rejected draft: no token

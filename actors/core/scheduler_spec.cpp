@@ -5,12 +5,21 @@
 #include <algorithm>
 #include <cmath>
 
+#include "actors/core/draft_tree.hpp"
 #include "actors/core/scheduler.hpp"
 #include "actors/core/sequence_constraint.hpp"
+#include "kernels/step_batch.hpp"
 
 namespace troupe {
 
 namespace {
+
+/// Parents of a chain of `j` drafts (each the node before it).
+std::vector<std::int32_t> chain_parents(std::int32_t j) {
+  std::vector<std::int32_t> parents(static_cast<std::size_t>(j));
+  for (std::int32_t i = 0; i < j; ++i) parents[static_cast<std::size_t>(i)] = i;
+  return parents;
+}
 
 /// Weight of the newest round in a sequence's acceptance average: about the
 /// last five rounds count, so k follows a change of text within a few steps.
@@ -66,8 +75,11 @@ std::int32_t scheduler::wanted_slots(const sequence& seq) const {
   // No outputs yet: the last prompt token (a prefill, or the fork step).
   if (!seq.request->spec.speculate || seq.outputs.empty()) return 0;
   const int k_max = config_.num_speculative_tokens;
-  if (!config_.speculative_adaptive) return k_max;
-  return static_cast<std::int32_t>(std::clamp<std::int64_t>(std::llround(seq.acceptance * k_max) + 1, 1, k_max));
+  // A tree of `width` branches of up to k drafts each (seq.matcher: one chain).
+  const std::int32_t width = seq.matcher ? 1 : std::max(1, config_.speculative_tree_width);
+  if (!config_.speculative_adaptive) return k_max * width;
+  return width *
+         static_cast<std::int32_t>(std::clamp<std::int64_t>(std::llround(seq.acceptance * k_max) + 1, 1, k_max));
 }
 
 std::int32_t scheduler::draft_slots_for(const sequence& seq, int decodes_after) const {
@@ -86,7 +98,7 @@ std::int32_t scheduler::draft_slots_for(const sequence& seq, int decodes_after) 
 }
 
 std::string scheduler::set_drafts(scheduled_step& step, std::size_t sequence_index, std::vector<std::int32_t> drafts,
-                                  std::vector<float> draft_probs) {
+                                  std::vector<float> draft_probs, std::vector<std::int32_t> parents) {
   if (sequence_index >= step.sequences.size()) return "step " + std::to_string(step.id) + " has no such sequence";
   scheduled_sequence& scheduled = step.sequences[sequence_index];
   if (!scheduled.drafts.empty()) return "the sequence's drafts are set already";
@@ -94,6 +106,10 @@ std::string scheduler::set_drafts(scheduled_step& step, std::size_t sequence_ind
     return std::to_string(drafts.size()) + " drafts for " + std::to_string(scheduled.draft_slots) + " draft slots";
   if (!draft_probs.empty() && (drafts.empty() || draft_probs.size() % drafts.size() != 0))
     return "draft_probs is not one row per draft";
+  if (!parents.empty()) {
+    if (auto problem = draft_tree_problem(drafts, parents); !problem.empty()) return problem;
+    if (!draft_probs.empty()) return "a draft tree's drafts must be point masses (no draft_probs)";
+  }
   const auto flight = in_flight_.find(step.id);
   if (flight == in_flight_.end()) return "step " + std::to_string(step.id) + " is not in flight";
   const auto row = std::find_if(step.rows.begin(), step.rows.end(),
@@ -101,27 +117,41 @@ std::string scheduler::set_drafts(scheduled_step& step, std::size_t sequence_ind
   sequence* seq = find_sequence(scheduled.seq);
   if (drafts.empty() || seq == nullptr || !seq->resident() || seq->unsettled_slots == 0 || row == step.rows.end())
     return {};  // nothing to verify, or the sequence left the device since (its slots are dropped)
+  draft_tree tree{std::move(drafts), std::move(parents)};
+  // A constrained sequence's masks follow one path: its tree is cut to the first chain.
+  if (!tree.parents.empty() && (seq->matcher || is_chain(tree.parents))) tree = draft_tree{first_chain(tree), {}};
   request_state& request = *seq->request;
-  const auto j = static_cast<std::int32_t>(drafts.size());
+  const auto j = static_cast<std::int32_t>(tree.drafts.size());
   seq->num_drafts = j;
-  seq->draft_context.clear();
-  seq->draft_context.reserve(seq->outputs.size() + drafts.size());  // the hooks' spans must not move
-  seq->draft_context.assign(seq->outputs.begin(), seq->outputs.end());
-  seq->draft_context.insert(seq->draft_context.end(), drafts.begin(), drafts.end());
+  std::vector<std::size_t> offsets(static_cast<std::size_t>(j), 0);
+  if (tree.parents.empty()) {
+    seq->draft_context.clear();
+    seq->draft_context.reserve(seq->outputs.size() + tree.drafts.size());  // the hooks' spans must not move
+    seq->draft_context.assign(seq->outputs.begin(), seq->outputs.end());
+    seq->draft_context.insert(seq->draft_context.end(), tree.drafts.begin(), tree.drafts.end());
+  } else {
+    seq->draft_context = path_contexts(seq->outputs, tree, offsets);
+  }
+  const std::vector<std::int32_t> depths = draft_tree_depths(tree.parents.empty() ? chain_parents(j) : tree.parents);
   seq->draft_probs = std::move(draft_probs);
-  scheduled.drafts = std::move(drafts);
+  scheduled.drafts = tree.drafts;
+  scheduled.draft_parents = tree.parents;
   scheduled.draft_probs = seq->draft_probs;
-  const auto masks = draft_row_masks(*seq, scheduled.drafts);
+  const auto masks =
+      tree.parents.empty() ? draft_row_masks(*seq, scheduled.drafts) : std::vector<std::span<const std::uint32_t>>{};
+  seq->drafts_fed = std::move(tree);
   std::vector<logits_row_hook> hooks;
   std::vector<in_flight_row> records;
   for (std::int32_t i = 1; i <= j; ++i) {
+    const auto node = static_cast<std::size_t>(i);
     logits_row_hook hook = *row;
-    hook.token_index += static_cast<std::uint64_t>(i);
-    hook.output_tokens = std::span<const std::int32_t>(seq->draft_context).first(seq->outputs.size() + i);
+    hook.token_index += static_cast<std::uint64_t>(depths[node]);
+    hook.output_tokens = std::span<const std::int32_t>(seq->draft_context)
+                             .subspan(offsets[node - 1], seq->outputs.size() + static_cast<std::size_t>(depths[node]));
     hook.suppressed_tokens = static_cast<std::int64_t>(hook.token_index) < request.spec.min_tokens
                                  ? std::span<const std::int32_t>(request.min_tokens_suppressed)
                                  : std::span<const std::int32_t>{};
-    if (!masks.empty()) hook.allowed_mask = masks[static_cast<std::size_t>(i) - 1];
+    if (!masks.empty()) hook.allowed_mask = masks[node - 1];
     hooks.push_back(hook);
     records.push_back({seq, &request, seq->choice, i});
   }
@@ -160,7 +190,9 @@ void scheduler::observe_verified(sequence& seq, std::int32_t accepted) {
   auto& per_position = metrics_.spec_accepted_per_position;
   if (per_position.size() < static_cast<std::size_t>(drafts)) per_position.resize(static_cast<std::size_t>(drafts));
   for (std::int32_t i = 0; i < accepted; ++i) ++per_position[static_cast<std::size_t>(i)];
-  const double fraction = static_cast<double>(accepted) / drafts;
+  // A tree's acceptance is measured against its depth: at most that many drafts can be accepted.
+  const std::int32_t depth = seq.drafts_fed.parents.empty() ? drafts : tree_depth(seq.drafts_fed.parents);
+  const double fraction = static_cast<double>(accepted) / depth;
   seq.acceptance = (1 - acceptance_smoothing) * seq.acceptance + acceptance_smoothing * fraction;
 }
 
@@ -175,9 +207,9 @@ void scheduler::settle_step(const in_flight_step& record,
 }
 
 void scheduler::settle(sequence& seq, std::int32_t accepted) {
-  // t0 and the accepted drafts have valid K/V; the emitted token after them is the next t0.
+  // t0 and the accepted drafts in place have valid K/V; the emitted tokens after them are fed next.
   seq.num_computed += accepted;
-  const auto first = seq.draft_context.end() - seq.num_drafts;
+  const auto first = seq.drafts_fed.drafts.begin();
   pending_settles_.push_back({seq.id, accepted, std::vector<std::int32_t>(first, first + accepted)});
   seq.unsettled_slots = 0;
   // Mirror the blocks the settle releases now, so the next plan counts them free.

@@ -48,7 +48,8 @@ scheduler_config::scheduler_config(const engine_config& engine)
       enable_prefix_caching(engine.enable_prefix_caching),
       num_speculative_tokens(engine.num_speculative_tokens),
       speculative_adaptive(engine.speculative_adaptive),
-      speculative_max_batch(engine.speculative_max_batch) {
+      speculative_max_batch(engine.speculative_max_batch),
+      speculative_tree_width(engine.speculative_tree_width) {
   const auto mode = parse_preemption_mode(engine.preemption_mode);
   if (!mode) throw std::runtime_error("knob 'preemption_mode': unknown mode '" + engine.preemption_mode + "'");
   preemption = *mode;

@@ -90,6 +90,7 @@ struct scheduler_config {
   int num_speculative_tokens;                ///< k_max: draft slots per decoding sequence and step (0: off)
   bool speculative_adaptive;                 ///< each sequence's k follows its acceptance rate
   int speculative_max_batch;                 ///< no speculation in a step with more decoding sequences than this
+  int speculative_tree_width;                ///< draft tree branches (1: chains); draft slots = k * width
 };
 
 /// The KV manager's configuration that matches `config`: its block size,
@@ -182,6 +183,8 @@ struct scheduled_sequence {
   std::int32_t draft_slots = 0;           ///< KV slots planned for drafts after `tokens` (speculative decoding)
   std::vector<std::int32_t> drafts;       ///< [j <= draft_slots] fed after `tokens`, verified (scheduler::set_drafts)
   std::span<const float> draft_probs;     ///< [j * vocab] the drafts' q rows, or empty (point masses)
+  std::vector<std::int32_t> draft_parents;  ///< [j] a draft tree's parents (verify_group::parents), or empty: a chain
+  std::int32_t tree_width = 1;              ///< branches a proposer may put in the draft slots (1: a chain)
 };
 
 /// What the executor needs to sample one logits row. The pointers and spans

@@ -40,16 +40,23 @@ std::optional<speculative_method> parse_speculative_method(std::string_view name
   return std::nullopt;
 }
 
-std::vector<std::pair<std::size_t, std::vector<std::int32_t>>> lookup_drafts(const scheduled_step& step,
-                                                                             const ngram_settings& settings) {
-  std::vector<std::pair<std::size_t, std::vector<std::int32_t>>> out;
+std::vector<std::pair<std::size_t, draft_tree>> lookup_drafts(const scheduled_step& step,
+                                                              const ngram_settings& settings) {
+  std::vector<std::pair<std::size_t, draft_tree>> out;
   for (std::size_t i = 0; i < step.sequences.size(); ++i) {
     const scheduled_sequence& seq = step.sequences[i];
     if (seq.draft_slots <= 0) continue;
     const logits_row_hook* row = token_row(step, i);
     if (row == nullptr) continue;
-    std::vector<std::int32_t> drafts = propose_ngram(context_of(*row), seq.draft_slots, settings);
-    if (!drafts.empty()) out.emplace_back(i, std::move(drafts));
+    const std::vector<std::int32_t> context = context_of(*row);
+    draft_tree tree;
+    if (seq.tree_width <= 1) {
+      tree.drafts = propose_ngram(context, seq.draft_slots, settings);
+    } else {
+      const int depth = (seq.draft_slots + seq.tree_width - 1) / seq.tree_width;
+      tree = merge_branches(propose_ngram_branches(context, depth, seq.tree_width, settings), seq.draft_slots);
+    }
+    if (!tree.drafts.empty()) out.emplace_back(i, std::move(tree));
   }
   return out;
 }
@@ -67,6 +74,7 @@ draft_request draft_jobs(const scheduled_step& step) {
     job.prompt_length = static_cast<std::int32_t>(row->prompt_tokens.size());
     job.block_table = seq.block_table;
     job.slots = seq.draft_slots;
+    job.tree_width = seq.tree_width;
     job.params = *row->params;
     job.seed = row->seed;
     job.token_index = row->token_index;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "actors/core/draft_proposer.hpp"
+#include "actors/core/draft_tree.hpp"
 #include "actors/core/ngram_proposer.hpp"
 #include "actors/core/scheduler_types.hpp"
 
@@ -23,9 +24,11 @@ enum class speculative_method : std::uint8_t { off, ngram, draft, layerskip };
 std::optional<speculative_method> parse_speculative_method(std::string_view name);
 
 /// Prompt-lookup drafts for every sequence of `step` with draft slots:
-/// (sequence index, drafts), only where the lookup found something.
-std::vector<std::pair<std::size_t, std::vector<std::int32_t>>> lookup_drafts(const scheduled_step& step,
-                                                                             const ngram_settings& settings);
+/// (sequence index, drafts), only where the lookup found something. A
+/// sequence with tree_width w > 1 gets a tree of up to w continuations of
+/// up to ceil(draft_slots / w) tokens each (different match positions).
+std::vector<std::pair<std::size_t, draft_tree>> lookup_drafts(const scheduled_step& step,
+                                                              const ngram_settings& settings);
 
 /// The draft-model jobs of `step`: one per sequence with draft slots, with
 /// copies of its tokens, block table and sampling settings (the message

@@ -6,18 +6,26 @@ namespace troupe {
 
 namespace {
 
-/// Appends one sequence's tokens, then its drafts, with positions and slots.
-void append_tokens(step_batch& batch, const scheduled_sequence& seq, std::int32_t block_size) {
+/// Appends one sequence's tokens, then its drafts, with positions and
+/// slots. A draft tree's tokens take consecutive slots in node order, at
+/// the RoPE position of their depth, with tree_parent naming their parent's
+/// token (`tree` says whether the batch carries tree_parent at all).
+void append_tokens(step_batch& batch, const scheduled_sequence& seq, std::int32_t block_size, bool tree) {
   const auto count = static_cast<std::int32_t>(seq.tokens.size());
   const auto total = count + static_cast<std::int32_t>(seq.drafts.size());
+  const std::vector<std::int32_t> depths =
+      seq.draft_parents.empty() ? std::vector<std::int32_t>{} : draft_tree_depths(seq.draft_parents);
+  const auto root = static_cast<std::int32_t>(batch.token_ids.size()) + count - 1;
   for (std::int32_t i = 0; i < total; ++i) {
-    const std::int32_t pos = seq.start + i;
-    const auto page = static_cast<std::size_t>(pos / block_size);
+    const std::int32_t slot_position = seq.start + i;
+    const auto page = static_cast<std::size_t>(slot_position / block_size);
     const std::int64_t block = page < seq.block_table.size() ? seq.block_table[page] : -1;
     const auto index = static_cast<std::size_t>(i < count ? i : i - count);
     batch.token_ids.push_back(i < count ? seq.tokens[index] : seq.drafts[index]);
-    batch.positions.push_back(pos);
-    batch.slot_mapping.push_back(block * block_size + pos % block_size);
+    const bool tree_node = i >= count && !depths.empty();
+    batch.positions.push_back(tree_node ? seq.start + count - 1 + depths[index + 1] : slot_position);
+    batch.slot_mapping.push_back(block * block_size + slot_position % block_size);
+    if (tree) batch.tree_parent.push_back(tree_node ? root + seq.draft_parents[index] : -1);
   }
 }
 
@@ -33,8 +41,10 @@ step_batch build_step_batch(const scheduled_step& step, std::int32_t block_size)
   batch.kv_indptr.reserve(step.sequences.size() + 1);
   batch.query_start.push_back(0);
   batch.kv_indptr.push_back(0);
+  const bool tree = std::any_of(step.sequences.begin(), step.sequences.end(),
+                                [](const scheduled_sequence& seq) { return !seq.draft_parents.empty(); });
   for (const scheduled_sequence& seq : step.sequences) {
-    append_tokens(batch, seq, block_size);
+    append_tokens(batch, seq, block_size, tree);
     const auto drafts = static_cast<std::int32_t>(seq.drafts.size());
     const std::int32_t count = static_cast<std::int32_t>(seq.tokens.size()) + drafts;
     const std::int32_t seq_len = seq.start + count;
@@ -50,7 +60,8 @@ step_batch build_step_batch(const scheduled_step& step, std::int32_t block_size)
     const std::int32_t last_token = batch.query_start.back() - 1 - drafts;
     for (std::int32_t s = 0; s < seq.num_samples; ++s) batch.logits_indices.push_back(last_token);
     if (drafts == 0) continue;
-    batch.verify.push_back({static_cast<std::int32_t>(batch.logits_indices.size()) - 1, seq.drafts, seq.draft_probs});
+    batch.verify.push_back(
+        {static_cast<std::int32_t>(batch.logits_indices.size()) - 1, seq.drafts, seq.draft_probs, seq.draft_parents});
     for (std::int32_t i = 1; i <= drafts; ++i) batch.logits_indices.push_back(last_token + i);
   }
   batch.block_copies = step.copies;

@@ -15,7 +15,9 @@ namespace troupe {
 /// blocks of each table), slot_mapping, logits_indices (each sequence's last
 /// token row, repeated once per sample: n times on a fork step; then one row
 /// per draft), the verify groups (one per sequence with drafts, from its
-/// last token's row) and the block copies. `sampling` stays empty;
+/// last token's row) and the block copies. A draft tree's nodes take the
+/// slots after the token in node order, RoPE positions by depth, and
+/// tree_parent (filled for every token once any sequence has a tree). `sampling` stays empty;
 /// fill_sampling_rows fills it.
 step_batch build_step_batch(const scheduled_step& step, std::int32_t block_size);
 

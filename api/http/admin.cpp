@@ -59,6 +59,8 @@ const any_live_field live_fields[] = {
                      &settings_change::speculative_adaptive},
     live_field<int>{"speculative_max_batch", &live_settings::speculative_max_batch,
                     &settings_change::speculative_max_batch},
+    live_field<int>{"speculative_tree_width", &live_settings::speculative_tree_width,
+                    &settings_change::speculative_tree_width},
     live_field<int>{"max_n", &live_settings::max_n, &settings_change::max_n},
     live_field<int>{"max_stop_strings", &live_settings::max_stop_strings, &settings_change::max_stop_strings},
     live_field<int>{"max_stop_string_bytes", &live_settings::max_stop_string_bytes,

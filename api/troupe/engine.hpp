@@ -88,6 +88,7 @@ struct engine_config {
   int num_speculative_tokens;           ///< speculative decoding: draft tokens per sequence and step at most (0: off)
   bool speculative_adaptive;            ///< speculative decoding: per-sequence draft length follows acceptance
   int speculative_max_batch;            ///< speculative decoding: off in steps with more decoding sequences
+  int speculative_tree_width;           ///< speculative decoding: draft tree branches (1: chains)
   int test_fail_executor_after_steps;   ///< testing hook: the executor fails after this many steps (-1: never)
   std::string test_executor_fault;      ///< testing hook: "error", "throw", "malformed" or "hang" (how it fails)
   std::string test_tokenizer_fault_marker;  ///< testing hook: prompts containing it fail their tokenizer worker
@@ -137,6 +138,7 @@ struct live_settings {
   int num_speculative_tokens = 0;
   bool speculative_adaptive = true;
   int speculative_max_batch = 0;
+  int speculative_tree_width = 1;
   // Request limits, checked at intake (and by the API before it).
   int max_n = 0;
   int max_stop_strings = 0;
@@ -170,6 +172,7 @@ struct settings_change {
   std::optional<int> num_speculative_tokens;
   std::optional<bool> speculative_adaptive;
   std::optional<int> speculative_max_batch;
+  std::optional<int> speculative_tree_width;
   std::optional<int> max_n;
   std::optional<int> max_stop_strings;
   std::optional<int> max_stop_string_bytes;

@@ -6,6 +6,7 @@
 // and V regions stream sequentially; the q heads of a GQA group share each
 // K/V tile, read (and converted to f32) once. Included only by the ISA units.
 
+#include "kernels/cpu/attention_tree_impl.hpp"
 #include "kernels/cpu/isa_kernels.hpp"
 #include "kernels/cpu/simd.hpp"
 
@@ -211,12 +212,6 @@ inline void attention_merge(const attention_merge_args& a) {
   }
 }
 
-/// Element offset of kv head `head`'s K tile in block `block`.
-inline std::int64_t tile_offset(const attention_args& a, std::int32_t block, int head) {
-  return static_cast<std::int64_t>(block) * a.block_elements + a.layer_offset +
-         static_cast<std::int64_t>(head) * a.block_size * a.head_dim;
-}
-
 /// Prefetches the K and V tiles of kv head `head` in block `block`, all at once.
 inline void prefetch_tiles(const attention_args& a, std::int32_t block, int head) {
   const std::int64_t element_bytes = a.cache_type == elem::f32 ? 4 : 2;
@@ -268,16 +263,32 @@ inline void load_tiles(const attention_args& a, std::int32_t block, std::int32_t
   *v = v_buf;
 }
 
-/// Folds one block's tiles of kv head `head` into every row of that head's group.
-inline void fold_block_head(const attention_args& a, const float* k, const float* v, int head, std::int64_t first,
-                            int count, float* scores, float* o, float* m, float* l) {
+/// Softmax state buffers of one work item, carved from its scratch.
+struct attention_buffers {
+  float *o, *m, *l;                       ///< the current chunk's state
+  float *merged_o, *merged_m, *merged_l;  ///< the chunks merged so far
+  float *scores, *k_buf, *v_buf;
+  float *tree_k, *tree_v;  ///< a tree query's gathered tile
+};
+
+/// Folds one block's tiles of kv head `head` into every row of that head's
+/// group (a tree query's from its own gathered tile).
+inline void fold_block_head(const attention_args& a, const attention_buffers& b, const float* k, const float* v,
+                            int head, std::int64_t first, int count) {
   const int q_heads = a.kv_heads * a.group;
   const int stride = a.block_size + 2 * W;
+  float *o = b.o, *m = b.m, *l = b.l;
   for (int t = 0; t < a.num_queries; ++t) {
     // Causal: the token at position p sees cached positions <= p.
     const std::int64_t visible = a.positions[t] - first + 1;
     const int keys = static_cast<int>(visible < count ? visible : count);
     if (keys <= 0) continue;
+    const float *k_rows = k, *v_rows = v;
+    if (sees_tree_keys(a, t, first, keys)) {
+      gather_tree_tile(a, t, head, first, keys, b.tree_k, b.tree_v);
+      k_rows = b.tree_k;
+      v_rows = b.tree_v;
+    }
     for (int g0 = 0; g0 < a.group; g0 += max_fold_rows) {
       row_group rows;
       rows.count = a.group - g0 < max_fold_rows ? a.group - g0 : max_fold_rows;
@@ -289,17 +300,10 @@ inline void fold_block_head(const attention_args& a, const float* k, const float
         rows.m[i] = m + r;
         rows.l[i] = l + r;
       }
-      fold_tile(rows, k, v, keys, a.head_dim, a.scale, scores, stride);
+      fold_tile(rows, k_rows, v_rows, keys, a.head_dim, a.scale, b.scores, stride);
     }
   }
 }
-
-/// Softmax state buffers of one work item, carved from its scratch.
-struct attention_buffers {
-  float *o, *m, *l;                       ///< the current chunk's state
-  float *merged_o, *merged_m, *merged_l;  ///< the chunks merged so far
-  float *scores, *k_buf, *v_buf;
-};
 
 /// Lays the buffers out in the item's scratch (attention_scratch_floats).
 inline attention_buffers carve_buffers(const attention_args& a, std::int64_t rows) {
@@ -313,6 +317,8 @@ inline attention_buffers carve_buffers(const attention_args& a, std::int64_t row
   b.scores = b.merged_l + rows;  // max_fold_rows rows of block_size + 2 W
   b.k_buf = b.scores + max_fold_rows * (a.block_size + 2 * W);
   b.v_buf = b.k_buf + static_cast<std::int64_t>(a.block_size) * a.head_dim;
+  b.tree_k = b.v_buf + static_cast<std::int64_t>(a.block_size) * a.head_dim;
+  b.tree_v = b.tree_k + static_cast<std::int64_t>(a.block_size) * a.head_dim;
   return b;
 }
 
@@ -330,7 +336,7 @@ inline void fold_range(const attention_args& a, const attention_buffers& b, std:
     for (int head = 0; head < a.kv_heads; ++head) {
       const float *k = nullptr, *v = nullptr;
       load_tiles(a, block, next_block, head, count, b.k_buf, b.v_buf, &k, &v);
-      fold_block_head(a, k, v, head, first, count, b.scores, b.o, b.m, b.l);
+      fold_block_head(a, b, k, v, head, first, count);
     }
   }
 }

@@ -116,6 +116,11 @@ void cpu_backend::attention(const step_plan& plan_base, tensor_view q, const kv_
     a.q_stride = q.row_stride;
     a.positions = batch.positions.data() + item.first_token;
     a.num_queries = item.num_queries;
+    if (!plan.tree.start.empty()) {
+      a.tree_start = plan.tree.start.data() + item.first_token;
+      a.tree_key_offset = plan.tree.offset.data() + item.first_token;
+      a.tree_keys = plan.tree.keys.data();
+    }
     if (item.partial_row < 0) {
       a.out = out.as<float>() + item.first_token * out.row_stride;
       a.out_stride = out.row_stride;

@@ -107,6 +107,7 @@ std::unique_ptr<cpu_step_plan> build_step_plan(const step_batch& batch, const kv
   check_geometry(cache, geometry, plan->rotary_dim);
   fill_rotary_tables(batch, *plan);
   partition_attention(batch, *plan);
+  plan->tree = map_tree_keys(batch);
   return plan;
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/backend.hpp"
+#include "kernels/tree_attention.hpp"
 
 namespace troupe::cpu {
 
@@ -53,6 +54,7 @@ class cpu_step_plan final : public step_plan {
   std::int64_t chunk_tokens = 0;   ///< attention_split_tokens rounded to whole blocks
   std::int64_t partial_rows = 0;   ///< rows of partial softmax state all split items need
   std::int64_t max_item_rows = 0;  ///< largest num_queries * group of any item
+  tree_key_map tree;               ///< draft tree tokens' keys (empty without a tree)
 };
 
 /// Validates `batch` (std::invalid_argument with the reason) and builds its plan.

@@ -38,7 +38,8 @@ sample_result cpu_backend::sample(const step_plan& plan_base, tensor_view logits
         logits.cols,
         std::span(batch.sampling).subspan(static_cast<std::size_t>(group.first_row), group.drafts.size() + 1),
         group.drafts,
-        group.draft_probs};
+        group.draft_probs,
+        group.parents};
     store_outcome(batch, g, verify_drafts(input, kernels_, scratch), result);
   });
   return result;

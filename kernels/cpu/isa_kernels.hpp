@@ -117,7 +117,13 @@ struct attention_args {
   std::int64_t q_stride = 0;                ///< floats between query tokens
   const std::int32_t* positions = nullptr;  ///< [num_queries] positions of the query tokens
   int num_queries = 0;
-  float* out = nullptr;  ///< final output row of the first token, or null when partial
+  /// [num_queries] or null (all causal): query t's keys at positions >=
+  /// tree_start[t] are not the cache's own but those at cache positions
+  /// tree_keys[tree_key_offset[t] + position - tree_start[t]] (its draft tree path).
+  const std::int32_t* tree_start = nullptr;
+  const std::int32_t* tree_key_offset = nullptr;  ///< [num_queries] into tree_keys
+  const std::int32_t* tree_keys = nullptr;        ///< remapped cache positions of every tree query
+  float* out = nullptr;                           ///< final output row of the first token, or null when partial
   std::int64_t out_stride = 0;
   float* partial_o = nullptr;  ///< [rows][head_dim] unnormalised output when out is null
   float* partial_m = nullptr;  ///< [rows] running max
@@ -129,8 +135,8 @@ struct attention_args {
 inline std::size_t attention_scratch_floats(std::int64_t rows, int head_dim, int block_size) {
   const auto r = static_cast<std::size_t>(rows), d = static_cast<std::size_t>(head_dim),
              b = static_cast<std::size_t>(block_size);
-  // Chunk and merged softmax states, 8 score rows of up to 16-wide padding, K/V tiles.
-  return 2 * (r * d + 2 * r) + 8 * (b + 32) + 2 * b * d + 64;
+  // Chunk and merged softmax states, 8 score rows of up to 16-wide padding, K/V tiles, a tree query's tiles.
+  return 2 * (r * d + 2 * r) + 8 * (b + 32) + 4 * b * d + 64;
 }
 
 /// Rows of a split attention run whose chunks ran as separate items: row r

@@ -79,6 +79,12 @@ struct decode_attention_params {
   float scale = 0.0f;
   float* partial_out = nullptr;  ///< [partials, num_q_heads, head_dim]
   float* partial_lse = nullptr;  ///< [partials, num_q_heads]
+  /// Draft trees (kernels/tree_attention.hpp), device arrays or null: the
+  /// token's keys at positions >= tree_start[token] are read at cache
+  /// positions tree_keys[tree_key_offset[token] + key - tree_start[token]].
+  const std::int32_t* tree_start = nullptr;       ///< [T]
+  const std::int32_t* tree_key_offset = nullptr;  ///< [T]
+  const std::int32_t* tree_keys = nullptr;
 };
 
 /// The partial slots [first_partial, first_partial + num_partials) of one token.

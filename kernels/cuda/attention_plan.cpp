@@ -34,9 +34,8 @@ int planned_splits(std::int64_t kv_len, std::int64_t wanted, const attention_par
       std::max<std::int64_t>(1, std::min({wanted, by_length, std::int64_t{max_splits_per_sequence}})));
 }
 
-void add_decode_items(const step_batch& batch, std::int32_t seq, std::int64_t wanted,
+void add_decode_items(const step_batch& batch, std::int32_t seq, std::int32_t token, std::int64_t wanted,
                       const attention_partition_options& options, attention_work& work) {
-  const std::int32_t token = batch.query_start[static_cast<std::size_t>(seq)];
   const std::int64_t kv_len = std::int64_t{batch.positions[static_cast<std::size_t>(token)]} + 1;
   const int splits = planned_splits(kv_len, wanted, options);
   std::int64_t chunk = ceil_div(kv_len, splits);
@@ -53,6 +52,13 @@ void add_decode_items(const step_batch& batch, std::int32_t seq, std::int64_t wa
     work.decode.push_back({seq, token, begin, end, work.num_partials + i});
   }
   work.num_partials += used;
+}
+
+// Whether sequence `seq` feeds a draft tree (its last token has a tree parent).
+bool feeds_tree(const step_batch& batch, std::int32_t seq) {
+  const std::int32_t last = batch.query_start[static_cast<std::size_t>(seq) + 1] - 1;
+  return !batch.tree_parent.empty() && last >= batch.query_start[static_cast<std::size_t>(seq)] &&
+         batch.tree_parent[static_cast<std::size_t>(last)] >= 0;
 }
 
 }  // namespace
@@ -78,8 +84,12 @@ attention_work partition_attention(const step_batch& batch, const attention_geom
   for (std::int32_t s = 0; s < num_seqs; ++s) {
     const std::int32_t q_len =
         batch.query_start[static_cast<std::size_t>(s) + 1] - batch.query_start[static_cast<std::size_t>(s)];
+    const std::int32_t first = batch.query_start[static_cast<std::size_t>(s)];
     if (q_len == 1) {
-      add_decode_items(batch, s, wanted, options, work);
+      add_decode_items(batch, s, first, wanted, options, work);
+    } else if (feeds_tree(batch, s)) {
+      // Each tree token reads its own path's keys: one query per item, keys remapped by the decode kernel.
+      for (std::int32_t t = first; t < first + q_len; ++t) add_decode_items(batch, s, t, wanted, options, work);
     } else if (q_len > 1) {
       add_prefill_tiles(batch, s, work);
     }

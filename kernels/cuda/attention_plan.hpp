@@ -1,7 +1,9 @@
 #pragma once
 // How a step's attention is split into thread-block work, planned once per
 // step on the host: prefill tiles for sequences with two or more query
-// tokens, split-KV decode items (and their merges) for single-token ones.
+// tokens, split-KV decode items (and their merges) for single-token ones
+// and for every token of a sequence that feeds a draft tree (whose keys the
+// decode kernel reads through the tree key map).
 // Pure host code, so the partition is unit-tested without a GPU.
 
 #include <cstdint>

@@ -245,6 +245,9 @@ void cuda_backend::attention(const step_plan& plan, tensor_view q, const kv_cach
   decode.scale = g.scale;
   decode.partial_out = p.partial_out;
   decode.partial_lse = p.partial_lse;
+  decode.tree_start = p.tree_start;
+  decode.tree_key_offset = p.tree_key_offset;
+  decode.tree_keys = p.tree_keys;
   launch_decode_attention(decode, device_.shared_memory_limit, compute_.get());
 
   decode_merge_params merge;

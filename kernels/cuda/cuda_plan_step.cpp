@@ -13,6 +13,7 @@
 #include "kernels/cuda/cuda_step_plan.hpp"
 #include "kernels/cuda/upload_layout.hpp"
 #include "kernels/rope_spec.hpp"
+#include "kernels/tree_attention.hpp"
 
 namespace troupe::cuda {
 
@@ -80,6 +81,8 @@ std::unique_ptr<step_plan> cuda_backend::plan_step(const step_batch& batch, cons
   std::vector<std::int32_t> token_table;
   rotary_tables(batch, geometry.rope, plan->rotary_dim, inv_freq, token_table);
 
+  const tree_key_map tree = map_tree_keys(batch);
+
   upload_layout layout;
   const std::size_t token_ids = layout.add(batch.token_ids);
   const std::size_t positions = layout.add(batch.positions);
@@ -92,6 +95,9 @@ std::unique_ptr<step_plan> cuda_backend::plan_step(const step_batch& batch, cons
   const std::size_t prefill = layout.add(work.prefill);
   const std::size_t decode = layout.add(work.decode);
   const std::size_t merges = layout.add(work.merges);
+  const std::size_t tree_start = layout.add(tree.start);
+  const std::size_t tree_offset = layout.add(tree.offset);
+  const std::size_t tree_keys = layout.add(tree.keys);
   plan->metadata = upload_packed(layout);
 
   void* base = plan->metadata.data();
@@ -103,6 +109,11 @@ std::unique_ptr<step_plan> cuda_backend::plan_step(const step_batch& batch, cons
   plan->logits_indices = at_offset<const std::int32_t>(base, logits);
   plan->token_table = token_table.empty() ? nullptr : at_offset<const std::int32_t>(base, tables);
   plan->inv_freq = at_offset<const float>(base, freqs);
+  if (!tree.start.empty()) {
+    plan->tree_start = at_offset<const std::int32_t>(base, tree_start);
+    plan->tree_key_offset = at_offset<const std::int32_t>(base, tree_offset);
+    plan->tree_keys = at_offset<const std::int32_t>(base, tree_keys);
+  }
   plan->prefill_items = at_offset<const prefill_work_item>(base, prefill);
   plan->num_prefill_items = static_cast<int>(work.prefill.size());
   plan->decode_items = at_offset<const decode_work_item>(base, decode);

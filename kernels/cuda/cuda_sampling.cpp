@@ -165,7 +165,8 @@ void cuda_backend::verify_on_host(const step_batch& batch, tensor_view logits, s
         vocab,
         std::span(batch.sampling).subspan(static_cast<std::size_t>(group.first_row), group.drafts.size() + 1),
         group.drafts,
-        group.draft_probs};
+        group.draft_probs,
+        group.parents};
     store_outcome(batch, g, verify_drafts(input), result);
   }
 }

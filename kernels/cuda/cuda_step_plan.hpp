@@ -19,15 +19,18 @@ class cuda_step_plan final : public step_plan {
   kv_cache_spec cache;
   attention_geometry geometry;
 
-  device_buffer metadata;                        ///< owns every device array below except the partials
-  const std::int32_t* token_ids = nullptr;       ///< [T]
-  const std::int32_t* positions = nullptr;       ///< [T]
-  const std::int64_t* slot_mapping = nullptr;    ///< [T]
-  const std::int32_t* kv_indptr = nullptr;       ///< [S+1]
-  const std::int32_t* kv_indices = nullptr;      ///< [kv_indptr[S]]
-  const std::int32_t* logits_indices = nullptr;  ///< [L]
-  const std::int32_t* token_table = nullptr;     ///< [T] rotary table per token; nullptr: one table
-  const float* inv_freq = nullptr;               ///< [tables, rotary_dim / 2]
+  device_buffer metadata;                         ///< owns every device array below except the partials
+  const std::int32_t* token_ids = nullptr;        ///< [T]
+  const std::int32_t* positions = nullptr;        ///< [T]
+  const std::int64_t* slot_mapping = nullptr;     ///< [T]
+  const std::int32_t* kv_indptr = nullptr;        ///< [S+1]
+  const std::int32_t* kv_indices = nullptr;       ///< [kv_indptr[S]]
+  const std::int32_t* logits_indices = nullptr;   ///< [L]
+  const std::int32_t* token_table = nullptr;      ///< [T] rotary table per token; nullptr: one table
+  const float* inv_freq = nullptr;                ///< [tables, rotary_dim / 2]
+  const std::int32_t* tree_start = nullptr;       ///< [T] tree_key_map::start, or nullptr without a draft tree
+  const std::int32_t* tree_key_offset = nullptr;  ///< [T]
+  const std::int32_t* tree_keys = nullptr;
   int rotary_dim = 0;
 
   const prefill_work_item* prefill_items = nullptr;

@@ -110,7 +110,9 @@ __device__ void load_decode_tile(const decode_attention_params& p, decode_block<
     uint4 k_raw = make_uint4(0, 0, 0, 0);
     uint4 v_raw = make_uint4(0, 0, 0, 0);
     if (j < n_valid) {
-      const int key = tile_start + j;
+      int key = tile_start + j;
+      if (p.tree_start != nullptr && key >= p.tree_start[b.item.token])
+        key = p.tree_keys[p.tree_key_offset[b.item.token] + key - p.tree_start[b.item.token]];
       const std::int64_t offset =
           p.kv.key_offset(pages[key / p.kv.block_size], b.kv_head, key % p.kv.block_size) + chunk * 8;
       k_raw = *reinterpret_cast<const uint4*>(pool + offset);

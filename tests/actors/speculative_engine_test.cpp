@@ -1,4 +1,5 @@
-// Speculative decoding on the real troupe: for every proposer on every
+// Speculative decoding on the real troupe (chains, and trees for the
+// proposers that make them): for every proposer on every
 // fixture architecture (CPU backend, batch-invariant numerics), greedy
 // requests of mixed lengths (some repetitive, so prompt lookup finds
 // matches) with chunked prefill and a KV pool small enough to force swap or
@@ -107,12 +108,13 @@ std::vector<planned_request> make_workload(const std::filesystem::path& dir) {
   return plan;
 }
 
-using speculative_case = std::tuple<std::string, std::string, std::string>;  // fixture, proposer, preemption
+using speculative_case = std::tuple<std::string, std::string, std::string, int>;  // fixture, proposer, preemption,
+                                                                                  // tree width
 
-class SpeculativeEngine : public ::testing::TestWithParam<speculative_case> {};
-
-TEST_P(SpeculativeEngine, GreedyOutputsEqualTheirRunsAloneWithoutSpeculation) {
-  const auto& [fixture, proposer, preemption] = GetParam();
+// Runs the workload with `proposer` (draft trees of `tree_width` branches)
+// and checks every request's tokens, the pool and the metrics.
+void expect_lossless(const std::string& fixture, const std::string& proposer, const std::string& preemption,
+                     int tree_width) {
   const auto dir = servable_fixture(fixture);
   const std::vector<planned_request> plan = make_workload(dir);
   engine_config config = testing::tiny_engine_config();
@@ -120,6 +122,7 @@ TEST_P(SpeculativeEngine, GreedyOutputsEqualTheirRunsAloneWithoutSpeculation) {
   config.batch_invariant = true;
   config.speculative = proposer;
   config.num_speculative_tokens = 4;
+  config.speculative_tree_width = tree_width;
   if (proposer == "draft") config.draft_model = dir.string();  // the target as its own draft: the best case
   config.preemption_mode = preemption;
   config.block_size = 4;
@@ -169,25 +172,44 @@ TEST_P(SpeculativeEngine, GreedyOutputsEqualTheirRunsAloneWithoutSpeculation) {
   EXPECT_GT(end.spec_decode_num_drafts, 0u) << "no round had drafts";
   // Random weights make lookup and layer-skip acceptance luck; a model
   // drafting for itself must be accepted every time.
-  if (proposer == "draft") {
+  // A model drafting for itself is always right (a tree's siblings of d1 never are).
+  if (proposer == "draft" && tree_width == 1) {
     EXPECT_EQ(end.spec_decode_num_accepted_tokens, end.spec_decode_num_draft_tokens)
         << "a model drafting for itself is always right";
   }
+  if (proposer == "draft") EXPECT_GT(end.spec_decode_num_accepted_tokens, 0u);
   std::uint64_t preemptions = 0;
   for (const auto& [kind, count] : end.preemptions) preemptions += count;
   EXPECT_GT(preemptions, 0u) << "the pool was meant to force preemption";
   EXPECT_TRUE(end.healthy);
 }
 
+class SpeculativeEngine : public ::testing::TestWithParam<speculative_case> {};
+
+TEST_P(SpeculativeEngine, GreedyOutputsEqualTheirRunsAloneWithoutSpeculation) {
+  const auto& [fixture, proposer, preemption, tree_width] = GetParam();
+  expect_lossless(fixture, proposer, preemption, tree_width);
+}
+
+std::string case_name(const ::testing::TestParamInfo<speculative_case>& info) {
+  const auto& [fixture, proposer, preemption, tree_width] = info.param;
+  return fixture + "_" + proposer + "_" + preemption + (tree_width > 1 ? "_tree" : "");
+}
+
+const auto fixture_models = ::testing::Values("llama_f32", "llama_bf16", "mistral_f32", "mistral_bf16", "qwen2_f32",
+                                              "qwen2_bf16", "qwen3_f32", "qwen3_bf16");
+
 INSTANTIATE_TEST_SUITE_P(FixturesProposersAndPreemption, SpeculativeEngine,
-                         ::testing::Combine(::testing::Values("llama_f32", "llama_bf16", "mistral_f32", "mistral_bf16",
-                                                              "qwen2_f32", "qwen2_bf16", "qwen3_f32", "qwen3_bf16"),
-                                            ::testing::Values("ngram", "draft", "layerskip"),
-                                            ::testing::Values("swap", "recompute")),
-                         [](const auto& info) {
-                           return std::get<0>(info.param) + "_" + std::get<1>(info.param) + "_" +
-                                  std::get<2>(info.param);
-                         });
+                         ::testing::Combine(fixture_models, ::testing::Values("ngram", "draft", "layerskip"),
+                                            ::testing::Values("swap", "recompute"), ::testing::Values(1)),
+                         case_name);
+
+// Draft trees (tree attention on the CPU backend): three branches per
+// round, ngram's from other matches, draft's the runners-up of d1.
+INSTANTIATE_TEST_SUITE_P(Trees, SpeculativeEngine,
+                         ::testing::Combine(fixture_models, ::testing::Values("ngram", "draft"),
+                                            ::testing::Values("swap", "recompute"), ::testing::Values(3)),
+                         case_name);
 
 }  // namespace
 }  // namespace troupe

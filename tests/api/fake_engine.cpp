@@ -165,6 +165,7 @@ std::string fake_engine::configure(const settings_change& change) {
   if (change.num_speculative_tokens) settings_.num_speculative_tokens = *change.num_speculative_tokens;
   if (change.speculative_adaptive) settings_.speculative_adaptive = *change.speculative_adaptive;
   if (change.speculative_max_batch) settings_.speculative_max_batch = *change.speculative_max_batch;
+  if (change.speculative_tree_width) settings_.speculative_tree_width = *change.speculative_tree_width;
   report_limits(limits_, settings_);
   return {};
 }
@@ -192,6 +193,7 @@ live_settings fake_engine::default_settings() {
   s.num_speculative_tokens = d.num_speculative_tokens;
   s.speculative_adaptive = d.speculative_adaptive;
   s.speculative_max_batch = d.speculative_max_batch;
+  s.speculative_tree_width = d.speculative_tree_width;
   report_limits(admission_limits(d), s);
   return s;
 }

@@ -109,6 +109,25 @@ def test_speculation_is_turned_down_live(speculating):
         requests.patch(url, json={"num_speculative_tokens": original}, timeout=10).raise_for_status()
 
 
+def test_tree_speculation_set_live_keeps_the_outputs(plain, speculating):
+    """speculative_tree_width is live: with draft trees of three branches
+    (tree attention), greedy and constrained outputs stay the plain server's."""
+    url = speculating.base_url + "/admin/config"
+    requests.patch(url, json={"speculative_tree_width": 3}, timeout=10).raise_for_status()
+    try:
+        assert requests.get(url, timeout=10).json()["settings"]["speculative_tree_width"] == 3
+        want = [complete(plain, p) for p in PROMPTS]
+        drafts_before = speculating.metric("troupe:spec_decode_num_draft_tokens_total")
+        with ThreadPoolExecutor(len(PROMPTS)) as pool:
+            got = list(pool.map(lambda p: complete(speculating, p), PROMPTS))
+        assert got == want
+        assert speculating.metric("troupe:spec_decode_num_draft_tokens_total") > drafts_before
+        fields = CONSTRAINTS[0]
+        assert complete(speculating, PROMPTS[0], **fields) == complete(plain, PROMPTS[0], **fields)
+    finally:
+        requests.patch(url, json={"speculative_tree_width": 1}, timeout=10).raise_for_status()
+
+
 @pytest.mark.parametrize("flags, knob", [
     (["--speculative", "medusa", "--num-speculative-tokens", "4"], "speculative"),
     (["--speculative", "ngram", "--num-speculative-tokens", "0"], "num_speculative_tokens"),

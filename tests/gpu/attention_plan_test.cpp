@@ -104,6 +104,23 @@ TEST(AttentionPlan, GroupsLargerThanATileSplitAcrossBlocks) {
   EXPECT_EQ(wide.tokens_per_tile, 4);  // 32-row tiles for head_dim 256
 }
 
+TEST(AttentionPlan, ADraftTreesTokensEachGetDecodeItemsOverTheirDepthsKeys) {
+  step_batch b = make_batch({{0, 37}, {300, 5}});
+  // The second sequence feeds a tree: root at 300, nodes 1..4 with parents 0, 1, 0, 3.
+  b.tree_parent.assign(b.token_ids.size(), -1);
+  const std::int32_t root = b.query_start[1];
+  const std::vector<std::int32_t> parents = {0, 1, 0, 3}, depths = {0, 1, 2, 1, 2};
+  for (std::int32_t i = 1; i <= 4; ++i) {
+    b.tree_parent[static_cast<std::size_t>(root + i)] = root + parents[static_cast<std::size_t>(i) - 1];
+    b.positions[static_cast<std::size_t>(root + i)] = 300 + depths[static_cast<std::size_t>(i)];
+  }
+  const attention_work w = partition_attention(b, geometry(32, 8, 128), {132, 0});
+  std::map<std::int32_t, int> keys;  // token -> keys covered by its decode items
+  for (const decode_work_item& item : w.decode) keys[item.token] += item.kv_end - item.kv_begin;
+  for (std::int32_t i = 0; i <= 4; ++i) EXPECT_EQ(keys[root + i], 301 + depths[static_cast<std::size_t>(i)]);
+  for (const prefill_work_item& item : w.prefill) EXPECT_EQ(item.seq, 0) << "the tree's sequence has no tiles";
+}
+
 TEST(AttentionPlan, LongLonelyDecodesAreSplitShortCrowdedOnesAreNot) {
   const step_batch lonely = make_batch({{8191, 1}});
   const attention_work split = partition_attention(lonely, geometry(32, 8, 128), {132, 0});

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -213,6 +214,41 @@ TEST(DraftProposer, MalformedJobsAreRefused) {
   EXPECT_THROW(proposer.begin({{greedy_job(1, {1, 2, 3}, 0, blocks_from(0, 1))}}), std::invalid_argument);
   EXPECT_THROW(proposer.begin({{greedy_job(1, {1, 2, 3, 4}, 2, blocks_from(0, 1))}}), std::invalid_argument)
       << "slots past the block table";
+}
+
+TEST(DraftProposer, AGreedyTreeAddsTheRunnersUpOfTheFirstDraftAsItsSiblings) {
+  draft_proposer proposer(kBlockSize, kVocab);
+  fake_draft_model model;
+  const std::vector<std::int32_t> tokens = {5, 9, 13, 2, 8, 1, 4};
+  draft_job job = greedy_job(1, tokens, 6, blocks_from(0, 4));
+  job.tree_width = 3;  // a chain of 2, then 2 siblings of d1
+  const draft_reply reply = run_round(proposer, model, {{job}});
+  const drafted& out = reply.sequences[0];
+  const std::vector<std::int32_t> chain = expected_chain(tokens, 2);
+  ASSERT_EQ(out.drafts.size(), 4u);
+  EXPECT_EQ(std::vector<std::int32_t>(out.drafts.begin(), out.drafts.begin() + 2), chain);
+  EXPECT_EQ(out.parents, (std::vector<std::int32_t>{0, 1, 0, 0}));
+  // The runners-up by logit: sin(0.3 v) is largest at v = 5, then 26 and 47 (period ~20.9), d1 excluded.
+  std::vector<std::int32_t> by_logit(kVocab);
+  std::iota(by_logit.begin(), by_logit.end(), 0);
+  std::stable_sort(by_logit.begin(), by_logit.end(),
+                   [](std::int32_t a, std::int32_t b) { return std::sin(0.3f * a) > std::sin(0.3f * b); });
+  std::erase(by_logit, chain[0]);
+  EXPECT_EQ(out.drafts[2], by_logit[0]);
+  EXPECT_EQ(out.drafts[3], by_logit[1]);
+  EXPECT_EQ(reply.steps, 2) << "siblings cost no draft step";
+}
+
+TEST(DraftProposer, ASampledRequestsTreeStaysAChain) {
+  draft_proposer proposer(kBlockSize, kVocab);
+  fake_draft_model model;
+  draft_job job = greedy_job(1, {5, 9, 13, 2}, 4, blocks_from(0, 3));
+  job.params.temperature = 1.0f;
+  job.tree_width = 2;
+  const draft_reply reply = run_round(proposer, model, {{job}});
+  EXPECT_EQ(reply.sequences[0].drafts.size(), 2u);
+  EXPECT_TRUE(reply.sequences[0].parents.empty());
+  EXPECT_EQ(reply.sequences[0].probs.size(), 2u * kVocab);
 }
 
 }  // namespace

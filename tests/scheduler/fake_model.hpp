@@ -10,6 +10,8 @@
 // rejected drafts, as their K/V is garbage: a table that reads them back, or
 // a prefix-cache block holding them, shows. A row with an allowed-token
 // mask draws constrained_token() of the hash instead (fake_constraint.hpp).
+// Draft trees are read through the tree key map and verified greedily from
+// the root; only an accepted path's slots already in place stay unpoisoned.
 
 #include <algorithm>
 #include <cstdint>
@@ -17,6 +19,7 @@
 
 #include "actors/core/scheduler_types.hpp"
 #include "kernels/step_batch.hpp"
+#include "kernels/tree_attention.hpp"
 #include "tests/scheduler/fake_constraint.hpp"
 
 namespace troupe::testing {
@@ -79,18 +82,24 @@ class fake_model {
     }
     for (std::size_t t = 0; t < batch.token_ids.size(); ++t)
       device_[static_cast<std::size_t>(batch.slot_mapping[t])] = batch.token_ids[t];
+    const tree_key_map tree = map_tree_keys(batch);
     step_result result;
     result.step = step.id;
     result.execute_s = execute_s;
     for (std::size_t r = 0; r < batch.logits_indices.size(); ++r) {
       const logits_row_hook& hook = step.rows[r];
       const std::size_t s = hook.sequence_index;
-      // The row's context: its sequence up to and including the row's token.
-      const std::int32_t length = batch.positions[static_cast<std::size_t>(batch.logits_indices[r])] + 1;
+      // The row's context: its sequence up to and including the row's token
+      // (a draft tree's token: up to its root, then its path, as tree attention reads it).
+      const auto token = static_cast<std::size_t>(batch.logits_indices[r]);
+      const std::int32_t length = batch.positions[token] + 1;
       std::vector<std::int32_t> context;
       for (std::int32_t p = 0; p < length; ++p) {
-        const std::int32_t block = batch.kv_indices[static_cast<std::size_t>(batch.kv_indptr[s] + p / block_size_)];
-        context.push_back(device_[static_cast<std::size_t>(block * block_size_ + p % block_size_)]);
+        const bool remapped = !tree.start.empty() && p >= tree.start[token];
+        const std::int32_t at =
+            remapped ? tree.keys[static_cast<std::size_t>(tree.offset[token] + p - tree.start[token])] : p;
+        const std::int32_t block = batch.kv_indices[static_cast<std::size_t>(batch.kv_indptr[s] + at / block_size_)];
+        context.push_back(device_[static_cast<std::size_t>(block * block_size_ + at % block_size_)]);
       }
       sample_output out;
       out.token = fake_next_token(hook.seed, hook.token_index, context, vocab_);
@@ -111,6 +120,7 @@ class fake_model {
   /// Greedy verification: accept drafts while each equals the previous row's
   /// token; the rows after the first mismatch emit nothing (-1).
   void verify(const verify_group& group, const step_batch& batch, step_result& result) {
+    if (!group.parents.empty()) return verify_tree(group, batch, result);
     const auto first = static_cast<std::size_t>(group.first_row);
     std::size_t accepted = 0;
     while (accepted < group.drafts.size() && group.drafts[accepted] == result.samples[first + accepted].token)
@@ -121,6 +131,37 @@ class fake_model {
       device_[static_cast<std::size_t>(batch.slot_mapping[token])] = -1;
     }
     result.accepted.push_back(static_cast<std::int32_t>(accepted));
+  }
+
+  /// Greedy tree verification: from the root, the child carrying the row's
+  /// token is accepted; the emitted tokens fill the group's first rows (the
+  /// rest -1), and every node's slot but those of an accepted path's leading
+  /// nodes 1..m (the K/V already in place) is poisoned.
+  void verify_tree(const verify_group& group, const step_batch& batch, step_result& result) {
+    const auto first = static_cast<std::size_t>(group.first_row);
+    const std::size_t nodes = group.drafts.size() + 1;
+    std::vector<std::int32_t> emitted;
+    std::size_t node = 0, in_place = 0;
+    bool still_in_place = true;
+    for (;;) {
+      const std::int32_t token = result.samples[first + node].token;
+      emitted.push_back(token);
+      std::size_t next = 0;
+      for (std::size_t child = node + 1; child < nodes && next == 0; ++child) {
+        if (static_cast<std::size_t>(group.parents[child - 1]) == node && group.drafts[child - 1] == token)
+          next = child;
+      }
+      if (next == 0) break;
+      still_in_place = still_in_place && next == node + 1;
+      in_place += still_in_place ? 1 : 0;
+      node = next;
+    }
+    for (std::size_t r = 0; r < nodes; ++r) result.samples[first + r].token = r < emitted.size() ? emitted[r] : -1;
+    for (std::size_t i = in_place + 1; i < nodes; ++i) {
+      const auto token = static_cast<std::size_t>(batch.logits_indices[first + i]);
+      device_[static_cast<std::size_t>(batch.slot_mapping[token])] = -1;
+    }
+    result.accepted.push_back(static_cast<std::int32_t>(emitted.size()) - 1);
   }
 
   std::int32_t block_size_, vocab_;

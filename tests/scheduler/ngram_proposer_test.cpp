@@ -49,5 +49,25 @@ TEST(NgramProposer, ProposesNothingWithoutAMatch) {
   EXPECT_TRUE(propose_ngram(ids{9, 1, 2, 9}, 3, {.max_ngram = 3, .min_ngram = 2}).empty());
 }
 
+TEST(NgramProposer, BranchesFollowOtherMatchesLongestSuffixAndLatestFirst) {
+  // "7 8" occurs twice (followed by 9 10 and 20 21); "8" also before 30.
+  const ids tokens = {7, 8, 9, 10, 8, 30, 31, 7, 8, 20, 21, 5, 7, 8};
+  const std::vector<ids> branches = propose_ngram_branches(tokens, 2, 3, {.max_ngram = 2, .min_ngram = 1});
+  ASSERT_EQ(branches.size(), 3u);
+  EXPECT_EQ(branches[0], propose_ngram(tokens, 2, {.max_ngram = 2, .min_ngram = 1}));
+  EXPECT_EQ(branches[0], (ids{20, 21}));
+  EXPECT_EQ(branches[1], (ids{9, 10}));
+  EXPECT_EQ(branches[2], (ids{30, 31}));
+  // One branch is the chain proposer's; none match, none.
+  EXPECT_EQ(propose_ngram_branches(tokens, 2, 1, {.max_ngram = 2, .min_ngram = 1}), (std::vector<ids>{{20, 21}}));
+  EXPECT_TRUE(propose_ngram_branches(ids{1, 2, 3}, 2, 3, {}).empty());
+}
+
+TEST(NgramProposer, BranchesThatRepeatAnEarlierOneAreSkipped) {
+  // Every "4" is followed by 5 6: one branch, however wide the tree.
+  const ids tokens = {4, 5, 6, 4, 5, 6, 4};
+  EXPECT_EQ(propose_ngram_branches(tokens, 2, 3, {.max_ngram = 1, .min_ngram = 1}), (std::vector<ids>{{5, 6}}));
+}
+
 }  // namespace
 }  // namespace troupe

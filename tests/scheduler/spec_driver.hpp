@@ -17,6 +17,7 @@
 #include <optional>
 #include <random>
 
+#include "actors/core/draft_tree.hpp"
 #include "actors/core/scheduler.hpp"
 #include "actors/core/step_builder.hpp"
 #include "memory/block_manager.hpp"
@@ -42,6 +43,7 @@ enum class proposer_kind {
   wrong,         ///< no draft is
   right_prefix,  ///< a random number of right drafts, then wrong ones
   short_right,   ///< right, but a random number of drafts (0..slots)
+  tree,          ///< a tree of tree_width branches: one random branch right for a random length, the others wrong
 };
 
 /// Proposes drafts for a scheduled sequence from the scheduler's state.
@@ -53,6 +55,33 @@ class fake_proposer {
   /// When set: what the model draws at output position `index` from the
   /// unconstrained token (a constrained request's mask applied).
   std::function<std::int32_t(std::size_t index, std::int32_t token)> constrain;
+
+  /// A tree (proposer_kind::tree): branch b of ceil(slots / width) drafts is
+  /// the right one for a random number of tokens, then wrong; the others
+  /// start with a wrong token of their own.
+  draft_tree propose_tree(const scheduler& sched, const scheduled_sequence& scheduled) {
+    const request_state& request = *sched.find_request(scheduled.request);
+    const sequence& seq = *request.choices.at(static_cast<std::size_t>(scheduled.choice));
+    const std::int32_t width = std::max(1, scheduled.tree_width);
+    const std::int32_t depth = (scheduled.draft_slots + width - 1) / width;
+    const std::int32_t right_branch = pick(0, width - 1), right = pick(0, depth);
+    std::vector<std::vector<std::int32_t>> branches;
+    for (std::int32_t b = 0; b < width; ++b) {
+      std::vector<std::int32_t> context = request.spec.prompt, branch;
+      context.insert(context.end(), seq.outputs.begin(), seq.outputs.end());
+      for (std::int32_t i = 0; i < depth; ++i) {
+        const std::int32_t next =
+            fake_next_token(seq.seed, seq.outputs.size() + static_cast<std::size_t>(i), context, vocab_);
+        const bool is_right = b == right_branch && i < right;
+        branch.push_back(is_right ? next : (next + 1 + (i == 0 ? b : 0)) % vocab_);
+        context.push_back(branch.back());
+      }
+      branches.push_back(std::move(branch));
+    }
+    return merge_branches(branches, scheduled.draft_slots);
+  }
+
+  proposer_kind kind() const { return kind_; }
 
   std::vector<std::int32_t> propose(const scheduler& sched, const scheduled_sequence& scheduled) {
     const request_state& request = *sched.find_request(scheduled.request);
@@ -139,6 +168,11 @@ class spec_driver {
     EXPECT_EQ(kv_.check_invariants(), "");
     for (std::size_t i = 0; proposer_ && i < s.sequences.size(); ++i) {
       if (s.sequences[i].draft_slots == 0) continue;
+      if (proposer_->kind() == proposer_kind::tree) {
+        draft_tree tree = proposer_->propose_tree(sched_, s.sequences[i]);
+        EXPECT_EQ(sched_.set_drafts(s, i, std::move(tree.drafts), {}, std::move(tree.parents)), "");
+        continue;
+      }
       EXPECT_EQ(sched_.set_drafts(s, i, proposer_->propose(sched_, s.sequences[i])), "");
     }
     EXPECT_LE(s.num_tokens(), sched_.config().max_num_batched_tokens) << "token budget exceeded in step " << s.id;
@@ -233,9 +267,15 @@ class spec_driver {
     return found;
   }
 
-  /// Row i of a verify group samples token base + i after the outputs and d1..di.
+  /// Row i of a verify group samples token base + i after the outputs and
+  /// d1..di (a tree's: base + depth, after its path).
   void check_verify_rows(const step_batch& batch) const {
     for (const verify_group& group : batch.verify) {
+      if (!group.parents.empty()) {
+        const std::span<const sampling_row> rows(batch.sampling.data() + group.first_row, group.drafts.size() + 1);
+        EXPECT_EQ(verify_rows_problem(rows, group.drafts, group.parents), "");
+        continue;
+      }
       const sampling_row& first = batch.sampling.at(static_cast<std::size_t>(group.first_row));
       for (std::size_t i = 1; i <= group.drafts.size(); ++i) {
         const sampling_row& row = batch.sampling.at(static_cast<std::size_t>(group.first_row) + i);

@@ -139,6 +139,10 @@ void setup(CLI::App& root) {
   cmd->add_option("--draft-model", flags->speculation.draft_model, "draft: HF directory (default: the demo draft)");
   cmd->add_option("--speculative-skip-layers", flags->speculation.speculative_skip_layers,
                   "layerskip: layers skipped, e.g. 4-7 or 1,3,5 (default: the upper half)");
+  cmd->add_option("--speculative-tree-width", flags->speculation.speculative_tree_width,
+                  "draft tree branches verified at once (ngram: other matches; draft: runners-up of the first "
+                  "draft; default 1: chains)")
+      ->check(CLI::Range(1, 8));
   cmd->callback([flags] { run(*flags); });
 }
 

@@ -19,6 +19,7 @@ struct speculation_flags {
   int num_speculative_tokens = 4;   ///< drafts per sequence and step at most
   std::string draft_model;          ///< draft: HF directory (empty: the demo draft)
   std::string speculative_skip_layers;
+  int speculative_tree_width = 1;  ///< draft tree branches (1: chains)
 };
 
 struct generate_flags {
