@@ -212,6 +212,11 @@ host_tensor convert_gguf_tensor(const gguf_tensor& tensor, std::string hf_name, 
     out.data = tensor.data;
     return out;
   }
+  // An empty tensor may still name a huge row length: nothing to convert, nothing to allocate.
+  if (tensor.elements() == 0) {
+    out.data = tensor.data;
+    return out;
+  }
   const std::uint64_t row_length = tensor.dims.empty() ? 1 : tensor.dims[0];
   const std::uint64_t rows = row_length == 0 ? 0 : tensor.elements() / row_length;
   const std::uint64_t row_bytes = row_length / ggml_block_elements(tensor.type) * ggml_block_bytes(tensor.type);
