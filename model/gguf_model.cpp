@@ -234,6 +234,11 @@ host_tensor convert_gguf_tensor(const gguf_tensor& tensor, std::string hf_name, 
     out.data = tensor.data;
     return out;
   }
+  // An empty tensor may still name a huge row length: nothing to convert, nothing to allocate.
+  if (tensor.elements() == 0) {
+    out.data = tensor.data;
+    return out;
+  }
   const gguf_rows rows(tensor, rope_heads);
   auto buffer = std::make_unique<std::byte[]>(tensor.elements() * dtype_size(target));
   std::vector<float> scratch(rows.row_length);

@@ -64,6 +64,7 @@ std::optional<llama3_rope_parameters> llama3_rope_from_factors(const gguf_file& 
   const auto fail = [&](const std::string& message) {
     throw std::runtime_error(file.display_name() + ": tensor 'rope_freqs.weight': " + message);
   };
+  if (head_dim < 2) fail("the head size " + std::to_string(head_dim) + " leaves no rotary frequency to scale");
   if (factors.type != ggml_type::f32 || factors.dims.size() != 1 ||
       factors.dims[0] != static_cast<std::uint64_t>(head_dim / 2))
     fail("must be " + std::to_string(head_dim / 2) + " F32 values (one per rotary frequency)");

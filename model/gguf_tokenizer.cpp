@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -86,7 +87,12 @@ gguf_vocab read_vocab(const gguf_file& file) {
     if (scores->count != n)
       file.fail_key("tokenizer.ggml.scores",
                     "has " + std::to_string(scores->count) + " entries for " + std::to_string(n) + " tokens");
-    for (std::size_t i = 0; i < n; ++i) vocab.scores.push_back(scores->number_at(i));
+    for (std::size_t i = 0; i < n; ++i) {
+      // The merges are sorted by score: a NaN would break the ordering std::sort relies on.
+      vocab.scores.push_back(scores->number_at(i));
+      if (!std::isfinite(vocab.scores.back()))
+        file.fail_key("tokenizer.ggml.scores", "entry " + std::to_string(i) + " is not a finite number");
+    }
   }
   if (const gguf_value* merges = typed(file, "tokenizer.ggml.merges", gguf_type::array, gguf_type::string)) {
     vocab.merges = merges->strings;

@@ -11,7 +11,7 @@ set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="$repo_root/build-fuzz"
 targets=(fuzz_openai_request fuzz_ws_message fuzz_admin_patch fuzz_tokenizer_encode fuzz_tokenizer_json
-         fuzz_safetensors fuzz_chat_template)
+         fuzz_safetensors fuzz_chat_template fuzz_gguf fuzz_constraints)
 jobs="${TROUPE_BUILD_JOBS:-$(nproc)}"
 
 if [ "${1:-}" = "--list" ]; then
@@ -44,9 +44,11 @@ dict_flag=()
 if [ -f "$dict" ]; then dict_flag=(-dict="$dict"); fi
 
 # The engine refuses large inputs itself; 64 KiB reaches every code path of
-# these parsers and keeps executions fast. Tokenizer files need more room.
+# these parsers and keeps executions fast. Tokenizer files need more room,
+# and a GGUF file holds its tokenizer and a few tensors.
 max_len=65536
 if [ "$target" = fuzz_tokenizer_json ]; then max_len=262144; fi
+if [ "$target" = fuzz_gguf ]; then max_len=131072; fi
 cd "$crashes"
 # Memory: 2 GiB per input keeps a run on a shared CI machine honest; a
 # single input slower than 10 s counts as a hang.

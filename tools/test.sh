@@ -1,26 +1,35 @@
 #!/usr/bin/env bash
 # Builds Troupe and runs every test: the C++ suites (CTest; GPU tests skip
-# when no GPU is present) and the Python end-to-end suites against a live
-# server, then a short fixed-time run of every fuzz target (tools/fuzz.sh;
-# TROUPE_FUZZ_SECONDS per target, default 20, 0 skips). TROUPE_SANITIZERS=1
-# also runs the C++ suites under ASan + UBSan and the actor/engine and HTTP
-# suites under TSan (tests/README.md, "Sanitizer runs"; not yet run by CI:
-# their cold build has not been timed on the CI machine). Run
-# tools/setup.sh once before.
+# when no GPU is present), the Python end-to-end suites against a live
+# server, a short fixed-time run of every fuzz target (tools/fuzz.sh;
+# TROUPE_FUZZ_SECONDS per target, default 20, 0 skips), then the C++ suites
+# again under ASan + UBSan (every suite) and the actor/engine and HTTP
+# suites under TSan when TROUPE_SANITIZERS names the presets ("asan tsan",
+# or 1 for both; tests/README.md, "Sanitizer runs": off by default until
+# both runs are green). Each step prints its wall time. Run tools/setup.sh
+# once before.
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
 
 jobs="${TROUPE_BUILD_JOBS:-$(nproc)}"
-cmake --preset default
-cmake --build --preset default -j "$jobs"
-ctest --preset default -j "$jobs"
+
+# timed NAME COMMAND...: runs the command and prints how long it took.
+timed() {
+  local name="$1" start=$SECONDS
+  shift
+  "$@"
+  echo "test.sh: $name took $((SECONDS - start)) s"
+}
+
+timed "configure" cmake --preset default
+timed "build" cmake --build --preset default -j "$jobs"
+timed "ctest" ctest --preset default -j "$jobs"
 if [ -d tests/e2e ] && compgen -G "tests/e2e/test_*.py" > /dev/null; then
-  TROUPE_BIN="$repo_root/build/troupe" "$repo_root/.venv/bin/python" -m pytest -q tests/e2e
+  TROUPE_BIN="$repo_root/build/troupe" timed "e2e" "$repo_root/.venv/bin/python" -m pytest -q tests/e2e
 fi
 
-fuzz_seconds="${TROUPE_FUZZ_SECONDS:-20}"
-if [ "$fuzz_seconds" -gt 0 ]; then
+run_fuzz_targets() {
   TROUPE_BUILD_JOBS="$jobs" tools/fuzz.sh --build-only
   for target in $(tools/fuzz.sh --list); do
     # A summary line per target; the whole log (the crash report) when one fails.
@@ -32,12 +41,19 @@ if [ "$fuzz_seconds" -gt 0 ]; then
       exit 1
     fi
   done
+}
+
+fuzz_seconds="${TROUPE_FUZZ_SECONDS:-20}"
+if [ "$fuzz_seconds" -gt 0 ]; then
+  timed "fuzz" run_fuzz_targets
 fi
 
-if [ "${TROUPE_SANITIZERS:-0}" = 1 ]; then
-  for preset in asan tsan; do
-    cmake --preset "$preset"
-    cmake --build --preset "$preset" -j "$jobs"
-    ctest --preset "$preset" -j "$jobs"
-  done
-fi
+sanitizers="${TROUPE_SANITIZERS:-0}"
+if [ "$sanitizers" = 0 ]; then sanitizers=""; fi
+if [ "$sanitizers" = 1 ]; then sanitizers="asan tsan"; fi
+for preset in $sanitizers; do
+  # Each preset builds only the test executables it runs (CMakePresets.json).
+  timed "$preset configure" cmake --preset "$preset"
+  timed "$preset build" cmake --build --preset "$preset" -j "$jobs"
+  timed "$preset ctest" ctest --preset "$preset" -j "$jobs"
+done

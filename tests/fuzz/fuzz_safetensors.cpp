@@ -3,34 +3,17 @@
 // read at both ends, so a view past the mapping trips AddressSanitizer.
 // Only std::runtime_error (naming the file and field) may escape.
 
-#include <unistd.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <stdexcept>
-#include <string>
 
+#include "fuzz_input.hpp"
 #include "model/safetensors.hpp"
 
-namespace {
-
-// In memory-backed /dev/shm when there is one: a disk write per input would dominate the run.
-std::filesystem::path scratch_path() {
-  const std::filesystem::path shm = "/dev/shm";
-  const std::filesystem::path dir = std::filesystem::is_directory(shm) ? shm : std::filesystem::temp_directory_path();
-  return dir / ("troupe-fuzz-" + std::to_string(::getpid()) + ".safetensors");
-}
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  static const std::filesystem::path path = scratch_path();
-  {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-  }
+  static const std::filesystem::path path = troupe::fuzz::scratch_path(".safetensors");
+  troupe::fuzz::write_input(path, data, size);
   try {
     const troupe::safetensors_file file(path);
     volatile unsigned sum = 0;

@@ -13,6 +13,8 @@ import json
 import pathlib
 import sys
 
+import gguf_seeds
+
 repo = pathlib.Path(__file__).resolve().parents[2]
 fixtures = repo / "tests" / "fixtures"
 
@@ -131,6 +133,41 @@ def seeds_chat_template():
     for snippet in json.loads((fixtures / "chat" / "snippets.json").read_text()):
         seeds.append(snippet["template"].encode() + b"\x00" + json.dumps(snippet.get("context", {})).encode())
     return seeds
+
+
+def seeds_gguf():
+    return gguf_seeds.seeds(fixtures)
+
+
+def constraint_seeds():
+    """(kind number as in constraint_kind, text) pairs: the fixture tools' parameter
+    schemas as JSON schemas and structural tags, and each other kind's syntax."""
+    conversations = json.loads((fixtures / "chat" / "conversations.json").read_text())["conversations"]
+    schemas = [t["function"]["parameters"] for c in conversations for t in c.get("tools") or []
+               if t.get("function", {}).get("parameters")]
+    schemas += [{"type": "object", "properties": {"id": {"type": "integer", "minimum": 0, "maximum": 9},
+                                                  "tags": {"type": "array", "items": {"enum": ["a", "b"]},
+                                                           "maxItems": 3},
+                                                  "when": {"type": "string", "format": "date-time"},
+                                                  "next": {"$ref": "#"}}, "required": ["id"]},
+                {"anyOf": [{"type": "number"}, {"type": "string", "pattern": "[a-z]{2,4}"}, {"const": None}]}]
+    seeds = [(0, "")] + [(1, json.dumps(s)) for s in schemas]
+    seeds += [(5, json.dumps({"type": "structural_tag", "triggers": ["<tool_call>"], "separator": "\n",
+                              "structures": [{"begin": "<tool_call>", "schema": s, "end": "</tool_call>"}]}))
+              for s in schemas[:4]]
+    seeds += [(2, r) for r in [r"[0-9]{3}-[0-9]{4}", r"(yes|no|maybe)", r"\d+(\.\d{1,2})?", r"[^\n\"]{0,12};",
+                               r"[à-ÿ]{2,4}|[α-ω]+!", r"(?:ab|a)(bc|c)?x*", r"\u{1F600}+\x41"]]
+    seeds += [(3, json.dumps(c)) for c in [["positive", "negative", "neutral", "pos"], ["é", "", "a\"b"]]]
+    seeds += [(4, g) for g in [
+        'root ::= expr\nexpr ::= term (("+" | "-") term)*\nterm ::= [0-9]{1,3} | "(" expr ")"\n',
+        'root ::= pair+\npair ::= "(" pair* ")" | "[" pair* "]"\n',
+        "# comment\nroot ::= [a-z]+ ws 'x'? .\nws ::= [ \\t\\n]*\n"]]
+    return seeds
+
+
+def seeds_constraints():
+    # First byte: kind (value % 6) and vocabulary (bit 3); the rest is the constraint text.
+    return [bytes([kind + 8 * vocab]) + text.encode() for kind, text in constraint_seeds() for vocab in (0, 1)]
 
 
 def main():
