@@ -26,6 +26,20 @@ struct paged_step {
   std::vector<std::vector<std::int32_t>> pages;  // per sequence
 };
 
+/// Ends the sequence whose tokens were just appended to `step`: its query
+/// range, length `length`, its `pages` and the logits row of its last token.
+inline void close_sequence(paged_step& step, std::vector<std::int32_t> pages, int length, int block_size) {
+  step_batch& b = step.batch;
+  const auto blocks = static_cast<int>(pages.size());
+  b.query_start.push_back(static_cast<std::int32_t>(b.token_ids.size()));
+  b.seq_lens.push_back(length);
+  b.kv_indices.insert(b.kv_indices.end(), pages.begin(), pages.end());
+  b.kv_indptr.push_back(static_cast<std::int32_t>(b.kv_indices.size()));
+  b.kv_last_page_len.push_back(length - (blocks - 1) * block_size);
+  b.logits_indices.push_back(static_cast<std::int32_t>(b.token_ids.size()) - 1);
+  step.pages.push_back(std::move(pages));
+}
+
 /// Lays the sequences out over `block_ids` (consumed in order).
 inline paged_step build_step(const std::vector<sequence_shape>& shapes, int block_size,
                              const std::vector<std::int32_t>& block_ids) {
@@ -46,13 +60,7 @@ inline paged_step build_step(const std::vector<sequence_shape>& shapes, int bloc
       b.slot_mapping.push_back(std::int64_t{pages[static_cast<std::size_t>(p / block_size)]} * block_size +
                                p % block_size);
     }
-    b.query_start.push_back(static_cast<std::int32_t>(b.token_ids.size()));
-    b.seq_lens.push_back(length);
-    b.kv_indices.insert(b.kv_indices.end(), pages.begin(), pages.end());
-    b.kv_indptr.push_back(static_cast<std::int32_t>(b.kv_indices.size()));
-    b.kv_last_page_len.push_back(length - (blocks - 1) * block_size);
-    b.logits_indices.push_back(static_cast<std::int32_t>(b.token_ids.size()) - 1);
-    step.pages.push_back(std::move(pages));
+    close_sequence(step, std::move(pages), length, block_size);
   }
   return step;
 }

@@ -81,13 +81,7 @@ std::int32_t add_tree_sequence(test::paged_step& step, const tree_shape& tree, i
                              slot_position % block_size);
     b.tree_parent.push_back(node == 0 ? -1 : first + tree.parents[static_cast<std::size_t>(node) - 1]);
   }
-  b.query_start.push_back(static_cast<std::int32_t>(b.token_ids.size()));
-  b.seq_lens.push_back(length);
-  b.kv_indices.insert(b.kv_indices.end(), pages.begin(), pages.end());
-  b.kv_indptr.push_back(static_cast<std::int32_t>(b.kv_indices.size()));
-  b.kv_last_page_len.push_back(length - (blocks - 1) * block_size);
-  b.logits_indices.push_back(static_cast<std::int32_t>(b.token_ids.size()) - 1);
-  step.pages.push_back(std::move(pages));
+  test::close_sequence(step, std::move(pages), length, block_size);
   return first;
 }
 
