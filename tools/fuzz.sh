@@ -11,7 +11,7 @@ set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="$repo_root/build-fuzz"
 targets=(fuzz_openai_request fuzz_ws_message fuzz_admin_patch fuzz_tokenizer_encode fuzz_tokenizer_json
-         fuzz_safetensors fuzz_chat_template fuzz_gguf fuzz_constraints)
+         fuzz_safetensors fuzz_chat_template fuzz_gguf fuzz_hf_int4 fuzz_constraints)
 jobs="${TROUPE_BUILD_JOBS:-$(nproc)}"
 
 if [ "${1:-}" = "--list" ]; then

@@ -11,6 +11,7 @@ import copy
 import hashlib
 import json
 import pathlib
+import struct
 import sys
 
 import gguf_seeds
@@ -125,6 +126,68 @@ def seeds_tokenizer_json():
 def seeds_safetensors():
     files = sorted(p for p in fixtures.rglob("*.safetensors") if p.stat().st_size <= 65536)
     return [p.read_bytes() for p in files]
+
+
+def safetensors_bytes(tensors):
+    """A .safetensors file of {name: (dtype, shape, raw bytes)}."""
+    header, data = {}, b""
+    for name, (dtype, shape, raw) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def packed_projection(method, out, inputs, group, sym, v2, act_order, salt):
+    """qweight, qzeros, scales (and g_idx) of one projection in AWQ's or GPTQ's layout."""
+    words = lambda n, base: struct.pack(f"<{n}I", *[(base * 2654435761 + i * 40503 + salt) & 0xFFFFFFFF
+                                                  for i in range(n)])
+    groups = inputs // group
+    scales = struct.pack(f"<{groups * out}e", *[0.01 + 0.001 * (i % 7) for i in range(groups * out)])
+    if method == "awq":
+        parts = {"qweight": ("I32", [inputs, out // 8], words(inputs * out // 8, 3)),
+                 "qzeros": ("I32", [groups, out // 8], words(groups * out // 8, 5))}
+    else:
+        zero_word = 0x88888888 if v2 else 0x77777777
+        zeros = struct.pack(f"<{groups * out // 8}I", *[zero_word] * (groups * out // 8)) if sym \
+            else words(groups * out // 8, 7)
+        parts = {"qweight": ("I32", [inputs // 8, out], words(inputs // 8 * out, 11)),
+                 "qzeros": ("I32", [groups, out // 8], zeros)}
+        if act_order:
+            parts["g_idx"] = ("I32", [inputs], struct.pack(f"<{inputs}i", *[(k // 32) % groups for k in range(inputs)]))
+    parts["scales"] = ("F16", [groups, out], scales)
+    return parts
+
+
+def seeds_hf_int4():
+    # config.json, a NUL, then a .safetensors file: one layer of width 64 whose
+    # q, k and down projections are packed as the quantization_config says.
+    base = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 64, "hidden_size": 64,
+            "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
+            "head_dim": 32, "rms_norm_eps": 1e-5, "max_position_embeddings": 128}
+    variants = [({"quant_method": "awq", "bits": 4, "group_size": 32, "zero_point": True, "version": "gemm"},
+                 False, False, False),
+                ({"quant_method": "awq", "w_bit": 4, "q_group_size": 64, "version": "GEMM"}, False, False, False),
+                ({"quant_method": "gptq", "bits": 4, "group_size": 32, "sym": True, "desc_act": False},
+                 True, False, False),
+                ({"quant_method": "gptq", "bits": 4, "group_size": 64, "sym": False, "desc_act": True},
+                 False, False, True),
+                ({"quant_method": "gptq", "bits": 4, "group_size": -1, "sym": True, "checkpoint_format": "gptq_v2"},
+                 True, True, False)]
+    seeds = []
+    for index, (quant, sym, v2, act_order) in enumerate(variants):
+        group = quant.get("group_size", quant.get("q_group_size"))
+        group = 64 if group == -1 else group
+        tensors = {}
+        for name, (out, inputs) in {"self_attn.q_proj": (64, 64), "self_attn.k_proj": (32, 64),
+                                    "mlp.down_proj": (64, 64)}.items():
+            for part, tensor in packed_projection(quant["quant_method"], out, inputs, group, sym, v2, act_order,
+                                                  index).items():
+                tensors[f"model.layers.0.{name}.{part}"] = tensor
+        config = dict(base, quantization_config=quant)
+        seeds.append(json.dumps(config).encode() + b"\x00" + safetensors_bytes(tensors))
+    return seeds
 
 
 def seeds_chat_template():
