@@ -36,14 +36,6 @@ std::unique_ptr<backend> make_backend(const std::string& name, const backend_opt
   throw std::runtime_error("unknown backend \"" + name + "\" (expected \"cpu\" or \"cuda\")");
 }
 
-std::unique_ptr<linear_weight> backend::prepare_quantized_linear(std::span<const host_tensor> parts,
-                                                                 std::span<const host_tensor> biases,
-                                                                 weight_quantization format) {
-  if (format == weight_quantization::none) return prepare_linear(parts, biases);
-  throw std::runtime_error("backend \"" + name() + "\" has no kernels for " + std::string(quantization_name(format)) +
-                           " weights (use the cpu backend or quantization none)");
-}
-
 bool cuda_available() {
 #if defined(TROUPE_HAVE_CUDA)
   return cuda::device_present();

@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <random>
 
 #include "kernels/dtype.hpp"
@@ -150,15 +149,7 @@ class PagedAttention : public cuda_fixture, public ::testing::WithParamInterface
                  std::to_string(c.head_dim) + " block " + std::to_string(c.block_size) + " " +
                  std::string(dtype_name(c.cache_type)));
     const scenario s = build(c, rng);
-    auto cache = gpu().create_kv_cache(s.spec);
-    auto host = gpu().create_host_pool(s.spec, s.spec.num_blocks);
-    std::vector<block_copy> fill;
-    for (std::int64_t i = 0; i < s.spec.num_blocks; ++i) {
-      std::memcpy(host->block_data(i), s.pool.data() + i * s.spec.block_elements(), s.spec.block_bytes());
-      fill.push_back(
-          {block_location::host, static_cast<std::int32_t>(i), block_location::device, static_cast<std::int32_t>(i)});
-    }
-    gpu().copy_blocks(*cache, host.get(), fill);
+    const auto cache = upload_kv_pool(gpu(), s.spec, s.pool);
 
     const std::int64_t tokens = s.batch.num_tokens();
     const std::int64_t q_cols = std::int64_t{c.q_heads} * c.head_dim;

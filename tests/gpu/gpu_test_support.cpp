@@ -66,6 +66,20 @@ device_matrix poisoned_matrix(backend& b, const matrix_layout& layout) {
   return m;
 }
 
+std::unique_ptr<kv_cache> upload_kv_pool(backend& b, const kv_cache_spec& spec,
+                                         const std::vector<std::uint16_t>& pool) {
+  auto cache = b.create_kv_cache(spec);
+  auto host = b.create_host_pool(spec, spec.num_blocks);
+  std::vector<block_copy> fill;
+  for (std::int64_t i = 0; i < spec.num_blocks; ++i) {
+    std::memcpy(host->block_data(i), pool.data() + i * spec.block_elements(), spec.block_bytes());
+    fill.push_back(
+        {block_location::host, static_cast<std::int32_t>(i), block_location::device, static_cast<std::int32_t>(i)});
+  }
+  b.copy_blocks(*cache, host.get(), fill);
+  return cache;
+}
+
 device_matrix upload_matrix(backend& b, const matrix_layout& layout, const void* host) {
   const auto [type, rows, cols, stride] = layout;
   device_matrix m = poisoned_matrix(b, layout);

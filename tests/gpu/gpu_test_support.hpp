@@ -64,6 +64,10 @@ struct matrix_layout {
 device_matrix poisoned_matrix(backend& b, const matrix_layout& layout);
 /// Uploads packed host rows (rows × cols elements) into a poisoned matrix of `layout`.
 device_matrix upload_matrix(backend& b, const matrix_layout& layout, const void* host);
+/// A device KV cache of `spec` holding `pool`, the host image of every
+/// block (spec.num_blocks × spec.block_elements() 16-bit elements), copied
+/// in through a host pool as a swap-in would.
+std::unique_ptr<kv_cache> upload_kv_pool(backend& b, const kv_cache_spec& spec, const std::vector<std::uint16_t>& pool);
 /// The matrix's elements (stride removed) as floats.
 std::vector<float> download_floats(backend& b, const tensor_view& view);
 /// The matrix's elements (stride removed) as raw bytes.

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <random>
 
 #include "kernels/dtype.hpp"
@@ -119,15 +118,7 @@ class TreeAttention : public cuda_fixture {
     SCOPED_TRACE("cached " + std::to_string(cached));
     const tree_scenario s = build(cached, parents, rng);
     ASSERT_EQ(validate_step_batch(s.batch, s.spec), "");
-    auto cache = gpu().create_kv_cache(s.spec);
-    auto host = gpu().create_host_pool(s.spec, s.spec.num_blocks);
-    std::vector<block_copy> fill;
-    for (std::int64_t i = 0; i < s.spec.num_blocks; ++i) {
-      std::memcpy(host->block_data(i), s.pool.data() + i * s.spec.block_elements(), s.spec.block_bytes());
-      fill.push_back(
-          {block_location::host, static_cast<std::int32_t>(i), block_location::device, static_cast<std::int32_t>(i)});
-    }
-    gpu().copy_blocks(*cache, host.get(), fill);
+    const auto cache = upload_kv_pool(gpu(), s.spec, s.pool);
     const std::int64_t tokens = s.batch.num_tokens(), q_cols = std::int64_t{q_heads} * head_dim;
     const auto q_bits = random_half_bits(rng, static_cast<std::size_t>(tokens * q_cols), 1.5f, dtype::bf16);
     const device_matrix q =

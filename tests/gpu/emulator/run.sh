@@ -33,7 +33,7 @@ for source in "$repo_root"/kernels/cuda/*.cpp; do
   [ "$name" = gemm ] && continue  # cuBLASLt: emu_gemm.cpp stands in
   g++ "${flags[@]}" -c "$source" -o "$build/obj/h_$name.o"
 done
-for name in dtype rope_spec step_batch tensor speculative quantization tree_attention; do
+for name in backend_defaults dtype rope_spec step_batch tensor speculative quantization tree_attention; do
   g++ "${flags[@]}" -c "$repo_root/kernels/$name.cpp" -o "$build/obj/c_$name.o"
 done
 # Verify groups run on the host over the CPU sampler and its ISA tables
