@@ -5,6 +5,8 @@
 #include "actors/core/speculation.hpp"
 #include "model/batch_runner.hpp"
 #include "model/demo_model.hpp"
+#include "model/gguf.hpp"
+#include "model/model_files.hpp"
 
 namespace troupe {
 
@@ -28,10 +30,69 @@ void check_proposer(const engine_config& config, speculative_method method) {
                              ") exceeds knob 'prompt_lookup_max' (" + std::to_string(config.prompt_lookup_max) + ")");
 }
 
+// Text that exercises the normaliser, pre-tokeniser and merges: two
+// tokenizers with one vocabulary but other rules encode it differently.
+constexpr std::string_view tokenizer_probe =
+    "Hello, World! It's 2024-06-01: naïve café über straße, 12345 tokens\n\tindented  double  spaces "
+    "CamelCaseWords snake_case_words <tag attr=\"x\">é</tag> 東京 🙂";
+
+std::string quoted(const std::optional<std::string>& text) { return text ? "'" + *text + "'" : "none"; }
+
+// A draft proposes target ids: the same id must be the same token on both
+// sides, or every draft is wrong (or worse, a special token). Compares the
+// vocabulary id by id, the special tokens, and how a probe text encodes.
+void check_draft_tokenizer(const std::filesystem::path& dir, const text::tokenizer& draft,
+                           const text::tokenizer& target) {
+  // A GGUF file holds what tokenizer.json and tokenizer_config.json say.
+  const auto file = [&](const char* name) { return is_gguf_path(dir) ? dir.string() : (dir / name).string(); };
+  const std::string json = file("tokenizer.json");
+  const std::string tail = " (a draft shares the target's tokenizer)";
+  if (draft.vocab_size() != target.vocab_size())
+    throw std::runtime_error(json + ": the tokenizer has " + std::to_string(draft.vocab_size()) +
+                             " ids, the target's " + std::to_string(target.vocab_size()) + tail);
+  for (text::token_id id = 0; id < draft.vocab_size(); ++id) {
+    const std::optional<std::string> mine = draft.id_to_token(id);
+    const std::optional<std::string> theirs = target.id_to_token(id);
+    if (mine != theirs || draft.is_special(id) != target.is_special(id))
+      throw std::runtime_error(json + ": token id " + std::to_string(id) + " is " + quoted(mine) +
+                               (draft.is_special(id) ? " (special)" : "") + ", the target's " + quoted(theirs) +
+                               (target.is_special(id) ? " (special)" : "") + tail);
+  }
+  // Compared where both name one: a missing tokenizer_config.json changes no id.
+  const auto check_special = [&](const char* field, const std::optional<text::special_token>& mine,
+                                 const std::optional<text::special_token>& theirs) {
+    if (mine && theirs && mine->text != theirs->text)
+      throw std::runtime_error(file("tokenizer_config.json") + ": field '" + field + "' is '" + mine->text +
+                               "', the target's '" + theirs->text + "'" + tail);
+  };
+  check_special("bos_token", draft.bos_token(), target.bos_token());
+  check_special("eos_token", draft.eos_token(), target.eos_token());
+  if (draft.encode(tokenizer_probe, true) != target.encode(tokenizer_probe, true))
+    throw std::runtime_error(json +
+                             ": encodes text differently from the target's tokenizer (its normalizer, "
+                             "pre_tokenizer, merges or post_processor differ)" +
+                             tail);
+}
+
+// A draft directory may come without tokenizer files (the demo draft does):
+// then only its vocab_size could be compared.
+void check_draft_vocabulary(const std::filesystem::path& dir, const model_config& draft,
+                            const executor_resources& target, const text::tokenizer& target_tokenizer) {
+  if (draft.vocab_size != target.model->vocab_size())
+    throw std::runtime_error((dir / "config.json").string() + ": field 'vocab_size' is " +
+                             std::to_string(draft.vocab_size) + ", the target's is " +
+                             std::to_string(target.model->vocab_size()) + " (a draft shares the target's tokenizer)");
+  if (is_gguf_path(dir) || std::filesystem::exists(dir / "tokenizer.json")) {
+    check_draft_tokenizer(dir, *load_model_tokenizer(dir), target_tokenizer);
+  } else {
+    spdlog::info("speculative decoding: {} has no tokenizer.json; its vocab_size matches the target's", dir.string());
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<executor_resources> load_drafter(const engine_config& config, const executor_resources& target,
-                                                 std::int64_t num_blocks) {
+                                                 std::int64_t num_blocks, const text::tokenizer& target_tokenizer) {
   const auto method = parse_speculative_method(config.speculative);
   if (!method) throw std::runtime_error("knob 'speculative': unknown proposer '" + config.speculative + "'");
   check_proposer(config, *method);
@@ -47,10 +108,7 @@ std::shared_ptr<executor_resources> load_drafter(const engine_config& config, co
     const std::filesystem::path dir = draft_directory(config);
     drafter->weights_source = std::make_shared<const checkpoint>(checkpoint::open(dir));
     const model_config& draft = drafter->weights_source->config();
-    if (draft.vocab_size != target.model->vocab_size())
-      throw std::runtime_error((dir / "config.json").string() + ": field 'vocab_size' is " +
-                               std::to_string(draft.vocab_size) + ", the target's is " +
-                               std::to_string(target.model->vocab_size()) + " (a draft shares the target's tokenizer)");
+    check_draft_vocabulary(dir, draft, target, target_tokenizer);
     drafter->model = std::make_unique<llama_model>(draft, drafter->weights_source->weights(), *drafter->device);
     description = dir.filename().string() + " (" + std::to_string(draft.num_hidden_layers) + " layers)";
   } else {

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <new>
+#include <stdexcept>
 #include <vector>
 
 #include "actors/core/step_builder.hpp"
@@ -30,37 +32,54 @@ bool fault_due(const executor_state& state) {
   return r.fail_after_steps >= 0 && state.steps >= r.fail_after_steps;
 }
 
-// The test hook's faults other than a plain error: checked only once the
-// step count reached fail_after_steps, so a normal run pays one comparison.
-step_result_ptr injected_fault(const executor_resources& r, const scheduled_step& step) {
-  if (r.fault == "throw") throw std::runtime_error("injected exception");
+// The test hook's malformed result: one sample too many, which the
+// scheduler must refuse.
+step_result_ptr malformed_result(const scheduled_step& step) {
   auto result = std::make_shared<step_result>();
   result->step = step.id;
-  result->samples.resize(step.rows.size() + 1);  // one sample too many: the scheduler must refuse it
+  result->samples.resize(step.rows.size() + 1);
   return result;
 }
 
-// Runs one step; throws when the backend fails or a failure was injected.
+// The step's block copies (swaps, copy-on-write) move other sequences'
+// K/V: when they fail, no block can be trusted any more.
+void run_copies(executor_resources& r, const scheduled_step& step) {
+  if (step.copies.empty()) return;
+  try {
+    r.device->copy_blocks(*r.cache, r.host.get(), step.copies);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("block copies failed: ") + e.what());
+  }
+}
+
+// Runs one step: its block copies, then the forward pass and sampling;
+// throws when the backend fails or a failure was injected.
 step_result_ptr execute(executor_state& state, const scheduled_step& step) {
   executor_resources& r = *state.resources;
   const bool due = fault_due(state);
   if (due && r.fault == "error") state.failed = true;
   if (state.failed) throw std::runtime_error("injected failure");
-  if (due) return injected_fault(r, step);
+  if (due && r.fault == "malformed") return malformed_result(step);
   const auto started = std::chrono::steady_clock::now();
+  run_copies(r, step);
+  if (due && r.fault == "throw" && state.steps == r.fail_after_steps) {
+    ++state.steps;  // once: the steps after it run
+    throw std::bad_alloc();
+  }
   auto result = std::make_shared<step_result>();
   result->step = step.id;
-  if (step.sequences.empty()) {
-    if (!step.copies.empty()) r.device->copy_blocks(*r.cache, r.host.get(), step.copies);
-  } else if (step.logits_only) {
-    result->logits = r.model->logits(build_step_batch(step, r.cache->spec().block_size), *r.cache, r.host.get());
-  } else {
+  if (!step.sequences.empty()) {
     step_batch batch = build_step_batch(step, r.cache->spec().block_size);
-    result->tokens = static_cast<std::int32_t>(batch.num_tokens());
-    fill_sampling_rows(batch, step);
-    sample_result sampled = r.model->step(batch, *r.cache, r.host.get());
-    result->samples = std::move(sampled.rows);
-    result->accepted = std::move(sampled.accepted);
+    batch.block_copies.clear();  // ran above
+    if (step.logits_only) {
+      result->logits = r.model->logits(batch, *r.cache, r.host.get());
+    } else {
+      result->tokens = static_cast<std::int32_t>(batch.num_tokens());
+      fill_sampling_rows(batch, step);
+      sample_result sampled = r.model->step(batch, *r.cache, r.host.get());
+      result->samples = std::move(sampled.rows);
+      result->accepted = std::move(sampled.accepted);
+    }
   }
   result->execute_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   ++state.steps;
@@ -71,6 +90,17 @@ caf::result<step_result_ptr> run(executor_state& state, const scheduled_step& st
   try {
     return execute(state, step);
   } catch (const std::exception& e) {
+    if (step_failure_is_recoverable(e, *state.resources->device)) {
+      try {
+        auto result = std::make_shared<step_result>();
+        result->step = step.id;
+        result->failure = e.what();
+        spdlog::warn("executor: step {} failed, its requests fail: {}", step.id, e.what());
+        return step_result_ptr{std::move(result)};
+      } catch (const std::bad_alloc&) {
+        // Not even the answer fits in memory: the engine cannot go on.
+      }
+    }
     spdlog::error("executor: step {} failed: {}", step.id, e.what());
     state.failed = true;
     return caf::make_error(caf::sec::runtime_error, std::string("executor failed: ") + e.what());
@@ -123,6 +153,12 @@ executor_actor::behavior_type executor_behavior(executor_actor::stateful_pointer
 }
 
 }  // namespace
+
+bool step_failure_is_recoverable(const std::exception& error, const backend& device) {
+  if (device.name() != "cpu") return false;
+  return dynamic_cast<const std::bad_alloc*>(&error) != nullptr ||
+         dynamic_cast<const std::logic_error*>(&error) != nullptr;
+}
 
 double time_one_token_step(executor_resources& r) {
   static const sampling_params greedy = [] {

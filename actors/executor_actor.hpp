@@ -3,6 +3,7 @@
 // uploaded weights, the device KV pool and the host swap pool, and runs each
 // step: block copies, forward pass, sampling.
 
+#include <exception>
 #include <memory>
 
 #include "actors/messages.hpp"
@@ -22,9 +23,19 @@ struct executor_resources {
   std::unique_ptr<llama_model> model;
   std::unique_ptr<kv_cache> cache;
   std::unique_ptr<host_block_pool> host;
-  int fail_after_steps = -1;    ///< test hook: fail every step after this many (-1: never)
+  int fail_after_steps = -1;    ///< test hook: the steps after this many fail (-1: never)
   std::string fault = "error";  ///< test hook: how (engine_config::test_executor_fault)
 };
+
+/// Whether a step that threw `error` on `device` leaves the backend usable,
+/// so that only the step's requests fail: on the CPU backend a failed
+/// allocation (std::bad_alloc) or a rejected input (std::logic_error:
+/// invalid_argument, out_of_range, length_error) leaves the weights and the
+/// KV pools intact (the step writes only its own activations and its own
+/// sequences' KV slots; its block copies ran before). Anything else, and
+/// every failure on CUDA (an error there may be sticky, and kernels of the
+/// step may still run), loses the backend's state: the engine fails.
+bool step_failure_is_recoverable(const std::exception& error, const backend& device);
 
 /// Runs a one-token greedy step (writing slot 0 of the free KV pool) a few
 /// times and returns the fastest, seconds: the cost every step pays however

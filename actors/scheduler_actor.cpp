@@ -48,6 +48,7 @@ void schedule_tick(self_ptr self, caf::timespan delay);
 void on_step_done(self_ptr self, const step_result& result);
 void route(self_ptr self, loop_events out);
 void fail_engine(self_ptr self, std::optional<engine_failure> failure);
+void send_errors(self_ptr self, std::vector<std::pair<request_handle, error_event>> errors);
 
 // ---- submit ---------------------------------------------------------------
 
@@ -197,6 +198,11 @@ void on_step_done(self_ptr self, const step_result& result) {
     fail_engine(self, std::move(outcome.failure));
     return;
   }
+  if (!outcome.failed_requests.empty()) {
+    spdlog::warn("scheduler: step {} failed, {} requests in it fail: {}", result.step, outcome.failed_requests.size(),
+                 result.failure);
+    send_errors(self, std::move(outcome.failed_requests));
+  }
   route(self, std::move(outcome.events));
   try_step(self);
 }
@@ -248,20 +254,26 @@ void route(self_ptr self, loop_events out) {
 // only returns the failed requests' blocks to the pool.
 void fail_engine(self_ptr self, std::optional<engine_failure> failure) {
   if (!failure) return;
-  auto& state = self->state;
   spdlog::error("scheduler: engine failed: {}", failure->reason);
+  send_errors(self, std::move(failure->errors));
+  deliver_drains(self, failure->drains);
+  try_step(self);
+}
+
+// Failed requests: their errors go to their output shards, and they are
+// no longer streamed.
+void send_errors(self_ptr self, std::vector<std::pair<request_handle, error_event>> errors) {
+  auto& state = self->state;
   std::vector<stream_batch> batches(state.setup.shards.size());
-  for (auto& [handle, error] : failure->errors) {
+  for (auto& [handle, error] : errors) {
     state.streams.erase(handle);
-    batches[handle % batches.size()].errors.emplace_back(handle, error);
+    batches[handle % batches.size()].errors.emplace_back(handle, std::move(error));
   }
   for (std::size_t shard = 0; shard < batches.size(); ++shard) {
     if (batches[shard].errors.empty()) continue;
     caf::anon_send(state.setup.shards[shard], atom::events_v,
                    std::make_shared<const stream_batch>(std::move(batches[shard])));
   }
-  deliver_drains(self, failure->drains);
-  try_step(self);
 }
 
 // A tokenizer worker died and the intake started `replacement` in its

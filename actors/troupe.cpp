@@ -65,6 +65,26 @@ void allocate_pools(executor_resources& resources, const kv_cache_spec& spec, co
   }
 }
 
+// The step workspace grows with the budgets: its limit is fixed here, and
+// the starting budgets must fit under it.
+workspace_bound bound_workspace(const engine_config& config, llama_model& model, const std::string& device) {
+  workspace_bound bound{model.workspace_bytes_per_token(), model.workspace_bytes_per_row(), 0};
+  const std::size_t needed = bound.bytes(config.max_num_batched_tokens, config.max_num_seqs);
+  if (config.max_step_workspace_bytes > 0) {
+    bound.limit = static_cast<std::size_t>(config.max_step_workspace_bytes);
+    if (std::string problem = bound.problem(config.max_num_batched_tokens, config.max_num_seqs); !problem.empty())
+      throw std::runtime_error("knob 'max_step_workspace_bytes': " + problem);
+  } else {
+    // Twice the start's need leaves room for forks and verify groups (more
+    // logits rows than sequences); on cuda the KV pool takes what the device
+    // has, so no more is assumed there.
+    const std::int64_t memory_share = device == "cpu" ? host_memory().total / 8 : 0;
+    bound.limit = std::max(2 * needed, static_cast<std::size_t>(std::max<std::int64_t>(0, memory_share)));
+  }
+  model.set_workspace_limit(bound.limit);
+  return bound;
+}
+
 std::vector<std::int32_t> eos_ids(const checkpoint& weights, const text::tokenizer& tokenizer) {
   std::vector<std::int32_t> ids;
   const auto& from_generation = weights.generation().eos_token_ids;
@@ -170,9 +190,10 @@ loaded_engine_model load_engine_model(const engine_config& config) {
   loaded.num_host_blocks = pools.host_blocks;
   const kv_cache_spec spec = resources->model->kv_spec(config.block_size, loaded.num_device_blocks, kv_type);
   allocate_pools(*resources, spec, pools);
+  loaded.workspace = bound_workspace(config, *resources->model, device);
   loaded.one_token_step_s = time_one_token_step(*resources);
   loaded.executor = resources;
-  loaded.drafter = load_drafter(config, *resources, loaded.num_device_blocks);
+  loaded.drafter = load_drafter(config, *resources, loaded.num_device_blocks, *loaded.preparer->tokenizer());
   loaded.eos_token_ids = eos_ids(*loaded.weights, *loaded.preparer->tokenizer());
   loaded.constraints = make_constraint_compiler(*loaded.preparer->tokenizer(), loaded.eos_token_ids);
   loaded.info.served_model_name = config.served_model_name.empty() ? dir.filename().string() : config.served_model_name;
@@ -223,6 +244,7 @@ troupe_handles spawn_troupe(caf::actor_system& system, const engine_config& conf
   setup.executor = handles.executor;
   setup.shards = handles.tokenizers;
   setup.loop.one_token_step_s = model.one_token_step_s;
+  setup.loop.workspace = model.workspace;
   setup.speculation = *parse_speculative_method(config.speculative);  // checked by load_drafter
   setup.lookup = {.max_ngram = config.prompt_lookup_max, .min_ngram = config.prompt_lookup_min};
   if (model.drafter) {

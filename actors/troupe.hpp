@@ -27,6 +27,7 @@ struct loaded_engine_model {
   int max_model_len = 0;
   std::vector<std::int32_t> eos_token_ids;
   double one_token_step_s = 0;  ///< executor time of a one-token step, measured at load
+  workspace_bound workspace;    ///< the step workspace's cost and limit (knob max_step_workspace_bytes)
 };
 
 /// Loads `config.model_dir` (or the demo model), picks the device, uploads

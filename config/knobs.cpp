@@ -79,6 +79,10 @@ std::vector<knob_spec> engine_knobs() {
           integer("max_num_batched_tokens", 2048, 1, 1 << 20, "tokens", "token budget of one step", true),
           integer("max_num_seqs", 256, 1, 65536, "sequences", "running sequences at most", true),
           integer("max_prefill_chunk", 512, 1, 1 << 20, "tokens", "tokens of one prompt per step at most", true),
+          integer("max_step_workspace_bytes", 0, 0, 4096 * giga, "bytes",
+                  "the step workspace (one step's activations and logits) at most; a live max_num_batched_tokens "
+                  "or max_num_seqs whose steps would need more is refused (0: twice what the starting budgets need, "
+                  "on cpu at least an eighth of physical memory)"),
           integer("block_size", 16, 1, 256, "tokens", "KV cache tokens per block"),
           integer("kv_cache_bytes", 0, 0, 4096 * giga, "bytes", "device KV pool size (0: sized automatically)"),
           real("kv_cache_memory_fraction", "0", 0, 0.95, "fraction",
@@ -176,8 +180,9 @@ std::vector<knob_spec> engine_knobs() {
           integer("test_fail_executor_after_steps", -1, -1, 1 << 30, "steps",
                   "testing only: the executor fails after this many steps (-1: never)"),
           text("test_executor_fault", "error", {"error", "throw", "malformed", "hang"},
-               "testing only: how the executor fails (test_fail_executor_after_steps): answers an error, throws "
-               "inside the step, returns a result with the wrong number of samples, or never answers"),
+               "testing only: how the executor fails (test_fail_executor_after_steps): every later step answers an "
+               "error (the engine fails), the next step throws std::bad_alloc once (its requests fail, the "
+               "engine goes on), returns a result with the wrong number of samples, or never answers"),
           text("test_tokenizer_fault_marker", "", {},
                "testing only: a prompt containing this text makes the tokenizer worker that prepares it fail "
                "(empty: never)"),
@@ -238,6 +243,9 @@ std::vector<knob_spec> server_knobs() {
                   true),
           real("admin_stream_interval", "1", 0.05, 60, "s", "default period of /admin/stream snapshots"),
           integer("admin_audit_entries", 1000, 1, 1 << 20, "entries", "audit log entries /admin/audit keeps"),
+          text("test_io_fault_marker", "", {},
+               "testing only: an HTTP request whose target contains this text makes the I/O handler that read it "
+               "throw std::bad_alloc (that connection closes, the thread serves on; empty: never)"),
       },
       "server");
 }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <string>
 
 namespace troupe {
 
@@ -131,16 +132,54 @@ std::size_t llama_model::kv_block_bytes(int block_size, dtype type) const {
   return kv_spec(block_size, 1, type).block_bytes();
 }
 
+std::size_t llama_model::workspace_bytes_per_token() const {
+  const auto hidden = static_cast<std::size_t>(config_.hidden_size);
+  const auto q_width = static_cast<std::size_t>(config_.num_attention_heads) * config_.head_dim;
+  const auto qkv_width = q_width + 2 * static_cast<std::size_t>(config_.num_key_value_heads) * config_.head_dim;
+  const auto ffn = static_cast<std::size_t>(config_.intermediate_size);
+  // residual, normed, proj; qkv; attn; gate_up; act
+  return (3 * hidden + qkv_width + q_width + 3 * ffn) * dtype_size(backend_.activation_type());
+}
+
+std::size_t llama_model::workspace_bytes_per_row() const {
+  return static_cast<std::size_t>(config_.hidden_size) * dtype_size(backend_.activation_type()) +
+         static_cast<std::size_t>(config_.vocab_size) * sizeof(float);
+}
+
+// Grows to the next power of two (fewer regrowths) unless that would pass
+// the limit, then to what the step needs. A part being regrown has its
+// capacity at 0 until all its buffers exist, so an allocation that throws
+// leaves a workspace that the next step regrows rather than overruns.
 void llama_model::ensure_workspace(std::int64_t tokens, std::int64_t logits_rows) {
   workspace& ws = *workspace_;
+  if (tokens <= ws.token_capacity && logits_rows <= ws.logits_capacity) return;
+  const std::size_t per_token = workspace_bytes_per_token();
+  const std::size_t per_row = workspace_bytes_per_row();
+  const auto bytes = [&](std::int64_t t, std::int64_t l) {
+    return static_cast<std::size_t>(t) * per_token + static_cast<std::size_t>(l) * per_row;
+  };
+  std::int64_t token_capacity = tokens > ws.token_capacity ? grown(tokens, ws.token_capacity) : ws.token_capacity;
+  std::int64_t logits_capacity =
+      logits_rows > ws.logits_capacity ? grown(logits_rows, ws.logits_capacity) : ws.logits_capacity;
+  if (workspace_limit_ > 0 && bytes(token_capacity, logits_capacity) > workspace_limit_) {
+    token_capacity = tokens;
+    logits_capacity = logits_rows;
+    if (bytes(tokens, logits_rows) > workspace_limit_)
+      throw std::length_error("a step of " + std::to_string(tokens) + " tokens and " + std::to_string(logits_rows) +
+                              " logits rows needs a workspace of " + std::to_string(bytes(tokens, logits_rows)) +
+                              " bytes, more than the limit of " + std::to_string(workspace_limit_) +
+                              " (max_step_workspace_bytes)");
+  }
   const std::size_t act = dtype_size(backend_.activation_type());
   const auto hidden = static_cast<std::size_t>(config_.hidden_size);
   const auto q_width = static_cast<std::size_t>(config_.num_attention_heads) * config_.head_dim;
   const auto qkv_width = q_width + 2 * static_cast<std::size_t>(config_.num_key_value_heads) * config_.head_dim;
   const auto ffn = static_cast<std::size_t>(config_.intermediate_size);
-  if (tokens > ws.token_capacity) {
-    ws.token_capacity = grown(tokens, ws.token_capacity);
-    const auto t = static_cast<std::size_t>(ws.token_capacity);
+  if (token_capacity != ws.token_capacity) {
+    ws.token_capacity = 0;
+    for (device_buffer* buffer : {&ws.residual, &ws.normed, &ws.qkv, &ws.attn, &ws.proj, &ws.gate_up, &ws.act})
+      *buffer = {};  // freed before the new ones are allocated: the peak is the new size
+    const auto t = static_cast<std::size_t>(token_capacity);
     ws.residual = backend_.allocate(t * hidden * act);
     ws.normed = backend_.allocate(t * hidden * act);
     ws.qkv = backend_.allocate(t * qkv_width * act);
@@ -148,12 +187,16 @@ void llama_model::ensure_workspace(std::int64_t tokens, std::int64_t logits_rows
     ws.proj = backend_.allocate(t * hidden * act);
     ws.gate_up = backend_.allocate(t * 2 * ffn * act);
     ws.act = backend_.allocate(t * ffn * act);
+    ws.token_capacity = token_capacity;
   }
-  if (logits_rows > ws.logits_capacity) {
-    ws.logits_capacity = grown(logits_rows, ws.logits_capacity);
-    const auto l = static_cast<std::size_t>(ws.logits_capacity);
+  if (logits_capacity != ws.logits_capacity) {
+    ws.logits_capacity = 0;
+    ws.rows = {};
+    ws.logits = {};
+    const auto l = static_cast<std::size_t>(logits_capacity);
     ws.rows = backend_.allocate(l * hidden * act);
     ws.logits = backend_.allocate(l * static_cast<std::size_t>(config_.vocab_size) * sizeof(float));
+    ws.logits_capacity = logits_capacity;
   }
 }
 

@@ -49,6 +49,14 @@ class llama_model {
   /// Bytes one KV block takes (all layers, K and V) at `block_size` tokens in `type`.
   std::size_t kv_block_bytes(int block_size, dtype type) const;
 
+  /// Bytes of the step workspace per token of a step (its activations).
+  std::size_t workspace_bytes_per_token() const;
+  /// Bytes of the step workspace per logits row (its hidden state and f32 logits).
+  std::size_t workspace_bytes_per_row() const;
+  /// Caps the step workspace at `bytes` (0: no cap): a step whose tokens
+  /// and logits rows need more throws std::length_error before allocating.
+  void set_workspace_limit(std::size_t bytes) { workspace_limit_ = bytes; }
+
   /// Runs one step: the batch's block copies, then the forward pass over its
   /// T tokens. Returns the logits, f32 [L, vocab] for the batch's logits
   /// rows, in backend memory valid until the next call. `host` may be null
@@ -77,6 +85,7 @@ class llama_model {
   std::vector<int> active_layers_;           ///< indices into weights_->layers, in run order
   std::unique_ptr<workspace> workspace_;
   std::unique_ptr<step_plan> plan_;
+  std::size_t workspace_limit_ = 0;  ///< bytes; 0: none
 };
 
 }  // namespace troupe

@@ -28,6 +28,7 @@ const std::pair<const char*, engine_field> engine_fields[] = {
     {"max_num_batched_tokens", &engine_config::max_num_batched_tokens},
     {"max_num_seqs", &engine_config::max_num_seqs},
     {"max_prefill_chunk", &engine_config::max_prefill_chunk},
+    {"max_step_workspace_bytes", &engine_config::max_step_workspace_bytes},
     {"block_size", &engine_config::block_size},
     {"kv_cache_bytes", &engine_config::kv_cache_bytes},
     {"kv_cache_memory_fraction", &engine_config::kv_cache_memory_fraction},

@@ -82,6 +82,13 @@ class scheduler {
   /// recompute and their blocks freed without caching. Abandon every later
   /// in-flight step too.
   scheduler_events abandon_step(std::uint64_t step);
+  /// Step `step` failed on an intact backend (step_result::failure): every
+  /// request with a sequence in it is cancelled, and its blocks are freed
+  /// without entering the prefix cache (the step may have written some of
+  /// them). Returns those requests, in step order; their abort events are
+  /// dropped (the caller tells them why). The step stays in flight until
+  /// abandoned.
+  std::vector<request_handle> fail_step_requests(std::uint64_t step, double now);
   /// Puts up to draft_slots drafts (d1..dj) for step.sequences[sequence_index]
   /// into a taken step that has not run: they are fed after its token, and
   /// each gets its own logits row (token_index base + i, output tokens the

@@ -95,10 +95,19 @@ planned_step scheduler_loop::take_step(double now) {
   out.step = core_.take_step();
   planning_ = false;
   out.events = routed(std::exchange(out.step.events, {}));
-  if (!healthy_ && !out.step.empty()) {
-    // Planned across the failure: nothing may run any more.
+  const bool across_step_failure = std::exchange(abandon_planned_, false);
+  if ((!healthy_ || across_step_failure) && !out.step.empty()) {
+    // Planned across a failure: nothing may run any more, or its sequences
+    // may read blocks the failed step left half written. After a step
+    // failure its block copies still run: a swap-out among them is the only
+    // copy of its victim's K/V.
     abandon_when_taken_.push_back(out.step.id);
-    out.step = {};
+    if (healthy_) {
+      out.step.sequences.clear();
+      out.step.rows.clear();
+    } else {
+      out.step = {};
+    }
   }
   for (const std::uint64_t id : std::exchange(abandon_when_taken_, {})) {
     if (core_.has_step_in_flight(id)) core_.abandon_step(id);
@@ -143,6 +152,11 @@ step_outcome scheduler_loop::on_step_result(const step_result& result, double no
   // abandoned) has nothing to apply; it is stale, not malformed, so it is
   // dropped as before rather than failing the engine.
   if (!core_.has_step_in_flight(result.step)) return out;
+  if (!result.failure.empty()) {
+    out.failed_requests = fail_step(result.step, result.failure, now);
+    out.events = routed({});  // a drain may have waited for the failed requests only
+    return out;
+  }
   scheduler_events events = core_.on_step_result(result, now);
   if (!events.error.empty()) {
     // A result that does not fit its step (sample count, verification,
@@ -192,17 +206,44 @@ loop_events scheduler_loop::routed(scheduler_events events) {
 // ---- failures -------------------------------------------------------------
 
 std::optional<engine_failure> scheduler_loop::on_step_failed(std::uint64_t step, const std::string& error, double now) {
-  // The step and every later one in flight will never run: their rows are
-  // released (once the step being planned, if any, is taken), so that the
-  // failed requests are released and their blocks freed.
-  for (auto it = in_flight_.find(step); it != in_flight_.end(); it = in_flight_.erase(it)) {
-    if (planning_) {
-      abandon_when_taken_.push_back(it->first);
-    } else if (core_.has_step_in_flight(it->first)) {
-      core_.abandon_step(it->first);
-    }
-  }
+  abandon_from(step);
   return fail("step " + std::to_string(step) + ": " + error, now);
+}
+
+// The rows of these steps are released (once the step being planned, if
+// any, is taken), so that their requests can be released or recomputed and
+// their blocks freed.
+void scheduler_loop::abandon_from(std::uint64_t step) {
+  for (auto it = in_flight_.lower_bound(step); it != in_flight_.end(); it = in_flight_.erase(it))
+    abandon_in_core(it->first);
+}
+
+void scheduler_loop::abandon_in_core(std::uint64_t step) {
+  if (planning_) {
+    abandon_when_taken_.push_back(step);
+  } else if (core_.has_step_in_flight(step)) {
+    core_.abandon_step(step);
+  }
+}
+
+// The failed requests are cancelled before their step is abandoned, so that
+// their blocks leave the prefix cache and their sequences are not recomputed.
+std::vector<std::pair<request_handle, error_event>> scheduler_loop::fail_step(std::uint64_t step,
+                                                                              const std::string& error, double now) {
+  ++step_failures_;
+  std::vector<std::pair<request_handle, error_event>> errors;
+  for (const request_handle handle : core_.fail_step_requests(step, now)) {
+    const auto it = ids_.find(handle);
+    if (it == ids_.end()) continue;
+    errors.emplace_back(
+        handle, error_event{it->second, error_kind::internal, "the step running this request failed: " + error, ""});
+    handles_.erase(it->second);
+    ids_.erase(it);
+  }
+  abandon_in_core(step);  // its result came: the loop no longer counts it in flight
+  abandon_from(step);
+  if (planning_) abandon_planned_ = true;
+  return errors;
 }
 
 std::optional<engine_failure> scheduler_loop::on_kv_failed(const std::string& error, double now) {

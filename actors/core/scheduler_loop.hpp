@@ -54,6 +54,7 @@ struct scheduler_loop_config {
   int max_steps_in_flight = 2;                  ///< in alternate and split overlap; serial runs one
   double stuck_after_s = 30.0;                  ///< a step running longer makes the stats report the engine unhealthy
   double one_token_step_s = 0;                  ///< measured executor time of a one-token step (0: unknown)
+  workspace_bound workspace;                    ///< live budgets are refused past its limit
 };
 
 /// The answer to submit().
@@ -98,6 +99,9 @@ struct step_outcome {
   std::optional<overlap_switch> overlap_switched;
   /// The result did not fit its step (a malformed executor answer): the engine failed.
   std::optional<engine_failure> failure;
+  /// The step failed on an intact backend (step_result::failure): the
+  /// errors of its requests, to their output shards; the engine goes on.
+  std::vector<std::pair<request_handle, error_event>> failed_requests;
 };
 
 /// The answer to drain().
@@ -143,7 +147,11 @@ class scheduler_loop {
                          std::vector<float> draft_probs = {}, std::vector<std::int32_t> parents = {}) {
     return core_.set_drafts(step, sequence_index, std::move(drafts), std::move(draft_probs), std::move(parents));
   }
-  /// A step's samples; times the step and may switch the overlap mode.
+  /// A step's samples; times the step and may switch the overlap mode. A
+  /// result with a failure fails the step's requests only: the step and
+  /// every later one in flight (and the one being planned) are abandoned,
+  /// so that no step reads a block the failed one may have left half
+  /// written; their other sequences are recomputed.
   step_outcome on_step_result(const step_result& result, double now);
   /// A draft round for `sequences` sequences took `seconds` (from the
   /// request to the drafts) over `steps` draft steps: feeds the turn-down.
@@ -197,6 +205,14 @@ class scheduler_loop {
   };
 
   std::optional<engine_failure> fail(const std::string& reason, double now);
+  /// Drops step `step` and every later one in flight (in the core once no
+  /// step is being planned).
+  void abandon_from(std::uint64_t step);
+  /// Drops step `step` in the core, or once the step being planned is taken.
+  void abandon_in_core(std::uint64_t step);
+  /// The requests of a step that failed on an intact backend (see on_step_result).
+  std::vector<std::pair<request_handle, error_event>> fail_step(std::uint64_t step, const std::string& error,
+                                                                double now);
   /// Feeds the step's measured cost to the core's speculation cost model.
   void observe_step_cost(const step_result& result);
   /// Cancels every live request in the core; their ids stay until routed or cleared.
@@ -217,6 +233,8 @@ class scheduler_loop {
   bool planning_ = false;
   std::map<std::uint64_t, double> in_flight_;      ///< step id -> when it was sent
   std::vector<std::uint64_t> abandon_when_taken_;  ///< failed steps the core drops once planning ends
+  bool abandon_planned_ = false;                   ///< a step failed while this one was planned: it never runs
+  std::uint64_t step_failures_ = 0;                ///< steps that failed on an intact backend
   step_cost_model step_cost_;
   overlap_mode overlap_ = overlap_mode::alternate;
   double result_received_s_ = -1;  ///< when the last step result arrived, until the next dispatch

@@ -39,6 +39,7 @@ engine_stats scheduler_loop::stats(double now) const {
   engine_stats stats;
   core_.metrics().fill(stats);
   stats.settings = settings();
+  stats.step_failures = step_failures_;
   stats.healthy = healthy_;
   stats.health_detail = health_detail_;
   if (healthy_ && !in_flight_.empty() && now - in_flight_.begin()->second > config_.stuck_after_s) {
@@ -58,6 +59,11 @@ std::string scheduler_loop::configure(const settings_change& change, double now)
   }
   if (change.max_num_batched_tokens) config.max_num_batched_tokens = *change.max_num_batched_tokens;
   if (change.max_num_seqs) config.max_num_seqs = *change.max_num_seqs;
+  // A budget whose steps the workspace cannot hold would grow it until memory runs out.
+  if (change.max_num_batched_tokens || change.max_num_seqs) {
+    std::string problem = config_.workspace.problem(config.max_num_batched_tokens, config.max_num_seqs);
+    if (!problem.empty()) return problem;
+  }
   if (change.max_prefill_chunk) config.max_prefill_chunk = *change.max_prefill_chunk;
   if (change.max_waiting_requests) config.max_waiting_requests = *change.max_waiting_requests;
   policy_config& policies = config.policies;

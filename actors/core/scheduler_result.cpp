@@ -150,4 +150,34 @@ scheduler_events scheduler::abandon_step(std::uint64_t step) {
   return events;
 }
 
+std::vector<request_handle> scheduler::fail_step_requests(std::uint64_t step, double now) {
+  std::vector<request_handle> failed;
+  const auto it = in_flight_.find(step);
+  if (it == in_flight_.end()) return failed;
+  // Every sequence fed in the step, a prefill chunk without a logits row
+  // too: a request whose input made the step fail would fail the next one.
+  std::vector<request_state*> requests;
+  for (const sequence_id id : it->second.sequences) {
+    const sequence* seq = find_sequence(id);
+    if (seq == nullptr || std::find(requests.begin(), requests.end(), seq->request) != requests.end()) continue;
+    requests.push_back(seq->request);
+    failed.push_back(seq->request->handle);
+  }
+  scheduler_events dropped;
+  for (request_state* request_ptr : requests) {
+    request_state& request = *request_ptr;
+    if (!request.done()) cancel_request(request, now, dropped);
+    // A block the failed step wrote holds no valid K/V: none may be found
+    // by a later prompt.
+    for (const auto& seq : request.choices) {
+      for (kv_free& free : pending_frees_) {
+        if (free.seq == seq->id) free.forget_prefix = true;
+      }
+    }
+  }
+  update_gauges();
+  release_done_requests();
+  return failed;
+}
+
 }  // namespace troupe

@@ -1,7 +1,10 @@
 #include "actors/core/scheduler_types.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
+
+#include "memory/kv_pool_sizing.hpp"
 
 namespace troupe {
 
@@ -115,6 +118,21 @@ void scheduler_events::append(scheduler_events&& other) {
   move_append(finished, other.finished);
   move_append(preempted, other.preempted);
   if (error.empty()) error = std::move(other.error);
+}
+
+std::size_t workspace_bound::bytes(int max_num_batched_tokens, int max_num_seqs) const {
+  const auto tokens = static_cast<std::size_t>(std::max(0, max_num_batched_tokens));
+  const auto rows = std::min(tokens, static_cast<std::size_t>(std::max(0, max_num_seqs)));
+  return tokens * per_token + rows * per_row;
+}
+
+std::string workspace_bound::problem(int max_num_batched_tokens, int max_num_seqs) const {
+  const std::size_t needed = bytes(max_num_batched_tokens, max_num_seqs);
+  if (limit == 0 || needed <= limit) return {};
+  return "max_num_batched_tokens " + std::to_string(max_num_batched_tokens) + " and max_num_seqs " +
+         std::to_string(max_num_seqs) + " need a step workspace of " + format_bytes(static_cast<std::int64_t>(needed)) +
+         ", more than the " + format_bytes(static_cast<std::int64_t>(limit)) +
+         " fixed at start (knob max_step_workspace_bytes)";
 }
 
 std::int32_t scheduled_step::num_tokens() const {

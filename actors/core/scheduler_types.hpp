@@ -3,6 +3,7 @@
 // the events it reports, and the step it plans. Plain values, so the actor
 // layer can turn each into a message.
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -91,6 +92,22 @@ struct scheduler_config {
   bool speculative_adaptive;                 ///< each sequence's k follows its acceptance rate
   int speculative_max_batch;                 ///< no speculation in a step with more decoding sequences than this
   int speculative_tree_width;                ///< draft tree branches (1: chains); draft slots = k * width
+};
+
+/// What one step's workspace (the model's activations and logits) costs,
+/// and the limit fixed at start that live budget changes must stay under.
+struct workspace_bound {
+  std::size_t per_token = 0;  ///< bytes per token of a step
+  std::size_t per_row = 0;    ///< bytes per logits row
+  std::size_t limit = 0;      ///< bytes at most (0: unchecked)
+
+  /// Bytes a step at these budgets takes: `max_num_batched_tokens` tokens,
+  /// and a logits row for each of up to `max_num_seqs` sequences (a fork
+  /// or a verify group takes more; the model refuses a step past the limit).
+  std::size_t bytes(int max_num_batched_tokens, int max_num_seqs) const;
+  /// "" when steps at these budgets fit under the limit; otherwise why not,
+  /// naming both knobs and max_step_workspace_bytes.
+  std::string problem(int max_num_batched_tokens, int max_num_seqs) const;
 };
 
 /// The KV manager's configuration that matches `config`: its block size,
@@ -226,6 +243,11 @@ struct step_result {
   std::vector<float> logits;           ///< [L * vocab] f32, when the step was logits_only (samples empty)
   double execute_s = 0;                ///< wall seconds the executor spent on the step (forward + sampling)
   std::int32_t tokens = 0;             ///< tokens its forward pass fed (0 for block copies and logits_only steps)
+  /// Set when the step failed but the backend is intact (its block copies
+  /// ran; the forward pass or sampling threw on the step's inputs or a
+  /// workspace allocation): samples are empty, and only the step's requests
+  /// fail. A failure that loses backend state is an error reply instead.
+  std::string failure;
 };
 
 }  // namespace troupe

@@ -6,7 +6,6 @@
 
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/beast/core/bind_handler.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/websocket/stream.hpp>
 #include <boost/json/serialize.hpp>
@@ -23,7 +22,9 @@ namespace websocket = beast::websocket;
 
 namespace {
 
-class admin_stream_session final : public closable, public std::enable_shared_from_this<admin_stream_session> {
+class admin_stream_session final : public closable,
+                                   public guarded_session<admin_stream_session>,
+                                   public std::enable_shared_from_this<admin_stream_session> {
  public:
   admin_stream_session(beast::tcp_stream&& stream, double interval_s, std::shared_ptr<server_state> state)
       : ws_(std::move(stream)),
@@ -37,13 +38,18 @@ class admin_stream_session final : public closable, public std::enable_shared_fr
     set_websocket_options(ws_, state_->config, request_id);
     ws_.read_message_max(4096);  // the client has nothing to say beyond close
     handshake_.emplace(std::move(handshake));
-    net::dispatch(ws_.get_executor(), [self = shared_from_this()] {
-      self->ws_.async_accept(*self->handshake_, beast::bind_front_handler(&admin_stream_session::on_accept, self));
-    });
+    net::dispatch(ws_.get_executor(),
+                  guard([this] { ws_.async_accept(*handshake_, handler(&admin_stream_session::on_accept)); }));
   }
 
   void close() override {
-    net::post(ws_.get_executor(), [self = shared_from_this()] { self->abandon(); });
+    net::post(ws_.get_executor(), guard([this] { abandon(); }));
+  }
+
+  /// A handler of this connection threw (guarded()): it is closed.
+  void on_handler_exception(std::exception_ptr error) noexcept {
+    note_handler_exception(*state_, "an /admin/stream connection", error);
+    abandon();
   }
 
  private:
@@ -55,9 +61,7 @@ class admin_stream_session final : public closable, public std::enable_shared_fr
   }
 
   // Reads only to notice the close (and answer pings); messages are ignored.
-  void do_read() {
-    ws_.async_read(incoming_, beast::bind_front_handler(&admin_stream_session::on_read, shared_from_this()));
-  }
+  void do_read() { ws_.async_read(incoming_, handler(&admin_stream_session::on_read)); }
 
   void on_read(beast::error_code ec, std::size_t) {
     if (ec) return abandon();
@@ -67,42 +71,57 @@ class admin_stream_session final : public closable, public std::enable_shared_fr
 
   void do_snapshot() {
     if (closed_) return;
+    // A worker is not an I/O thread: what it throws closes the connection on its strand.
     net::post(state_->workers, [self = shared_from_this()] {
-      engine& engine = *self->state_->routes.engine;
-      engine_stats stats = engine.stats();
-      const std::vector<request_info> requests = engine.list_requests();
-      const auto now = std::chrono::steady_clock::now();
-      const double interval = self->previous_ ? std::chrono::duration<double>(now - self->previous_at_).count() : 0;
-      auto text = std::make_shared<std::string>(boost::json::serialize(
-          admin_snapshot_json(stats, self->previous_ ? &*self->previous_ : nullptr, interval, requests)));
-      self->previous_ = std::move(stats);
-      self->previous_at_ = now;
-      net::post(self->ws_.get_executor(), [self, text] { self->do_write(text); });
+      try {
+        auto text = std::make_shared<std::string>(self->snapshot());
+        net::post(self->ws_.get_executor(), self->guard([self, text] { self->do_write(text); }));
+      } catch (...) {
+        net::post(self->ws_.get_executor(),
+                  [self, error = std::current_exception()] { self->on_handler_exception(error); });
+      }
     });
+  }
+
+  /// The next snapshot's JSON (on a worker: it waits on the scheduler).
+  std::string snapshot() {
+    engine& engine = *state_->routes.engine;
+    engine_stats stats = engine.stats();
+    const std::vector<request_info> requests = engine.list_requests();
+    const auto now = std::chrono::steady_clock::now();
+    const double interval = previous_ ? std::chrono::duration<double>(now - previous_at_).count() : 0;
+    std::string text =
+        boost::json::serialize(admin_snapshot_json(stats, previous_ ? &*previous_ : nullptr, interval, requests));
+    previous_ = std::move(stats);
+    previous_at_ = now;
+    return text;
   }
 
   void do_write(const std::shared_ptr<std::string>& text) {
     if (closed_) return;
     ws_.text(true);
-    ws_.async_write(net::buffer(*text),
-                    [self = shared_from_this(), text](beast::error_code ec, std::size_t) { self->on_write(ec); });
+    ws_.async_write(net::buffer(*text), guard([this, text](beast::error_code ec, std::size_t) { on_write(ec); }));
   }
 
   void on_write(beast::error_code ec) {
     if (ec) return abandon();
     timer_.expires_after(interval_);
-    timer_.async_wait([self = shared_from_this()](beast::error_code wait_ec) {
-      if (!wait_ec) self->do_snapshot();
-    });
+    timer_.async_wait(guard([this](beast::error_code wait_ec) {
+      if (!wait_ec) do_snapshot();
+    }));
   }
 
-  void abandon() {
+  void abandon() noexcept {
     if (closed_) return;
     closed_ = true;
-    timer_.cancel();
     beast::error_code ignored;
     beast::get_lowest_layer(ws_).socket().shutdown(tcp::socket::shutdown_both, ignored);
-    beast::get_lowest_layer(ws_).close();
+    beast::get_lowest_layer(ws_).socket().close(ignored);
+    try {
+      timer_.cancel();
+    } catch (...) {
+      note_handler_exception(*state_, "an /admin/stream connection", std::current_exception());
+    }
   }
 
   websocket::stream<beast::tcp_stream> ws_;

@@ -62,6 +62,7 @@ server_state::server_state(engine& engine, server_config server_config)
   routes.started_at =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   routes.draining = &draining;
+  routes.handler_exceptions = &handler_exceptions;
   admin = make_admin_context(config);
   if (admin) {
     admin->limits = routes.limits;
@@ -92,6 +93,18 @@ void server_state::close_sessions() {
     }
   }
   for (const auto& session : live) session->close();
+}
+
+void detail::note_handler_exception(server_state& state, std::string_view where,
+                                    const std::exception_ptr& error) noexcept {
+  ++state.handler_exceptions;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    spdlog::error("an I/O handler ({}) threw: {}; the I/O thread serves on", where, e.what());
+  } catch (...) {
+    spdlog::error("an I/O handler ({}) threw a non-standard exception; the I/O thread serves on", where);
+  }
 }
 
 connection_slot::connection_slot(server_state& state, std::weak_ptr<closable> session)
@@ -125,6 +138,8 @@ struct http_server::impl {
   void do_accept();
   void on_accept(beast::error_code ec, tcp::socket socket);
   void on_accept_failed(beast::error_code ec);
+  /// One I/O thread's loop: runs the io_context until it stops.
+  void serve();
 
   // Destroyed in reverse order: the io_context (and every session still in
   // it) goes before the state the sessions point into.
@@ -189,7 +204,22 @@ void http_server::start() {
   impl_->do_accept();
   if (impl_->admin) impl_->admin->start();
   const int count = std::max(1, impl_->state->config.io_threads);
-  for (int i = 0; i < count; ++i) impl_->threads.emplace_back([this] { impl_->io.run(); });
+  for (int i = 0; i < count; ++i) impl_->threads.emplace_back([this] { impl_->serve(); });
+}
+
+// Sessions catch what their own handlers throw (and close that
+// connection); what escapes another handler (a listener's, a timer's) must not
+// end the thread, and with it every connection it serves: note it and run
+// again (an io_context may be run again after a handler threw).
+void http_server::impl::serve() {
+  for (;;) {
+    try {
+      io.run();
+      return;
+    } catch (...) {
+      note_handler_exception(*state, "outside a connection", std::current_exception());
+    }
+  }
 }
 
 std::uint16_t http_server::admin_port() const { return impl_->admin ? impl_->admin->port() : 0; }
@@ -246,5 +276,7 @@ int http_server::active_connections() const { return impl_->state->connections.l
 int http_server::max_connections() const { return impl_->state->config.max_connections; }
 
 std::uint64_t http_server::accept_failures() const { return impl_->accept_failures.load(); }
+
+std::uint64_t http_server::handler_exceptions() const { return impl_->state->handler_exceptions.load(); }
 
 }  // namespace troupe::api

@@ -57,6 +57,9 @@ struct server_config {
   int admin_audit_entries;                    ///< audit entries kept
   std::shared_ptr<const config_store> knobs;  ///< every knob's value at start, for GET /admin/config
   std::string version = "0.1.0";              ///< reported by /version
+  /// Test hook, never for production: a request whose target contains it
+  /// makes the I/O handler that read it throw std::bad_alloc (empty: never).
+  std::string test_io_fault_marker;
 };
 
 /// See the file comment. Thread-safe.
@@ -96,6 +99,9 @@ class http_server {
   int max_connections() const;
   /// Accepts that failed (out of file descriptors and the like), each followed by a back-off.
   std::uint64_t accept_failures() const;
+  /// Exceptions that escaped a handler on an I/O thread (each closed its
+  /// connection; the thread served on).
+  std::uint64_t handler_exceptions() const;
 
  private:
   struct impl;

@@ -2,11 +2,9 @@
 // plain replies, SSE streams and the hand-over to a WebSocket session.
 // Everything runs on the connection's strand; handlers come in do_/on_ pairs.
 
-#include <algorithm>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
-#include <boost/beast/core/bind_handler.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/empty_body.hpp>
@@ -16,7 +14,7 @@
 #include <boost/beast/http/serializer.hpp>
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
-#include <cctype>
+#include <new>
 #include <optional>
 
 #include "api/http/disconnect_watch.hpp"
@@ -33,14 +31,6 @@ constexpr std::size_t max_sse_write_bytes = 64 * 1024;
 constexpr std::size_t first_read_bytes = 4096;
 constexpr std::chrono::seconds linger_time{1};
 
-/// A client's X-Request-Id is echoed when it is short and plain; otherwise one is made.
-std::string request_id_for(std::string_view given) {
-  const bool plain = !given.empty() && given.size() <= 128 && std::all_of(given.begin(), given.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == ':';
-  });
-  return plain ? std::string(given) : random_hex(16);
-}
-
 /// The reply for a request the parser rejected (it never reached the routes).
 api_error read_error_reply(beast::error_code ec) {
   if (ec == http::error::header_limit) {
@@ -54,25 +44,28 @@ api_error read_error_reply(beast::error_code ec) {
 
 }  // namespace
 
-class http_session final : public closable, public job_listener, public std::enable_shared_from_this<http_session> {
+class http_session final : public closable,
+                           public job_listener,
+                           public guarded_session<http_session>,
+                           public std::enable_shared_from_this<http_session> {
  public:
   http_session(tcp::socket&& socket, std::shared_ptr<server_state> state, bool on_admin_port)
       : stream_(std::move(socket)), state_(std::move(state)), on_admin_port_(on_admin_port) {}
 
   void run() {
     slot_.emplace(*state_, weak_from_this());
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
-      if (!self->slot_->over_capacity()) return self->do_read();
-      api_error error(503, "service_unavailable_error", "too many connections", {}, "too_many_connections");
-      error.retry_after_s = 1;
-      self->keep_alive_ = false;
-      self->request_id_ = random_hex(16);
-      self->do_write_reply(error_reply(error));
-    });
+    net::dispatch(stream_.get_executor(), handler(&http_session::on_start));
   }
 
   void close() override {
-    net::post(stream_.get_executor(), [self = shared_from_this()] { self->abandon(); });
+    net::post(stream_.get_executor(), guard([this] { abandon(); }));
+  }
+
+  /// A handler of this connection threw (guarded()): it is closed; the
+  /// other connections on its I/O thread go on.
+  void on_handler_exception(std::exception_ptr error) noexcept {
+    note_handler_exception(*state_, request_id_.empty() ? std::string_view("a connection") : request_id_, error);
+    abandon();
   }
 
   void job_reply(generation_job&, http_reply reply) override { do_write_reply(std::move(reply)); }
@@ -95,11 +88,19 @@ class http_session final : public closable, public job_listener, public std::ena
 
  private:
   // --- reading a request -------------------------------------------------
+  void on_start() {
+    if (!slot_->over_capacity()) return do_read();
+    api_error error(503, "service_unavailable_error", "too many connections", {}, "too_many_connections");
+    error.retry_after_s = 1;
+    keep_alive_ = false;
+    request_id_ = random_hex(16);
+    do_write_reply(error_reply(error));
+  }
+
   void do_read() {
     if (buffer_.size() > 0) return do_read_header();  // pipelined bytes already here
     stream_.expires_after(state_->config.idle_timeout);
-    stream_.async_read_some(buffer_.prepare(first_read_bytes),
-                            beast::bind_front_handler(&http_session::on_first_bytes, shared_from_this()));
+    stream_.async_read_some(buffer_.prepare(first_read_bytes), handler(&http_session::on_first_bytes));
   }
 
   void on_first_bytes(beast::error_code ec, std::size_t bytes) {
@@ -113,8 +114,7 @@ class http_session final : public closable, public job_listener, public std::ena
     parser_->header_limit(state_->config.max_header_bytes);
     parser_->body_limit(state_->config.max_body_bytes);
     stream_.expires_after(state_->config.read_timeout);  // covers header and body: slowloris bound
-    http::async_read_header(stream_, buffer_, *parser_,
-                            beast::bind_front_handler(&http_session::on_read_header, shared_from_this()));
+    http::async_read_header(stream_, buffer_, *parser_, handler(&http_session::on_read_header));
   }
 
   void on_read_header(beast::error_code ec, std::size_t) {
@@ -122,16 +122,13 @@ class http_session final : public closable, public job_listener, public std::ena
     if (beast::websocket::is_upgrade(parser_->get()) && !parser_->is_done()) return refuse_upgrade_body();
     const auto expect = parser_->get()[http::field::expect];
     if (!beast::iequals(expect, "100-continue") || parser_->is_done()) return do_read_body();
-    net::async_write(stream_, net::buffer(continue_line_),
-                     [self = shared_from_this()](beast::error_code write_ec, std::size_t) {
-                       if (write_ec) return self->abandon();
-                       self->do_read_body();
-                     });
+    net::async_write(stream_, net::buffer(continue_line_), guard([this](beast::error_code write_ec, std::size_t) {
+                       if (write_ec) return abandon();
+                       do_read_body();
+                     }));
   }
 
-  void do_read_body() {
-    http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&http_session::on_read, shared_from_this()));
-  }
+  void do_read_body() { http::async_read(stream_, buffer_, *parser_, handler(&http_session::on_read)); }
 
   void on_read_failed(beast::error_code ec) {
     if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == net::error::operation_aborted ||
@@ -152,6 +149,8 @@ class http_session final : public closable, public job_listener, public std::ena
     http_request_view view;
     view.method = std::string(request.method_string());
     const std::string_view target = request.target();
+    const std::string& marker = state_->config.test_io_fault_marker;
+    if (!marker.empty() && target.find(marker) != std::string_view::npos) throw std::bad_alloc();  // test hook
     const std::size_t question = target.find('?');
     view.path = std::string(target.substr(0, question));
     view.query = question == std::string_view::npos ? "" : std::string(target.substr(question + 1));
@@ -207,11 +206,17 @@ class http_session final : public closable, public job_listener, public std::ena
   }
 
   // --- routing (off the I/O threads) ---------------------------------------
+  // A worker is not an I/O thread: what it throws closes the connection on its strand.
   void do_route(http_request_view view) {
     net::post(state_->workers, [self = shared_from_this(), view = std::move(view)] {
-      routed_request routed = route_request(view, self->state_->routes);
-      net::post(self->stream_.get_executor(),
-                [self, routed = std::move(routed)]() mutable { self->on_routed(std::move(routed)); });
+      try {
+        routed_request routed = route_request(view, self->state_->routes);
+        net::post(self->stream_.get_executor(),
+                  self->guard([self, routed = std::move(routed)]() mutable { self->on_routed(std::move(routed)); }));
+      } catch (...) {
+        net::post(self->stream_.get_executor(),
+                  [self, error = std::current_exception()] { self->on_handler_exception(error); });
+      }
     });
   }
 
@@ -229,7 +234,7 @@ class http_session final : public closable, public job_listener, public std::ena
     auto job = std::make_shared<generation_job>(std::move(*routed.generation), std::move(options));
     job_ = job;
     job_done_ = false;
-    job->start(*state_->routes.engine, state_->gate->make_post(stream_.get_executor()));
+    job->start(*state_->routes.engine, guarded_post(weak_from_this(), state_->gate->make_post(stream_.get_executor())));
     do_watch_disconnect();
   }
 
@@ -245,9 +250,9 @@ class http_session final : public closable, public job_listener, public std::ena
     response->body() = std::move(reply.body);
     response->prepare_payload();
     stream_.expires_after(state_->config.write_timeout);
-    http::async_write(stream_, *response, [self = shared_from_this(), response](beast::error_code ec, std::size_t) {
-      self->on_write_reply(ec, response->keep_alive());
-    });
+    http::async_write(stream_, *response, guard([this, response](beast::error_code ec, std::size_t) {
+                        on_write_reply(ec, response->keep_alive());
+                      }));
   }
 
   void on_write_reply(beast::error_code ec, bool keep_alive) {
@@ -266,15 +271,13 @@ class http_session final : public closable, public job_listener, public std::ena
     stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
     stream_.expires_after(linger_time);
     buffer_.clear();
-    stream_.async_read_some(buffer_.prepare(first_read_bytes),
-                            beast::bind_front_handler(&http_session::on_linger, shared_from_this()));
+    stream_.async_read_some(buffer_.prepare(first_read_bytes), handler(&http_session::on_linger));
   }
 
   void on_linger(beast::error_code ec, std::size_t) {
     if (ec || closed_) return abandon();
     buffer_.clear();
-    stream_.async_read_some(buffer_.prepare(first_read_bytes),
-                            beast::bind_front_handler(&http_session::on_linger, shared_from_this()));
+    stream_.async_read_some(buffer_.prepare(first_read_bytes), handler(&http_session::on_linger));
   }
 
   // --- SSE ------------------------------------------------------------------
@@ -289,8 +292,7 @@ class http_session final : public closable, public job_listener, public std::ena
     stream_serializer_.emplace(*stream_header_);
     writing_ = true;
     stream_.expires_after(state_->config.write_timeout);
-    http::async_write_header(stream_, *stream_serializer_,
-                             beast::bind_front_handler(&http_session::on_write_stream_header, shared_from_this()));
+    http::async_write_header(stream_, *stream_serializer_, handler(&http_session::on_write_stream_header));
   }
 
   void on_write_stream_header(beast::error_code ec, std::size_t) {
@@ -312,11 +314,10 @@ class http_session final : public closable, public job_listener, public std::ena
       if (job_done_) do_write_last_chunk();
       return;
     }
-    write_data_ = to_hex(data.size()) + "\r\n" + data + "\r\n";  // one HTTP/1.1 chunk
+    write_data_ = http_chunk(data);
     writing_ = true;
     stream_.expires_after(state_->config.write_timeout);
-    net::async_write(stream_, net::buffer(write_data_),
-                     beast::bind_front_handler(&http_session::on_write_frames, shared_from_this()));
+    net::async_write(stream_, net::buffer(write_data_), handler(&http_session::on_write_frames));
   }
 
   void on_write_frames(beast::error_code ec, std::size_t) {
@@ -329,24 +330,16 @@ class http_session final : public closable, public job_listener, public std::ena
     write_data_ = "0\r\n\r\n";
     writing_ = true;
     stream_.expires_after(state_->config.write_timeout);
-    net::async_write(stream_, net::buffer(write_data_), [self = shared_from_this()](beast::error_code ec, std::size_t) {
-      self->writing_ = false;
-      self->streaming_ = false;
-      const bool keep_alive = self->stream_header_->keep_alive();
-      self->stream_serializer_.reset();
-      self->stream_header_.reset();
-      self->on_write_reply(ec, keep_alive);
-    });
+    net::async_write(stream_, net::buffer(write_data_), handler(&http_session::on_write_last_chunk));
   }
 
-  static std::string to_hex(std::size_t value) {
-    static constexpr char digits[] = "0123456789abcdef";
-    std::string text;
-    do {
-      text.insert(text.begin(), digits[value & 0xF]);
-      value >>= 4;
-    } while (value != 0);
-    return text;
+  void on_write_last_chunk(beast::error_code ec, std::size_t) {
+    writing_ = false;
+    streaming_ = false;
+    const bool keep_alive = stream_header_->keep_alive();
+    stream_serializer_.reset();
+    stream_header_.reset();
+    on_write_reply(ec, keep_alive);
   }
 
   // --- disconnects ------------------------------------------------------------
@@ -358,7 +351,7 @@ class http_session final : public closable, public job_listener, public std::ena
     auto self = shared_from_this();
     watch_.start(
         stream_.socket(), buffer_, limit, [self] { return !self->closed_ && (self->job_ || self->streaming_); },
-        [self] { self->abandon(); });
+        guard([this] { abandon(); }));
   }
 
   void finish_response() {
@@ -368,16 +361,22 @@ class http_session final : public closable, public job_listener, public std::ena
     queue_.reset();
   }
 
-  /// Ends the connection: cancels the running job (its engine requests) and closes.
-  void abandon() {
+  /// Ends the connection: closes it and cancels the running job (its
+  /// engine requests). The socket goes first: a cancel that throws (out of
+  /// memory) must not leave the connection open.
+  void abandon() noexcept {
     if (closed_) return;
     closed_ = true;
-    if (auto job = std::move(job_)) job->cancel();
-    finish_response();
     streaming_ = false;
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    stream_.close();
+    stream_.socket().close(ignored);
+    finish_response();
+    try {
+      if (auto job = std::move(job_)) job->cancel();
+    } catch (...) {
+      note_handler_exception(*state_, request_id_, std::current_exception());
+    }
   }
 
   static constexpr std::string_view continue_line_ = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -403,8 +402,15 @@ class http_session final : public closable, public job_listener, public std::ena
   disconnect_watch watch_;
 };
 
+// Called from the listeners' accept handlers: what throws here closes the
+// new connection, and the listener goes on accepting.
 void start_http_session(tcp::socket socket, std::shared_ptr<server_state> state, bool on_admin_port) {
-  std::make_shared<http_session>(std::move(socket), std::move(state), on_admin_port)->run();
+  server_state& shared = *state;
+  try {
+    std::make_shared<http_session>(std::move(socket), std::move(state), on_admin_port)->run();
+  } catch (...) {
+    note_handler_exception(shared, "a new connection", std::current_exception());
+  }
 }
 
 }  // namespace troupe::api::detail

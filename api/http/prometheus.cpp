@@ -142,6 +142,9 @@ std::string render_prometheus(const engine_stats& stats, std::string_view model_
                        preemptions);
   out.labelled_counter("troupe:request_success_total", "Finished requests, by finish reason.", "finished_reason",
                        successes);
+  out.counter("troupe:step_failures_total",
+              "Engine steps that failed on an intact backend; only the requests in them failed.",
+              static_cast<double>(stats.step_failures));
   out.counter("troupe:spec_decode_num_drafts_total",
               "Speculative decoding: draft runs verified (one sequence's drafts in one step).",
               static_cast<double>(stats.spec_decode_num_drafts));
@@ -163,6 +166,14 @@ std::string render_prometheus(const engine_stats& stats, std::string_view model_
   out.histogram("troupe:iteration_tokens_total", "Tokens scheduled per engine step.", stats.iteration_tokens);
   out.histogram("troupe:model_execute_time_seconds",
                 "Executor wall time per engine step (forward pass and sampling), seconds.", stats.model_execute_time_s);
+  return out.take();
+}
+
+std::string render_server_metrics(std::uint64_t handler_exceptions, std::string_view model_name) {
+  exposition out(model_name);
+  out.counter("troupe:http_handler_exceptions_total",
+              "Exceptions that escaped an HTTP or WebSocket handler on an I/O thread; each closed its connection.",
+              static_cast<double>(handler_exceptions));
   return out.take();
 }
 

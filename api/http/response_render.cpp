@@ -1,7 +1,9 @@
 #include "api/http/response_render.hpp"
 
+#include <algorithm>
 #include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <random>
@@ -54,6 +56,24 @@ boost::json::object chat_message_json(const std::string& text, std::span<const r
 }
 
 }  // namespace
+
+std::string request_id_for(std::string_view given) {
+  const bool plain = !given.empty() && given.size() <= 128 && std::all_of(given.begin(), given.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == ':';
+  });
+  return plain ? std::string(given) : random_hex(16);
+}
+
+std::string http_chunk(std::string_view data) {
+  char size[2 * sizeof(std::size_t)];
+  const char* end = std::to_chars(size, size + sizeof size, data.size(), 16).ptr;
+  std::string chunk(static_cast<const char*>(size), end);
+  chunk.reserve(chunk.size() + data.size() + 4);
+  chunk += "\r\n";
+  chunk += data;
+  chunk += "\r\n";
+  return chunk;
+}
 
 std::string random_hex(std::size_t bytes) {
   thread_local std::mt19937_64 generator{std::random_device{}()};

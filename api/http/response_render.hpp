@@ -27,6 +27,13 @@ struct response_identity {
 /// `bytes` random bytes as lower-case hex (2 × bytes characters).
 std::string random_hex(std::size_t bytes);
 
+/// The X-Request-Id of a response: the client's `given` one when it is
+/// short and plain (at most 128 of [A-Za-z0-9-_.:]), otherwise a fresh one.
+std::string request_id_for(std::string_view given);
+
+/// `data` as one HTTP/1.1 chunk: its size in hex, CRLF, the bytes, CRLF.
+std::string http_chunk(std::string_view data);
+
 /// A fresh response id: "cmpl-" or "chatcmpl-" and 32 hex digits.
 std::string make_response_id(endpoint_kind endpoint);
 

@@ -146,6 +146,8 @@ routed_request handle_metrics(const http_request_view&, const route_context& con
   routed_request routed;
   routed.reply.content_type = std::string(prometheus_content_type);
   routed.reply.body = render_prometheus(context.engine->stats(), context.model.served_model_name);
+  if (context.handler_exceptions != nullptr)
+    routed.reply.body += render_server_metrics(context.handler_exceptions->load(), context.model.served_model_name);
   return routed;
 }
 

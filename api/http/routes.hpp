@@ -48,6 +48,8 @@ struct route_context {
   const std::atomic<bool>* draining = nullptr;  ///< true once the server stopped accepting
   admin_context* admin = nullptr;               ///< the /admin endpoints' state; null: they are 404
   bool separate_admin_port = false;             ///< /admin only on the admin listener, nothing else there
+  /// Exceptions that escaped an I/O handler (the server's count), for /metrics; null: not reported.
+  const std::atomic<std::uint64_t>* handler_exceptions = nullptr;
 };
 
 /// True for /admin and every path under it.

@@ -49,6 +49,7 @@ server_config::server_config(const config_store& knobs, const engine_config& eng
       config_file(knobs.get_text("config")),
       admin_stream_interval_s(knobs.get_real("admin_stream_interval")),
       admin_audit_entries(as_int(knobs, "admin_audit_entries")),
-      knobs(std::make_shared<const config_store>(knobs)) {}
+      knobs(std::make_shared<const config_store>(knobs)),
+      test_io_fault_marker(knobs.get_text("test_io_fault_marker")) {}
 
 }  // namespace troupe::api

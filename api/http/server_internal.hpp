@@ -13,9 +13,11 @@
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -73,7 +75,8 @@ struct server_state {
   std::shared_ptr<post_gate> gate = std::make_shared<post_gate>();
   in_flight_counter in_flight = std::make_shared<std::atomic<std::int64_t>>(0);
   std::atomic<int> connections{0};
-  std::atomic<int> pending_responses{0};  ///< HTTP requests read and not yet answered
+  std::atomic<int> pending_responses{0};             ///< HTTP requests read and not yet answered
+  std::atomic<std::uint64_t> handler_exceptions{0};  ///< escaped a handler on an I/O thread (http_server.hpp)
   std::atomic<std::uint64_t> next_stream_key{1};
   net::thread_pool workers;              ///< runs route handlers off the I/O threads
   std::unique_ptr<admin_context> admin;  ///< the /admin endpoints' state (null when disabled)
@@ -89,6 +92,62 @@ struct server_state {
   std::uint64_t next_ticket_ = 1;
   std::unordered_map<std::uint64_t, std::weak_ptr<closable>> sessions_;
 };
+
+/// Logs and counts an exception that escaped a handler on an I/O thread;
+/// `where` names the connection (its request id), or says it was none.
+void note_handler_exception(server_state& state, std::string_view where, const std::exception_ptr& error) noexcept;
+
+/// Wraps a completion handler (or posted work) of `session`, which must
+/// have `void on_handler_exception(std::exception_ptr) noexcept`: an
+/// exception escaping the handler goes there (which notes it and closes
+/// that connection) instead of up the I/O thread, whose other connections
+/// go on. The wrapper holds `session` as the handler did.
+template <class Session, class Handler>
+auto guarded(std::shared_ptr<Session> session, Handler handler) {
+  return [session = std::move(session), handler = std::move(handler)](auto&&... args) mutable {
+    try {
+      handler(std::forward<decltype(args)>(args)...);
+    } catch (...) {
+      session->on_handler_exception(std::current_exception());
+    }
+  };
+}
+
+/// handler() and guard() for a session class `Session`: one that derives
+/// from this, from std::enable_shared_from_this<Session>, and has
+/// on_handler_exception() (see guarded()).
+template <class Session>
+class guarded_session {
+ protected:
+  /// `member` of the session as a completion handler, guarded().
+  template <class... Args>
+  auto handler(void (Session::*member)(Args...)) {
+    Session* self = static_cast<Session*>(this);
+    return guarded(self->shared_from_this(), [self, member](Args... args) { (self->*member)(args...); });
+  }
+
+  /// `work` (a completion handler or posted work of the session), guarded().
+  template <class Work>
+  auto guard(Work work) {
+    return guarded(static_cast<Session*>(this)->shared_from_this(), std::move(work));
+  }
+};
+
+/// `post` (a job's way onto `session`'s strand) with every posted function
+/// guarded() likewise; weak, so that a job the connection dropped does not
+/// keep it alive.
+template <class Session>
+strand_post guarded_post(std::weak_ptr<Session> session, strand_post post) {
+  return [post = std::move(post), session = std::move(session)](std::function<void()> work) {
+    post([session, work = std::move(work)] {
+      try {
+        work();
+      } catch (...) {
+        if (auto owner = session.lock()) owner->on_handler_exception(std::current_exception());
+      }
+    });
+  };
+}
 
 /// Counts a connection for its lifetime and registers it for shutdown.
 class connection_slot {
@@ -140,7 +199,8 @@ void start_admin_stream_session(beast::tcp_stream stream, beast::http::request<b
                                 std::string request_id, double interval_s, std::shared_ptr<server_state> state);
 
 /// Serves HTTP on an accepted socket (http_session.cpp); `on_admin_port`:
-/// accepted by the separate admin listener.
+/// accepted by the separate admin listener. Does not throw: a connection
+/// that cannot be started is noted (note_handler_exception) and closed.
 void start_http_session(tcp::socket socket, std::shared_ptr<server_state> state, bool on_admin_port);
 
 /// Takes over a connection whose request asked for a WebSocket upgrade

@@ -5,7 +5,6 @@
 
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/beast/core/bind_handler.hpp>
 #include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/empty_body.hpp>
@@ -26,7 +25,10 @@ namespace websocket = beast::websocket;
 /// The queue's stream key of JSON pongs (generation keys count up from 1).
 constexpr std::uint64_t pong_stream = std::numeric_limits<std::uint64_t>::max();
 
-class ws_session final : public closable, public job_listener, public std::enable_shared_from_this<ws_session> {
+class ws_session final : public closable,
+                         public job_listener,
+                         public guarded_session<ws_session>,
+                         public std::enable_shared_from_this<ws_session> {
  public:
   ws_session(beast::tcp_stream&& stream, std::shared_ptr<server_state> state)
       : ws_(std::move(stream)),
@@ -40,13 +42,19 @@ class ws_session final : public closable, public job_listener, public std::enabl
     ws_.read_message_max(state_->config.max_body_bytes);
     ws_.auto_fragment(false);  // one frame per message: merged deltas can be large
     handshake_.emplace(std::move(handshake));
-    net::dispatch(ws_.get_executor(), [self = shared_from_this()] {
-      self->ws_.async_accept(*self->handshake_, beast::bind_front_handler(&ws_session::on_accept, self));
-    });
+    net::dispatch(ws_.get_executor(),
+                  guard([this] { ws_.async_accept(*handshake_, handler(&ws_session::on_accept)); }));
   }
 
   void close() override {
-    net::post(ws_.get_executor(), [self = shared_from_this()] { self->abandon(); });
+    net::post(ws_.get_executor(), guard([this] { abandon(); }));
+  }
+
+  /// A handler of this connection threw (guarded()): it is closed with
+  /// every request on it; the other connections go on.
+  void on_handler_exception(std::exception_ptr error) noexcept {
+    note_handler_exception(*state_, "a WebSocket connection", error);
+    abandon();
   }
 
   void job_reply(generation_job&, http_reply) override {}  // websocket jobs answer in frames
@@ -70,7 +78,7 @@ class ws_session final : public closable, public job_listener, public std::enabl
     do_read();
   }
 
-  void do_read() { ws_.async_read(read_buffer_, beast::bind_front_handler(&ws_session::on_read, shared_from_this())); }
+  void do_read() { ws_.async_read(read_buffer_, handler(&ws_session::on_read)); }
 
   void on_read(beast::error_code ec, std::size_t) {
     if (ec) return abandon();  // closed by the client, idle timeout, oversized frame
@@ -143,7 +151,7 @@ class ws_session final : public closable, public job_listener, public std::enabl
     options.in_flight = state_->in_flight;
     auto job = std::make_shared<generation_job>(std::move(message.generation), std::move(options));
     jobs_[message.id_key] = job;
-    job->start(*state_->routes.engine, state_->gate->make_post(ws_.get_executor()));
+    job->start(*state_->routes.engine, guarded_post(weak_from_this(), state_->gate->make_post(ws_.get_executor())));
   }
 
   /// The client reads slower than its requests produce: cancel them all,
@@ -193,7 +201,7 @@ class ws_session final : public closable, public job_listener, public std::enabl
     writing_ = true;
     do_time_write();
     ws_.text(true);
-    ws_.async_write(net::buffer(write_data_), beast::bind_front_handler(&ws_session::on_write, shared_from_this()));
+    ws_.async_write(net::buffer(write_data_), handler(&ws_session::on_write));
   }
 
   /// A write that does not complete within the write timeout means the
@@ -201,9 +209,9 @@ class ws_session final : public closable, public job_listener, public std::enabl
   void do_time_write() {
     const std::uint64_t write = ++write_count_;
     write_timer_.expires_after(state_->config.write_timeout);
-    write_timer_.async_wait([self = shared_from_this(), write](beast::error_code ec) {
-      if (!ec && self->writing_ && write == self->write_count_) self->abandon();
-    });
+    write_timer_.async_wait(guard([this, write](beast::error_code ec) {
+      if (!ec && writing_ && write == write_count_) abandon();
+    }));
   }
 
   void on_write(beast::error_code ec, std::size_t) {
@@ -213,17 +221,22 @@ class ws_session final : public closable, public job_listener, public std::enabl
     do_write();
   }
 
-  /// Ends the connection and cancels every request on it.
-  void abandon() {
+  /// Ends the connection and cancels every request on it. The socket goes
+  /// first: a cancel that throws (out of memory) must not leave it open.
+  void abandon() noexcept {
     if (closed_) return;
     closed_ = true;
-    std::map<std::string, std::shared_ptr<generation_job>> jobs = std::move(jobs_);
-    jobs_.clear();
-    for (auto& [key, job] : jobs) job->cancel();
-    write_timer_.cancel();
     beast::error_code ignored;
     beast::get_lowest_layer(ws_).socket().shutdown(tcp::socket::shutdown_both, ignored);
-    beast::get_lowest_layer(ws_).close();
+    beast::get_lowest_layer(ws_).socket().close(ignored);
+    std::map<std::string, std::shared_ptr<generation_job>> jobs = std::move(jobs_);
+    jobs_.clear();
+    try {
+      write_timer_.cancel();
+      for (auto& [key, job] : jobs) job->cancel();
+    } catch (...) {
+      note_handler_exception(*state_, "a WebSocket connection", std::current_exception());
+    }
   }
 
   websocket::stream<beast::tcp_stream> ws_;

@@ -44,6 +44,7 @@ struct engine_config {
   int max_num_batched_tokens;              ///< token budget per step
   int max_num_seqs;                        ///< running sequences at most
   int max_prefill_chunk;                   ///< tokens of one prompt per step at most
+  std::int64_t max_step_workspace_bytes;   ///< one step's activations and logits at most (0: automatic)
   int block_size;                          ///< KV tokens per block
   std::int64_t kv_cache_bytes;             ///< device KV pool size (0: derived from free memory)
   double kv_cache_memory_fraction;         ///< device KV pool as a fraction of device memory (0: use the bytes)
@@ -218,6 +219,7 @@ struct engine_stats {
   std::map<std::string, std::uint64_t> preemptions;      ///< by kind: swap, recompute
   std::map<std::string, std::uint64_t> request_success;  ///< by finish reason
   std::uint64_t steps = 0;
+  std::uint64_t step_failures = 0;                    ///< steps failed on an intact backend (their requests only)
   std::uint64_t step_sequences = 0;                   ///< sequences over all steps (divided by steps: mean batch size)
   std::uint64_t spec_decode_num_drafts = 0;           ///< verified draft runs (a sequence's drafts in one step)
   std::uint64_t spec_decode_num_draft_tokens = 0;     ///< draft tokens verified

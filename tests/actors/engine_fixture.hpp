@@ -8,7 +8,9 @@
 #include <unistd.h>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
+#include <sstream>
 
 #include "model/make_model.hpp"
 #include "troupe/engine.hpp"
@@ -116,6 +118,24 @@ inline engine_config tiny_engine_config() {
   config.kv_cache_bytes = 64 << 20;
   config.swap_space_bytes = 64 << 20;
   return config;
+}
+
+/// A copy of the tiny model in which `file` has its first `from` replaced
+/// by `to` (the test fails when `from` is missing); `tag` names the copy.
+inline std::filesystem::path edited_model(const std::string& tag, const std::string& file, const std::string& from,
+                                          const std::string& to) {
+  const auto dir = std::filesystem::temp_directory_path() / ("troupe-edited-" + std::to_string(::getpid()) + tag);
+  std::filesystem::remove_all(dir);
+  std::filesystem::copy(tiny_model_dir(), dir);
+  std::ifstream in(dir / file);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string content = text.str();
+  const auto at = content.find(from);
+  EXPECT_NE(at, std::string::npos) << from << " not in " << file;
+  if (at != std::string::npos) content.replace(at, from.size(), to);
+  std::ofstream(dir / file, std::ios::trunc) << content;
+  return dir;
 }
 
 }  // namespace troupe::testing

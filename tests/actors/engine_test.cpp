@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <limits>
 #include <thread>
 
 #include "engine_fixture.hpp"
@@ -74,6 +75,38 @@ TEST(Engine, InvalidRequestsGetErrorsAndTheEngineKeepsServing) {
   ASSERT_TRUE(ok->wait());
   EXPECT_FALSE(ok->error);
   EXPECT_EQ(ok->choices[0].tokens.size(), 3u);
+}
+
+// An embedder's ids reach the engine without the HTTP layer's checks: ids
+// outside the embedding table (negative, at vocab_size, the int32 maximum)
+// are refused naming the field, before any step would index a row with them.
+TEST(Engine, TokenIdsOutsideTheVocabularyAreRefusedNamingTheField) {
+  auto engine = engine::start(tiny_engine_config());  // vocab_size 640
+  const auto refused = [&](generation_request request) {
+    auto sink = std::make_shared<recording_sink>();
+    engine->submit(std::move(request), sink);
+    EXPECT_TRUE(sink->wait());
+    EXPECT_TRUE(sink->error);
+    if (!sink->error) return std::string("accepted");
+    EXPECT_EQ(sink->error->kind, error_kind::invalid_request);
+    return sink->error->param;
+  };
+  for (const std::int32_t id : {-1, 640, std::numeric_limits<std::int32_t>::max()}) {
+    generation_request ids = text_request("", 2);
+    ids.kind = prompt_kind::token_ids;
+    ids.prompt_token_ids = {1, id, 2};
+    EXPECT_EQ(refused(ids), "prompt") << id;
+    generation_request bias = text_request("x", 2);
+    bias.sampling.logit_bias = {{id, 1.0f}};
+    EXPECT_EQ(refused(bias), "logit_bias") << id;
+    generation_request stop = text_request("x", 2);
+    stop.stop_token_ids = {id};
+    EXPECT_EQ(refused(stop), "stop_token_ids") << id;
+  }
+  auto ok = std::make_shared<recording_sink>();
+  engine->submit(text_request("still serving", 3), ok);
+  ASSERT_TRUE(ok->wait());
+  EXPECT_FALSE(ok->error);
 }
 
 TEST(Engine, CancelMidDecodeFreesBlocks) {

@@ -1,15 +1,18 @@
 // Injected faults on the real engine (issue 15): the executor failing (an
-// error answer, an exception inside the step, a malformed result) or
-// hanging, and a tokenizer worker throwing or dying. Each time the affected
-// requests end with an error; where the engine cannot continue it reports
-// itself unhealthy within 2 s, where it can the other requests finish
-// untouched; and the KV pool is as full as when idle afterwards.
+// error answer, a malformed result), hanging, or throwing inside one step
+// (an allocation), and a tokenizer worker throwing or dying. Each time the
+// affected requests end with an error; where the engine cannot continue it
+// reports itself unhealthy within 2 s, where it can the other requests
+// finish untouched; and the KV pool is as full as when idle afterwards.
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <new>
+#include <stdexcept>
 #include <thread>
 
+#include "actors/executor_actor.hpp"
 #include "engine_fixture.hpp"
 
 namespace troupe {
@@ -94,7 +97,47 @@ TEST_P(EngineExecutorFault, FailsTheRequestsTheHealthWithinTwoSecondsAndFreesThe
   ASSERT_TRUE(late->error);
 }
 
-INSTANTIATE_TEST_SUITE_P(Faults, EngineExecutorFault, ::testing::Values("error", "throw", "malformed", "hang"));
+INSTANTIATE_TEST_SUITE_P(Faults, EngineExecutorFault, ::testing::Values("error", "malformed", "hang"));
+
+// A step that throws std::bad_alloc on the CPU backend (a workspace
+// allocation) loses no backend state: the request in it fails, and the
+// engine serves on. One sequence at a time (and one tokenizer worker, to
+// keep the order), so the second request waits outside the failing step
+// and must finish untouched.
+TEST(EngineStepFailure, AThrowingStepFailsItsRequestOnlyAndTheEngineServesOn) {
+  auto config = tiny_engine_config();
+  config.max_num_seqs = 1;
+  config.tokenizer_workers = 1;
+  config.test_fail_executor_after_steps = 3;
+  config.test_executor_fault = "throw";
+  auto engine = engine::start(config);
+  const engine_stats idle = engine->stats();
+  auto failing = submit(*engine, "the request in the failing step", 50);
+  auto waiting = submit(*engine, "the request waiting beside it", 6);
+  ASSERT_TRUE(failing->wait(10s));
+  ASSERT_TRUE(failing->error) << "the request in the failing step finished";
+  EXPECT_EQ(failing->error->kind, error_kind::internal);
+  EXPECT_NE(failing->error->message.find("bad_alloc"), std::string::npos) << failing->error->message;
+  ASSERT_TRUE(waiting->wait(10s));
+  expect_complete(*waiting, 6);
+  auto later = submit(*engine, "a request after the failure", 4);
+  ASSERT_TRUE(later->wait(10s));
+  expect_complete(*later, 4);
+  const engine_stats after = engine->stats();
+  EXPECT_TRUE(after.healthy) << after.health_detail;
+  EXPECT_EQ(after.step_failures, 1u);
+  expect_pool_idle(*engine, idle);
+}
+
+TEST(StepFailureIsRecoverable, AllocationsAndRejectedInputsOnTheCpuBackendOnly) {
+  const std::shared_ptr<backend> cpu = make_backend("cpu", 1);
+  EXPECT_TRUE(step_failure_is_recoverable(std::bad_alloc(), *cpu));
+  EXPECT_TRUE(step_failure_is_recoverable(std::invalid_argument("token id 9999 is outside the vocabulary"), *cpu));
+  EXPECT_TRUE(step_failure_is_recoverable(std::out_of_range("row"), *cpu));
+  EXPECT_TRUE(step_failure_is_recoverable(std::length_error("workspace limit"), *cpu));
+  EXPECT_FALSE(step_failure_is_recoverable(std::runtime_error("block copies failed: ..."), *cpu))
+      << "a runtime error may have left the pools half written";
+}
 
 // ---- tokenizer ------------------------------------------------------------
 

@@ -5,31 +5,12 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "engine_fixture.hpp"
 
 namespace troupe::testing {
 namespace {
 
-/// A copy of the tiny model (vocab_size 640, tokenizer ids below 577) in
-/// which `file` has `from` replaced by `to`; `tag` names the copy.
-std::filesystem::path edited_model(const std::string& tag, const std::string& file, const std::string& from,
-                                   const std::string& to) {
-  const auto dir = std::filesystem::temp_directory_path() / ("troupe-vocab-test-" + std::to_string(::getpid()) + tag);
-  std::filesystem::remove_all(dir);
-  std::filesystem::copy(tiny_model_dir(), dir);
-  std::ifstream in(dir / file);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string content = text.str();
-  const auto at = content.find(from);
-  EXPECT_NE(at, std::string::npos) << from << " not in " << file;
-  content.replace(at, from.size(), to);
-  std::ofstream(dir / file, std::ios::trunc) << content;
-  return dir;
-}
+// The tiny model: vocab_size 640, tokenizer ids below 577 (edited_model).
 
 /// The message engine::start refuses `dir` with (empty if it starts).
 std::string start_error(const std::filesystem::path& dir) {

@@ -99,6 +99,7 @@ engine_stats sample_stats() {
   stats.spec_decode_num_draft_tokens = 30;
   stats.spec_decode_num_accepted_tokens = 17;
   stats.spec_decode_num_accepted_tokens_per_pos = {8, 6, 3};
+  stats.step_failures = 2;
   return stats;
 }
 
@@ -121,6 +122,7 @@ TEST(Prometheus, EveryRequiredNameWithHelpAndType) {
       {"troupe:request_queue_time_seconds", "histogram"},
       {"troupe:iteration_tokens_total", "histogram"},
       {"troupe:model_execute_time_seconds", "histogram"},
+      {"troupe:step_failures_total", "counter"},
       {"troupe:spec_decode_num_drafts_total", "counter"},
       {"troupe:spec_decode_num_draft_tokens_total", "counter"},
       {"troupe:spec_decode_num_accepted_tokens_total", "counter"},
@@ -141,6 +143,16 @@ TEST(Prometheus, EveryRequiredNameWithHelpAndType) {
   EXPECT_EQ(plain.at("troupe:spec_decode_num_drafts_total"), 10);
   EXPECT_EQ(plain.at("troupe:spec_decode_num_draft_tokens_total"), 30);
   EXPECT_EQ(plain.at("troupe:spec_decode_num_accepted_tokens_total"), 17);
+  EXPECT_EQ(plain.at("troupe:step_failures_total"), 2);
+}
+
+TEST(Prometheus, TheServersHandlerExceptionsAreACounter) {
+  const exposition_text parsed = parse_exposition(render_server_metrics(3, "m"));
+  EXPECT_EQ(parsed.types.at("troupe:http_handler_exceptions_total"), "counter");
+  EXPECT_EQ(parsed.helps.count("troupe:http_handler_exceptions_total"), 1u);
+  ASSERT_EQ(parsed.samples.size(), 1u);
+  EXPECT_EQ(parsed.samples[0].labels.at("model_name"), "m");
+  EXPECT_EQ(parsed.samples[0].value, 3);
 }
 
 TEST(Prometheus, AcceptedDraftsPerPositionInPositionOrder) {

@@ -237,6 +237,28 @@ TEST(RequestBodyJson, MalformedJsonAndInvalidUtf8AreRejected) {
   EXPECT_THROW(parse_json_object("{\"a\":" + deep + std::string(100, ']') + "}"), api_error);
 }
 
+// Deep nesting is refused at a fixed depth (64) before anything recurses
+// over it: a megabyte of brackets is a 400, not a stack overflow, in a body,
+// in a field a template or schema would walk, and on the WebSocket.
+TEST(RequestBodyJson, DeeplyNestedJsonIsA400AtAFixedDepth) {
+  const auto nested = [](std::size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); };
+  for (const std::string& body :
+       {"{\"prompt\":" + nested(1 << 20) + "}",
+        R"({"messages":[{"role":"user","content":"x"}],"tools":)" + nested(100) + "}",
+        R"({"prompt":"x","response_format":{"type":"json_schema","json_schema":)" + nested(65) + "}}"}) {
+    try {
+      parse_json_object(body);
+      ADD_FAILURE() << "accepted " << body.substr(0, 80);
+    } catch (const api_error& error) {
+      EXPECT_EQ(error.status, 400);
+      EXPECT_EQ(error.code, "invalid_json");
+    }
+  }
+  EXPECT_NO_THROW(parse_json_object("{\"a\":" + nested(60) + "}")) << "ordinary nesting is kept";
+  EXPECT_THROW(parse_ws_message(R"({"type":"ping","data":)" + nested(1 << 20) + "}", request_limits{}, test_model()),
+               ws_message_error);
+}
+
 TEST(RequestBodyJson, NumbersAreCorrectlyRounded) {
   // Boost.JSON's own parser reads this literal one ulp off; chat templates'
   // tojson would then print a number Python never would.

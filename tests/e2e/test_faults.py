@@ -4,6 +4,13 @@
   noticed within --step-timeout; the request in it ends with an error event,
   /health turns 503 within 2 s of its last token, the KV pool is empty again
   and new generations fail fast;
+- a step that throws std::bad_alloc (--test-executor-fault throw) fails the
+  request in it only: the engine stays healthy, counts the failure in
+  troupe:step_failures_total and serves the request waiting beside it and
+  later ones; a budget raised past the step workspace's limit is refused
+  with 409 naming the knobs;
+- an HTTP handler that throws (--test-io-fault-marker) closes its
+  connection only, counted in troupe:http_handler_exceptions_total;
 - a client that never reads (SSE or WebSocket) is given up on once its
   outgoing queue (--stream-queue-bytes) or a write (--write-timeout) stalls:
   its request is aborted and its blocks freed, while a request beside it
@@ -84,6 +91,69 @@ def test_a_hung_executor_fails_its_request_and_health_within_two_seconds(hanging
     late = requests.post(server.base_url + "/v1/completions", json={**body, "max_tokens": 2}, timeout=10)
     assert late.status_code >= 500
     assert time.monotonic() - started < 2.0
+
+
+@pytest.fixture(scope="module")
+def throwing_server():
+    # One sequence at a time: the second request waits outside the failing step.
+    live = LiveServer(["--test-fail-executor-after-steps", "60", "--test-executor-fault", "throw",
+                       "--max-num-seqs", "1", "--tokenizer-workers", "1", "--max-step-workspace-bytes",
+                       str(256 << 20), "--test-io-fault-marker", "io-fault"])
+    yield live
+    live.stop()
+
+
+def test_a_step_that_throws_fails_its_request_only_and_the_engine_serves_on(throwing_server):
+    server = throwing_server
+    model = server.model()["id"]
+    failing = {"model": model, "prompt": "Keep going", "max_tokens": 200, "ignore_eos": True}
+    waiting = {"model": model, "prompt": "Wait your turn", "max_tokens": 5, "ignore_eos": True}
+    result = {}
+
+    def second():
+        result["waiting"] = requests.post(server.base_url + "/v1/completions", json=waiting, timeout=60)
+
+    with open_raw(server.port) as s:
+        post_stream(s, failing)
+        assert wait_for(lambda: server.metric("troupe:num_requests_running") == 1, timeout_s=10)
+        beside = threading.Thread(target=second)
+        beside.start()
+        events, chunk_times = read_stream(s)
+    beside.join(timeout=60)
+    assert chunk_times, "no token before the failing step"
+    errors = [event["error"] for event in events if "error" in event]
+    assert errors, f"the stream ended without an error event: {events[-2:]}"
+    assert "bad_alloc" in errors[0]["message"], errors[0]
+    assert result["waiting"].status_code == 200, result["waiting"].text
+    assert result["waiting"].json()["usage"]["completion_tokens"] == 5
+    assert requests.get(server.base_url + "/health", timeout=5).status_code == 200
+    assert server.metric("troupe:step_failures_total") == 1
+    later = requests.post(server.base_url + "/v1/completions", json={**waiting, "max_tokens": 2}, timeout=30)
+    assert later.status_code == 200, later.text
+    assert wait_for(lambda: server.metric("troupe:kv_cache_usage_perc") == 0, timeout_s=5), "blocks leaked"
+
+
+def test_a_budget_past_the_step_workspace_limit_is_refused(throwing_server):
+    server = throwing_server
+    refused = requests.patch(server.base_url + "/admin/config", json={"max_num_batched_tokens": 1 << 20}, timeout=10)
+    assert refused.status_code == 409, refused.text
+    message = refused.json()["error"]["message"]
+    assert "max_num_batched_tokens 1048576" in message and "max_step_workspace_bytes" in message, message
+    settings = requests.get(server.base_url + "/admin/config", timeout=10).json()["settings"]
+    assert settings["max_num_batched_tokens"] != 1 << 20
+
+
+def test_a_throwing_http_handler_closes_only_its_connection(throwing_server):
+    server = throwing_server
+    with open_raw(server.port) as bystander, open_raw(server.port) as poisoned:
+        request = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+        bystander.sendall(request)
+        assert bystander.recv(65536).startswith(b"HTTP/1.1 200")
+        poisoned.sendall(b"GET /health?io-fault HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert poisoned.recv(65536) == b"", "the connection whose handler threw answered"
+        bystander.sendall(request)
+        assert bystander.recv(65536).startswith(b"HTTP/1.1 200"), "the other connection was closed too"
+    assert server.metric("troupe:http_handler_exceptions_total") == 1
 
 
 @pytest.fixture(scope="module")
