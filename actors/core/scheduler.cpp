@@ -113,7 +113,7 @@ std::string scheduler::submit_problem(const request_state& request, error_kind& 
 }
 
 submit_result scheduler::submit(request_spec spec, double now) {
-  auto request = std::make_unique<request_state>();
+  auto request = std::make_shared<request_state>();
   request->handle = next_handle_;
   request->arrival = now;
   request->arrival_order = next_handle_;

@@ -285,7 +285,8 @@ class scheduler {
 
   scheduler_config config_;
   std::unique_ptr<scheduling_policy> policy_;
-  std::map<request_handle, std::unique_ptr<request_state>> requests_;
+  /// Shared with the steps whose rows point into them (scheduled_step::row_owners).
+  std::map<request_handle, std::shared_ptr<request_state>> requests_;
   std::unordered_map<sequence_id, sequence*> sequences_;
   request_handle next_handle_ = 1;
   sequence_id next_sequence_ = 1;

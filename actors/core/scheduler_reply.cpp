@@ -206,6 +206,7 @@ void scheduler::add_rows(scheduled_step& step, const scheduled_sequence& schedul
     step.rows.push_back(hook);
     record.rows.push_back({&seq, &request, hook.choice});
   }
+  if (scheduled.num_samples > 0) step.row_owners.push_back(requests_.at(request.handle));
   seq.pending_rows += scheduled.num_samples;
   request.rows_in_flight += scheduled.num_samples;
 }

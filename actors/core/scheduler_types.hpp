@@ -21,6 +21,8 @@
 
 namespace troupe {
 
+struct request_state;
+
 /// The scheduler's name for an admitted request.
 using request_handle = std::uint64_t;
 
@@ -229,6 +231,12 @@ struct scheduled_step {
   std::vector<block_copy> copies;     ///< run in order before the forward pass
   scheduler_events events;            ///< preemptions and timeouts decided while planning
   bool logits_only = false;           ///< return the rows' logits instead of samples (a draft model's steps)
+  /// The requests the rows' params and spans point into. The scheduler
+  /// keeps a request while its rows are in flight, but an executor can
+  /// outlive that promise: a hung step still running after the engine
+  /// failed and dropped its requests, or a step running while the
+  /// scheduler shuts down. Owning them here keeps such a step's reads valid.
+  std::vector<std::shared_ptr<const request_state>> row_owners;
 
   /// Tokens fed: every sequence's tokens and drafts.
   std::int32_t num_tokens() const;
