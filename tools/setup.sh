@@ -21,6 +21,10 @@ packages=(
 $sudo_cmd apt-get update
 DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y --no-install-recommends "${packages[@]}"
 
+# The source of the CAF release Debian ships, for the TSan build of it that
+# the sanitizer run links (tools/sanitizers/caf-tsan.sh).
+"$repo_root/tools/sanitizers/caf-tsan.sh" --download
+
 python_bin="${PYTHON:-python3}"
 if [ ! -x "$repo_root/.venv/bin/python" ]; then
   "$python_bin" -m venv "$repo_root/.venv"

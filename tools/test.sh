@@ -52,6 +52,11 @@ sanitizers="${TROUPE_SANITIZERS:-0}"
 if [ "$sanitizers" = 0 ]; then sanitizers=""; fi
 if [ "$sanitizers" = 1 ]; then sanitizers="asan tsan"; fi
 for preset in $sanitizers; do
+  # TSan needs every library that passes data between threads instrumented:
+  # CAF is built from source for it (tools/sanitizers/caf-tsan.sh).
+  if [ "$preset" = tsan ]; then
+    TROUPE_BUILD_JOBS="$jobs" timed "tsan caf build" tools/sanitizers/caf-tsan.sh --build
+  fi
   # Each preset builds only the test executables it runs (CMakePresets.json).
   timed "$preset configure" cmake --preset "$preset"
   timed "$preset build" cmake --build --preset "$preset" -j "$jobs"
