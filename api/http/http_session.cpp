@@ -57,7 +57,10 @@ api_error read_error_reply(beast::error_code ec) {
 class http_session final : public closable, public job_listener, public std::enable_shared_from_this<http_session> {
  public:
   http_session(tcp::socket&& socket, std::shared_ptr<server_state> state, bool on_admin_port)
-      : stream_(std::move(socket)), state_(std::move(state)), on_admin_port_(on_admin_port) {}
+      : stream_(std::move(socket)),
+        state_(std::move(state)),
+        on_admin_port_(on_admin_port),
+        origin_(state_->next_origin++) {}
 
   void run() {
     slot_.emplace(*state_, weak_from_this());
@@ -217,6 +220,7 @@ class http_session final : public closable, public job_listener, public std::ena
 
   void on_routed(routed_request routed) {
     if (closed_) return;
+    if (routed.text) return do_text_task(std::move(*routed.text));
     if (!routed.generation) return do_write_reply(std::move(routed.reply));
     const bool stream = routed.generation->stream;
     queue_ = std::make_shared<outgoing_queue>(state_->config.max_stream_queue_bytes);
@@ -226,11 +230,28 @@ class http_session final : public closable, public job_listener, public std::ena
     options.queue = queue_;
     options.listener = shared_from_this();
     options.in_flight = state_->in_flight;
+    options.origin = origin_;
     auto job = std::make_shared<generation_job>(std::move(*routed.generation), std::move(options));
     job_ = job;
     job_done_ = false;
     job->start(*state_->routes.engine, state_->gate->make_post(stream_.get_executor()));
     do_watch_disconnect();
+  }
+
+  /// /tokenize and /detokenize run on the engine's tokenizer workers, not on
+  /// the route workers, so /health and /metrics answer while big ones run.
+  void do_text_task(text_task task) {
+    task.origin = origin_;
+    strand_post post = state_->gate->make_post(stream_.get_executor());
+    auto self = shared_from_this();
+    state_->routes.engine->run_text_task(task, [self, post, task](text_task_result result) {
+      post([self, task, result = std::move(result)] { self->on_text_task(task, result); });
+    });
+  }
+
+  void on_text_task(const text_task& task, const text_task_result& result) {
+    if (closed_) return;
+    do_write_reply(text_task_reply(task, result, state_->routes));
   }
 
   // --- plain replies ------------------------------------------------------------
@@ -385,6 +406,7 @@ class http_session final : public closable, public job_listener, public std::ena
   beast::tcp_stream stream_;
   std::shared_ptr<server_state> state_;
   bool on_admin_port_;
+  std::uint64_t origin_;  ///< this connection's engine origin: its prompts share one bound
   std::optional<connection_slot> slot_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;

@@ -75,8 +75,9 @@ struct server_state {
   std::atomic<int> connections{0};
   std::atomic<int> pending_responses{0};  ///< HTTP requests read and not yet answered
   std::atomic<std::uint64_t> next_stream_key{1};
-  net::thread_pool workers;              ///< runs route handlers off the I/O threads
-  std::unique_ptr<admin_context> admin;  ///< the /admin endpoints' state (null when disabled)
+  std::atomic<std::uint64_t> next_origin{1};  ///< each connection's engine origin (generation_request::origin)
+  net::thread_pool workers;                   ///< runs route handlers off the I/O threads
+  std::unique_ptr<admin_context> admin;       ///< the /admin endpoints' state (null when disabled)
 
   /// Registers a live session for close-at-shutdown; returns its ticket.
   std::uint64_t add_session(std::weak_ptr<closable> session);
