@@ -213,6 +213,7 @@ class http_session final : public closable, public job_listener, public std::ena
   void do_route(http_request_view view) {
     net::post(state_->workers, [self = shared_from_this(), view = std::move(view)] {
       routed_request routed = route_request(view, self->state_->routes);
+      if (routed.text) return self->do_text_task(std::move(*routed.text));
       net::post(self->stream_.get_executor(),
                 [self, routed = std::move(routed)]() mutable { self->on_routed(std::move(routed)); });
     });
@@ -220,7 +221,6 @@ class http_session final : public closable, public job_listener, public std::ena
 
   void on_routed(routed_request routed) {
     if (closed_) return;
-    if (routed.text) return do_text_task(std::move(*routed.text));
     if (!routed.generation) return do_write_reply(std::move(routed.reply));
     const bool stream = routed.generation->stream;
     queue_ = std::make_shared<outgoing_queue>(state_->config.max_stream_queue_bytes);
@@ -240,6 +240,9 @@ class http_session final : public closable, public job_listener, public std::ena
 
   /// /tokenize and /detokenize run on the engine's tokenizer workers, not on
   /// the route workers, so /health and /metrics answer while big ones run.
+  /// Called on a route worker (touching nothing of the strand's): an engine
+  /// that runs text tasks inline (run_text_task's default) does so there,
+  /// never on an I/O thread.
   void do_text_task(text_task task) {
     task.origin = origin_;
     strand_post post = state_->gate->make_post(stream_.get_executor());

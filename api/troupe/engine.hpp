@@ -314,8 +314,8 @@ class engine {
   /// engine queues it for a tokenizer worker under the bounds of prompt
   /// preparation (max_pending_prompts, per connection too). Calls `done`
   /// exactly once, possibly from an engine thread: return quickly. The
-  /// default runs it at once with tokenize(), detokenize() and
-  /// apply_chat_template().
+  /// default runs it at once, on the calling thread, with tokenize(),
+  /// detokenize() and apply_chat_template().
   virtual void run_text_task(const text_task& task, std::function<void(text_task_result)> done);
 
   /// Stops admitting, lets running requests finish for up to `drain`, aborts
