@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
+#include <limits>
 #include <optional>
 #include <unordered_map>
 #include <variant>
@@ -41,18 +43,32 @@ struct intake_state {
   prepare_queue queue{prepare_limits{}};
   std::unordered_map<prepare_ticket, intake_job> jobs;
   std::vector<worker_slot> workers;
+  std::optional<double> expiry_at;  ///< when the live deadline tick fires (seconds, the engine clock)
+  std::uint64_t expiry_tick = 0;    ///< the live deadline tick's number; older ones are superseded
   static inline const char* name = "intake";
 };
 
 using self_ptr = intake_actor::stateful_pointer<intake_state>;
 
-admitted_request_ptr admit(const intake_setup& setup, const submission& job, const prepared_prompt& prompt) {
+/// Seconds on the engine clock (the one submissions' arrival_s is on).
+double now_s(const intake_setup& setup) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - setup.clock_start).count();
+}
+
+/// When a request's timeout ends (seconds, the engine clock): counted from
+/// its arrival, so that time spent awaiting preparation is part of it.
+double deadline_of(const intake_setup& setup, const submission& job) {
+  return job.arrival_s + job.request.timeout_s.value_or(setup.default_timeout_s);
+}
+
+// `timeout_s`: what is left of the request's timeout.
+admitted_request_ptr admit(const submission& job, const prepared_prompt& prompt, double timeout_s) {
   const generation_request& request = job.request;
   auto admitted = std::make_shared<admitted_request>();
   admitted->spec = make_request_spec(request, prompt.ids);
   admitted->spec.constraint = prompt.constraint;
   admitted->spec.constraint_vocab = prompt.constraint_vocab;
-  if (!admitted->spec.timeout_s) admitted->spec.timeout_s = setup.default_timeout_s;
+  admitted->spec.timeout_s = timeout_s;
   admitted->output.n = request.n;
   admitted->output.skip_special_tokens = request.skip_special_tokens;
   admitted->output.stop = request.stop;
@@ -65,34 +81,21 @@ admitted_request_ptr admit(const intake_setup& setup, const submission& job, con
   return admitted;
 }
 
-// The error for a job a bound of the prepare queue refused, naming the bound.
-error_event refusal_error(const std::string& id, prepare_refusal refusal, const prepare_limits& limits) {
-  switch (refusal) {
-    case prepare_refusal::origin_full:
-      return {id, error_kind::overloaded,
-              "too many prompts awaiting preparation on this connection (at most " +
-                  std::to_string(limits.max_pending_per_origin) + ", max_pending_prompts_per_connection)",
-              "", "connection_prompt_limit"};
-    case prepare_refusal::pending_full:
-      return {id, error_kind::overloaded,
-              "too many prompts awaiting preparation (at most " + std::to_string(limits.max_pending) +
-                  ", max_pending_prompts)",
-              "", "prompt_queue_full"};
-    case prepare_refusal::waiting_full:
-      break;
-  }
-  return {id, error_kind::overloaded,
-          "the waiting queue is full (" + std::to_string(limits.max_waiting) +
-              " requests, prompts awaiting preparation included)",
-          "", ""};
-}
-
-// A request cancelled before its prompt was prepared ends as a cancelled
-// request does: each choice finishes with reason abort.
+// A request cancelled or timed out before its prompt was prepared ends as
+// a cancelled or timed-out running request does: each choice finishes with
+// reason abort.
 void finish_unprepared(const submission& job) {
   const int choices = std::max(1, job.request.n);
   for (int c = 0; c < choices; ++c)
     job.sink.finished({job.request.request_id, c, finish_reason::abort, std::nullopt, {}, c == choices - 1});
+}
+
+// A job cancelled before its result was used: a prompt's request finishes
+// as aborted, a text task answers that it was cancelled.
+void end_cancelled(const intake_job& job) {
+  if (job.submission) return finish_unprepared(*job.submission);
+  job.text->answer(
+      {{}, {}, error_event{job.text->task()->id, error_kind::cancelled, "cancelled before it ran", {}, "cancelled"}});
 }
 
 void publish(intake_state& state) {
@@ -100,11 +103,12 @@ void publish(intake_state& state) {
                                             std::memory_order_relaxed);
 }
 
-// Queues a job unless a bound refuses it; its ticket, or the refusal as the request's error.
+// Queues a job unless a bound refuses it; its ticket, or the refusal as
+// the request's error. `deadline_s`: when it expires if still queued.
 std::variant<prepare_ticket, error_event> enqueue(intake_state& state, const std::string& id, std::uint64_t origin,
-                                                  intake_job job) {
+                                                  double deadline_s, intake_job job) {
   const int scheduler_queued = state.setup.gauges->scheduler_queued.load(std::memory_order_relaxed);
-  const prepare_push pushed = state.queue.push(id, origin, scheduler_queued);
+  const prepare_push pushed = state.queue.push(id, origin, scheduler_queued, deadline_s);
   if (pushed.refusal) return refusal_error(id, *pushed.refusal, state.queue.limits());
   state.jobs.emplace(pushed.ticket, std::move(job));
   publish(state);
@@ -119,8 +123,52 @@ std::optional<intake_job> take(intake_state& state, prepare_ticket ticket) {
   publish(state);
   if (node.empty()) return std::nullopt;
   if (!cancelled) return std::move(node.mapped());
-  if (node.mapped().submission) finish_unprepared(*node.mapped().submission);
+  end_cancelled(node.mapped());
   return std::nullopt;
+}
+
+// Cancels what the prepare queue holds of request `id`: queued jobs end
+// now, a running one when it does. False when it holds nothing of `id`.
+bool cancel_held(intake_state& state, const std::string& id) {
+  const prepare_cancel cancelled = state.queue.cancel(id);
+  for (const prepare_ticket ticket : cancelled.removed) {
+    auto node = state.jobs.extract(ticket);
+    if (!node.empty()) end_cancelled(node.mapped());
+  }
+  publish(state);
+  return !cancelled.removed.empty() || cancelled.running;
+}
+
+// ---- deadlines ----------------------------------------------------------------
+
+// Has a tick sent for the earliest deadline of a queued prompt, unless the
+// live tick comes by then. One tick is live at a time: it supersedes the rest.
+void arm_expiry(self_ptr self) {
+  auto& state = self->state;
+  const std::optional<double> next = state.queue.next_deadline();
+  if (!next || (state.expiry_at && *state.expiry_at <= *next)) return;
+  state.expiry_at = next;
+  const std::chrono::duration<double> delay(std::max(0.0, *next - now_s(state.setup)));
+  self->delayed_send(self, std::chrono::ceil<caf::timespan>(delay), atom::tick_v, ++state.expiry_tick);
+}
+
+// Queued prompts past their request's timeout end as a timed-out running
+// request does (reason abort), never prepared.
+void end_expired(intake_state& state) {
+  const std::vector<prepare_ticket> expired = state.queue.expire(now_s(state.setup));
+  for (const prepare_ticket ticket : expired) {
+    auto node = state.jobs.extract(ticket);
+    if (!node.empty() && node.mapped().submission) finish_unprepared(*node.mapped().submission);
+  }
+  if (!expired.empty()) publish(state);
+}
+
+void on_expiry_tick(self_ptr self, std::uint64_t tick) {
+  auto& state = self->state;
+  if (tick != state.expiry_tick) return;
+  state.expiry_at.reset();
+  end_expired(state);
+  arm_expiry(self);
 }
 
 // ---- workers ----------------------------------------------------------------
@@ -170,7 +218,9 @@ void on_prepared(self_ptr self, prepare_ticket ticket, const prepared_prompt& pr
   if (auto problem = check_prompt_length(prompt.ids.size(), request.request, setup.limits)) {
     return request.sink.error({request.request.request_id, problem->kind, problem->message, problem->param});
   }
-  self->send(setup.scheduler, atom::submit_v, admit(setup, request, prompt));
+  const double timeout_left_s = deadline_of(setup, request) - now_s(setup);
+  if (timeout_left_s <= 0) return finish_unprepared(request);  // timed out while being prepared
+  self->send(setup.scheduler, atom::submit_v, admit(request, prompt, timeout_left_s));
 }
 
 void run_prompt(self_ptr self, std::size_t i, prepare_ticket ticket, const submission_ptr& job) {
@@ -209,9 +259,11 @@ void run_text(self_ptr self, std::size_t i, prepare_ticket ticket, const text_jo
           });
 }
 
-// Hands each idle worker the next job, in turns across origins.
+// Hands each idle worker the next job, in turns across origins; none past
+// its deadline, should the tick for it come late.
 void dispatch(self_ptr self) {
   auto& state = self->state;
+  end_expired(state);
   for (std::size_t i = 0; i < state.workers.size(); ++i) {
     if (state.workers[i].busy) continue;
     const std::optional<prepare_ticket> ticket = state.queue.pop();
@@ -235,13 +287,15 @@ void on_generate(self_ptr self, const submission_ptr& job) {
     job->sink.error({request.request_id, problem->kind, problem->message, problem->param});
     return;
   }
-  auto queued = enqueue(state, request.request_id, request.origin, {job, nullptr});
+  auto queued = enqueue(state, request.request_id, request.origin, deadline_of(state.setup, *job), {job, nullptr});
   if (auto* refused = std::get_if<error_event>(&queued)) return job->sink.error(*refused);
   dispatch(self);
+  arm_expiry(self);
 }
 
 void on_tokenize(self_ptr self, const text_job_ptr& job) {
-  auto queued = enqueue(self->state, "", job->task()->origin, {nullptr, job});
+  const text_task& task = *job->task();
+  auto queued = enqueue(self->state, task.id, task.origin, std::numeric_limits<double>::infinity(), {nullptr, job});
   if (auto* refused = std::get_if<error_event>(&queued)) {
     text_task_result result;
     result.error = std::move(*refused);
@@ -250,16 +304,15 @@ void on_tokenize(self_ptr self, const text_job_ptr& job) {
   dispatch(self);
 }
 
+// Not held here: submitted already (this message follows the submission),
+// or unknown; the scheduler handles both.
 void on_cancel(self_ptr self, const std::string& id) {
-  auto& state = self->state;
-  const prepare_cancel cancelled = state.queue.cancel(id);
-  for (const prepare_ticket ticket : cancelled.removed) {
-    auto node = state.jobs.extract(ticket);
-    if (!node.empty() && node.mapped().submission) finish_unprepared(*node.mapped().submission);
-  }
-  publish(state);
-  // Not held here: submitted already (this message follows the submission), or unknown.
-  if (cancelled.removed.empty() && !cancelled.running) self->send(state.setup.scheduler, atom::cancel_v, id);
+  if (!cancel_held(self->state, id)) self->send(self->state.setup.scheduler, atom::cancel_v, id);
+}
+
+caf::result<bool> on_abort(self_ptr self, const std::string& id) {
+  if (cancel_held(self->state, id)) return true;
+  return self->delegate(self->state.setup.scheduler, atom::abort_v, id);
 }
 
 // ---- supervision ----------------------------------------------------------------
@@ -319,6 +372,8 @@ intake_actor::behavior_type intake_behavior(self_ptr self, intake_setup setup) {
   return {
       [self](atom::generate, const submission_ptr& job) { on_generate(self, job); },
       [self](atom::cancel, const std::string& id) { on_cancel(self, id); },
+      [self](atom::abort, const std::string& id) { return on_abort(self, id); },
+      [self](atom::tick, std::uint64_t tick) { on_expiry_tick(self, tick); },
       [self](atom::tokenize, const text_job_ptr& job) { on_tokenize(self, job); },
       [self](atom::configure, const config_change_ptr& change) -> std::string {
         return on_configure(self->state, *change);

@@ -6,9 +6,12 @@
 // checks the prepared prompt against the context, and submits it to the
 // scheduler. /tokenize and /detokenize calls share the queue. Every failure
 // goes to the request's sink as an error event. A cancel removes a queued
-// job (it never runs; its choices finish with reason abort) or drops a
-// running one's result; cancels of requests it no longer holds go on to
-// the scheduler, in order after their submission.
+// job (it never runs; its choices finish with reason abort; a /tokenize
+// call answers "cancelled") or drops a running one's result; cancels and
+// admin aborts of requests it no longer holds go on to the scheduler, in
+// order after their submission. A prompt still queued when its request's
+// timeout ends (counted from arrival) ends as a timed-out request does,
+// with reason abort; the scheduler gets what is left of the timeout.
 //
 // It also supervises both tokenizer pools: it links to and monitors every
 // tokenizer worker and output shard, and one that dies for any reason but a
@@ -17,6 +20,7 @@
 // that the requests the dead one streamed fail (their detokenizer state is
 // gone) while the others continue.
 
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -39,6 +43,9 @@ struct intake_setup {
   detokenizer_setup shard;                  ///< what a restarted shard starts with
   scheduler_actor scheduler;
   double default_timeout_s = engine_config{}.request_timeout_s;  ///< for requests without one (knob request_timeout)
+  /// The engine clock's zero (troupe_handles::clock_start): submissions'
+  /// arrival_s and the timeouts of queued prompts count from it.
+  std::chrono::steady_clock::time_point clock_start = std::chrono::steady_clock::now();
   /// A worker that has not answered a job after this long is replaced (the job fails).
   caf::timespan encode_timeout = std::chrono::seconds(60);
 };

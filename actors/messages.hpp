@@ -5,9 +5,9 @@
 // a step or a KV plan is handed over, never serialised or copied.
 //
 // Who talks to whom (see ARCHITECTURE.md, "The life of a request"):
-//   engine ── generate / tokenize / cancel ──> intake (the prepare queue)
+//   engine ── generate / tokenize / cancel / abort ──> intake (the prepare queue)
 //   intake ── encode / tokenize (one job per idle worker) ──> tokenizer ── prompt ──> intake
-//   intake ── submit, cancel (of what it no longer holds) ──> scheduler
+//   intake ── submit, cancel, abort (of what it no longer holds) ──> scheduler
 //   scheduler ── kv plan ──> kv_manager ── reply ──> scheduler
 //   scheduler ── run step ──> executor ── samples ──> scheduler
 //   scheduler ── open / events ──> detokenizer (the request's output shard) ── events ──> sink
@@ -269,9 +269,17 @@ using speculator_actor = caf::typed_actor<
 using intake_actor = caf::typed_actor<
     /// A new request from the engine facade or an embedder.
     caf::reacts_to<atom::generate, submission_ptr>,
-    /// Cancels a request by id: removed from the prepare queue (it never
-    /// runs; its choices finish with reason abort), else sent on to the scheduler.
+    /// Cancels a request (or a text task) by id: removed from the prepare
+    /// queue (it never runs; its choices finish with reason abort), else
+    /// sent on to the scheduler.
     caf::reacts_to<atom::cancel, std::string>,
+    /// Aborts a request by id as cancel does (the admin's abort): true when
+    /// the prepare queue held it, else the scheduler's answer (false: no
+    /// live request has that id).
+    caf::replies_to<atom::abort, std::string>::with<bool>,
+    /// Internal: the tick for the earliest deadline of a queued prompt (its
+    /// number: a tick superseded by a later-armed one does nothing).
+    caf::reacts_to<atom::tick, std::uint64_t>,
     /// A /tokenize or /detokenize call, queued as a prompt is; answered through the job.
     caf::reacts_to<atom::tokenize, text_job_ptr>,
     /// New request limits (the change's limit fields, already validated):

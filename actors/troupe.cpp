@@ -253,6 +253,7 @@ troupe_handles spawn_troupe(caf::actor_system& system, const engine_config& conf
   intake.shard = shard;
   intake.scheduler = handles.scheduler;
   intake.default_timeout_s = config.request_timeout_s;
+  intake.clock_start = handles.clock_start;
   handles.intake = spawn_intake(system, std::move(intake));
   return handles;
 }

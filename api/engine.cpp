@@ -100,11 +100,15 @@ class troupe_engine final : public engine {
     return table;
   }
 
-  bool abort(const std::string& request_id) override { return !stopped_ && ask_scheduler(atom::abort_v, request_id); }
+  // Through the intake, as cancel(): a request whose prompt awaits
+  // preparation is aborted there; the scheduler answers for the rest.
+  bool abort(const std::string& request_id) override {
+    return !stopped_ && ask_for_bool(handles_.intake, "intake", atom::abort_v, request_id);
+  }
 
   std::string set_priority(const std::string& request_id, int priority) override {
     if (stopped_) return "the engine has shut down";
-    if (!ask_scheduler(atom::priority_v, request_id, std::int32_t{priority}))
+    if (!ask_for_bool(handles_.scheduler, "scheduler", atom::priority_v, request_id, std::int32_t{priority}))
       return "no live request '" + request_id + "'";
     return {};
   }
@@ -169,15 +173,16 @@ class troupe_engine final : public engine {
     return problem;
   }
 
-  /// Sends the scheduler a request answered with a bool; false when it did not answer.
-  template <typename... Args>
-  bool ask_scheduler(Args&&... args) {
+  /// Sends `actor` (called `name` in the log) a request answered with a
+  /// bool; false when it did not answer.
+  template <typename Actor, typename... Args>
+  bool ask_for_bool(const Actor& actor, std::string_view name, Args&&... args) {
     bool answer = false;
     caf::scoped_actor self{system_};
-    self->request(handles_.scheduler, std::chrono::seconds(2), std::forward<Args>(args)...)
+    self->request(actor, std::chrono::seconds(2), std::forward<Args>(args)...)
         .receive([&](bool reply) { answer = reply; },
-                 [](const caf::error& error) {
-                   spdlog::warn("engine: the scheduler did not answer: {}", caf::to_string(error));
+                 [&](const caf::error& error) {
+                   spdlog::warn("engine: the {} did not answer: {}", name, caf::to_string(error));
                  });
     return answer;
   }

@@ -120,13 +120,14 @@ std::vector<knob_spec> engine_knobs() {
           integer("max_waiting_requests", 4096, 1, 1 << 24, "requests",
                   "queue bound (requests not yet started, prompts awaiting preparation included); more is rejected",
                   true),
-          integer("max_pending_prompts", 1024, 1, 1 << 24, "prompts",
-                  "prompts (and /tokenize, /detokenize calls) queued for or in preparation at most; more get 429 "
-                  "prompt_queue_full"),
-          integer("max_pending_prompts_per_connection", 256, 1, 1 << 24, "prompts",
-                  "as max_pending_prompts, for one HTTP connection or WebSocket (at least 64, the prompts of one "
-                  "completions request, or larger batches are always refused); more get 429 "
-                  "connection_prompt_limit"),
+          integer("max_pending_prompts", 1024, max_prompts_per_request, 1 << 24, "prompts",
+                  "prompts (and /tokenize, /detokenize calls) queued for or in preparation at most (at least " +
+                      std::to_string(max_prompts_per_request) +
+                      ", the prompts of one completions request); more get 429 prompt_queue_full"),
+          integer("max_pending_prompts_per_connection", 256, max_prompts_per_request, 1 << 24, "prompts",
+                  "as max_pending_prompts, for one HTTP connection or WebSocket (at least " +
+                      std::to_string(max_prompts_per_request) +
+                      ", the prompts of one completions request); more get 429 connection_prompt_limit"),
           integer("max_n", 16, 1, 1024, "choices", "limit on the request field n", true),
           integer("max_stop_strings", 16, 0, 1024, "strings", "limit on entries of `stop`", true),
           integer("max_stop_string_bytes", 256, 1, 65536, "bytes", "limit on each stop string", true),

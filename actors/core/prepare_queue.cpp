@@ -1,6 +1,7 @@
 #include "actors/core/prepare_queue.hpp"
 
 #include <algorithm>
+#include <string>
 
 namespace troupe {
 
@@ -19,13 +20,35 @@ std::optional<prepare_refusal> prepare_queue::refusal(std::uint64_t origin, int 
   return std::nullopt;
 }
 
-prepare_push prepare_queue::push(const std::string& id, std::uint64_t origin, int scheduler_queued) {
+error_event refusal_error(const std::string& id, prepare_refusal refusal, const prepare_limits& limits) {
+  switch (refusal) {
+    case prepare_refusal::origin_full:
+      return {id, error_kind::overloaded,
+              "too many prompts awaiting preparation on this connection (at most " +
+                  std::to_string(limits.max_pending_per_origin) + ", max_pending_prompts_per_connection)",
+              "", "connection_prompt_limit"};
+    case prepare_refusal::pending_full:
+      return {id, error_kind::overloaded,
+              "too many prompts awaiting preparation (at most " + std::to_string(limits.max_pending) +
+                  ", max_pending_prompts)",
+              "", "prompt_queue_full"};
+    case prepare_refusal::waiting_full:
+      break;
+  }
+  return {id, error_kind::overloaded,
+          "the waiting queue is full (" + std::to_string(limits.max_waiting) +
+              " requests, prompts awaiting preparation included)",
+          "", ""};
+}
+
+prepare_push prepare_queue::push(const std::string& id, std::uint64_t origin, int scheduler_queued, double deadline_s) {
   prepare_push out;
   out.refusal = refusal(origin, scheduler_queued);
   if (out.refusal) return out;
   out.ticket = next_ticket_++;
-  jobs_.emplace(out.ticket, job{id, origin, false, false});
+  jobs_.emplace(out.ticket, job{id, origin, deadline_s, false, false});
   queues_[origin].push_back(out.ticket);
+  if (deadline_s != std::numeric_limits<double>::infinity()) deadlines_.emplace(deadline_s, out.ticket);
   if (!id.empty()) by_id_.emplace(id, out.ticket);
   ++per_origin_[origin];
   ++queued_;
@@ -40,7 +63,9 @@ std::optional<prepare_ticket> prepare_queue::pop() {
   next->second.pop_front();
   last_origin_ = next->first;
   if (next->second.empty()) queues_.erase(next);
-  jobs_.at(ticket).running = true;
+  job& entry = jobs_.at(ticket);
+  entry.running = true;
+  deadlines_.erase({entry.deadline_s, ticket});
   --queued_;
   return ticket;
 }
@@ -66,19 +91,41 @@ prepare_cancel prepare_queue::cancel(const std::string& id) {
       out.running = true;
       continue;
     }
-    const auto queue = queues_.find(entry.origin);
-    queue->second.erase(std::find(queue->second.begin(), queue->second.end(), ticket));
-    if (queue->second.empty()) queues_.erase(queue);
-    --queued_;
-    forget(ticket);
+    unqueue(ticket);
     out.removed.push_back(ticket);
   }
   return out;
 }
 
+std::vector<prepare_ticket> prepare_queue::expire(double now_s) {
+  std::vector<prepare_ticket> expired;
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now_s) {
+    const prepare_ticket ticket = deadlines_.begin()->second;
+    unqueue(ticket);
+    expired.push_back(ticket);
+  }
+  return expired;
+}
+
+std::optional<double> prepare_queue::next_deadline() const {
+  if (deadlines_.empty()) return std::nullopt;
+  return deadlines_.begin()->first;
+}
+
 int prepare_queue::pending_of(std::uint64_t origin) const {
   const auto it = per_origin_.find(origin);
   return it == per_origin_.end() ? 0 : it->second;
+}
+
+// Takes a queued job out of the queues and drops it.
+void prepare_queue::unqueue(prepare_ticket ticket) {
+  const job& entry = jobs_.at(ticket);
+  const auto queue = queues_.find(entry.origin);
+  queue->second.erase(std::find(queue->second.begin(), queue->second.end(), ticket));
+  if (queue->second.empty()) queues_.erase(queue);
+  deadlines_.erase({entry.deadline_s, ticket});
+  --queued_;
+  forget(ticket);
 }
 
 // Drops a job that is no longer queued from the tables (not from queues_).

@@ -9,13 +9,16 @@
 // before it costs an encode. It hands jobs out in turns across origins,
 // each origin's in arrival order, so one connection's flood delays another
 // connection's request by at most one job per busy origin. A cancelled job
-// that has not started is removed and never runs.
+// that has not started is removed and never runs, and so is one still
+// queued at its deadline (its request's timeout).
 
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -52,6 +55,11 @@ enum class prepare_refusal : std::uint8_t {
   waiting_full,  ///< max_waiting
 };
 
+/// The error for request `id` that `refusal` refused (kind overloaded),
+/// naming the bound and its knob; the code says which (connection_prompt_limit,
+/// prompt_queue_full; none for the waiting queue, as the scheduler's own).
+error_event refusal_error(const std::string& id, prepare_refusal refusal, const prepare_limits& limits);
+
 /// One job, queued or running.
 using prepare_ticket = std::uint64_t;
 
@@ -74,7 +82,10 @@ class prepare_queue {
   /// Queues a job of `origin` (0: none) that cancel(`id`) can remove (empty:
   /// none can), unless a bound refuses it. `scheduler_queued`: the
   /// scheduler's requests not yet started, counted against max_waiting.
-  prepare_push push(const std::string& id, std::uint64_t origin, int scheduler_queued);
+  /// `deadline_s`: when the job, if still queued, expires (expire()), in
+  /// seconds on the caller's clock; infinity: never.
+  prepare_push push(const std::string& id, std::uint64_t origin, int scheduler_queued,
+                    double deadline_s = std::numeric_limits<double>::infinity());
   /// The next job to run: the origin after the last one served that has a
   /// job queued, its oldest. Nullopt when nothing is queued. The job counts
   /// as running (and pending) until finish().
@@ -84,6 +95,12 @@ class prepare_queue {
   bool finish(prepare_ticket ticket);
   /// Removes the queued jobs named `id` and marks its running ones.
   prepare_cancel cancel(const std::string& id);
+  /// Removes the queued jobs whose deadline is at or before `now_s`
+  /// (seconds, the push() clock), earliest deadline first. A running job
+  /// is left to finish: whoever reads its result checks the deadline.
+  std::vector<prepare_ticket> expire(double now_s);
+  /// The earliest deadline of a queued job (seconds); nullopt when none has one.
+  std::optional<double> next_deadline() const;
 
   /// Changes the bounds; jobs already pending stay.
   void set_limits(const prepare_limits& limits) { limits_ = limits; }
@@ -99,17 +116,20 @@ class prepare_queue {
   struct job {
     std::string id;
     std::uint64_t origin = 0;
+    double deadline_s = std::numeric_limits<double>::infinity();
     bool running = false;
     bool cancelled = false;
   };
 
   std::optional<prepare_refusal> refusal(std::uint64_t origin, int scheduler_queued) const;
+  void unqueue(prepare_ticket ticket);
   void forget(prepare_ticket ticket);
 
   prepare_limits limits_;
   prepare_ticket next_ticket_ = 1;
   std::unordered_map<prepare_ticket, job> jobs_;
   std::map<std::uint64_t, std::deque<prepare_ticket>> queues_;  ///< per origin, oldest first; no empty deques
+  std::set<std::pair<double, prepare_ticket>> deadlines_;       ///< queued jobs with a finite deadline, earliest first
   std::unordered_multimap<std::string, prepare_ticket> by_id_;
   std::unordered_map<std::uint64_t, int> per_origin_;  ///< pending jobs per origin (none at zero)
   std::optional<std::uint64_t> last_origin_;           ///< the origin pop() served last

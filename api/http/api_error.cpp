@@ -39,6 +39,9 @@ api_error api_error_from_engine(const error_event& event) {
       error.retry_after_s = 5;
       return error;
     }
+    case error_kind::cancelled:
+      // The client that asked went away (nginx's 499); nobody normally reads this.
+      return api_error(499, "invalid_request_error", event.message, {}, code("cancelled"));
     case error_kind::internal:
       break;
   }

@@ -1,6 +1,7 @@
 #pragma once
 // Shared by the server's Beast translation units only (http_server.cpp,
-// http_session.cpp, ws_session.cpp); nothing else includes Beast or Asio.
+// http_session*.cpp, ws_session.cpp, the admin listener and stream);
+// nothing else includes Beast or Asio.
 
 #include <atomic>
 #include <boost/asio/io_context.hpp>

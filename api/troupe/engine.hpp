@@ -279,8 +279,9 @@ class engine {
   /// Submits a request; every event goes to `sink`. Returns the request id
   /// (the caller's, or one assigned). Validation errors arrive as on_error.
   virtual std::string submit(generation_request request, std::shared_ptr<request_sink> sink) = 0;
-  /// Cancels a request; its choices finish with reason `abort` and its KV
-  /// blocks are free within one step. Unknown ids are ignored.
+  /// Cancels a request (or a text task by its id); its choices finish with
+  /// reason `abort` and its KV blocks are free within one step; a prompt
+  /// still awaiting preparation is never prepared. Unknown ids are ignored.
   virtual void cancel(const std::string& request_id) = 0;
   /// A snapshot of counters and gauges (waits for the scheduler, bounded).
   virtual engine_stats stats() = 0;
@@ -290,8 +291,9 @@ class engine {
   virtual std::string configure(const settings_change& change) = 0;
   /// The live requests, oldest first (waits for the scheduler, bounded).
   virtual std::vector<request_info> list_requests() { return {}; }
-  /// Aborts a live request as cancel() does; false when no live request has
-  /// that id. The default looks the id up in list_requests().
+  /// Aborts a live request as cancel() does, one whose prompt awaits
+  /// preparation too; false when no live request has that id. The default
+  /// looks the id up in list_requests().
   virtual bool abort(const std::string& request_id) {
     const std::vector<request_info> live = list_requests();
     const bool found = std::any_of(live.begin(), live.end(), [&](const request_info& r) { return r.id == request_id; });
@@ -312,8 +314,9 @@ class engine {
                                           bool add_generation_prompt) = 0;
   /// Runs `task` off the caller's thread where the engine can: Troupe's
   /// engine queues it for a tokenizer worker under the bounds of prompt
-  /// preparation (max_pending_prompts, per connection too). Calls `done`
-  /// exactly once, possibly from an engine thread: return quickly. The
+  /// preparation (max_pending_prompts, per connection too), where
+  /// cancel(task.id) drops it until it runs. Calls `done` exactly once,
+  /// possibly from an engine thread: return quickly. The
   /// default runs it at once, on the calling thread, with tokenize(),
   /// detokenize() and apply_chat_template().
   virtual void run_text_task(const text_task& task, std::function<void(text_task_result)> done);

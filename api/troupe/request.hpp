@@ -131,6 +131,7 @@ enum class error_kind : std::uint8_t {
   overloaded,       ///< 429/503: queue full or deadline cannot be met
   internal,         ///< 500
   shutting_down,    ///< 503
+  cancelled,        ///< 499: cancelled before it ran (a text task; a cancelled generation finishes with `abort`)
 };
 
 /// The request failed; no further events follow for it.
@@ -160,6 +161,9 @@ struct text_task {
   std::vector<std::int32_t> ids;
   bool skip_special_tokens = false;  ///< decode
   std::uint64_t origin = 0;          ///< as generation_request::origin
+  /// engine::cancel(id) drops the task while it waits (its result is then
+  /// an error of kind `cancelled`); empty: it cannot be cancelled.
+  std::string id;
 };
 
 /// What a text task made: ids (encode) or text (decode), or why not.
@@ -167,7 +171,8 @@ struct text_task_result {
   std::vector<std::int32_t> ids;
   std::string text;
   /// A template that refused the messages: invalid_request, param
-  /// "messages", code "template_error"; a bound: overloaded.
+  /// "messages", code "template_error"; a bound: overloaded; a cancel
+  /// before it ran: cancelled.
   std::optional<error_event> error;
 };
 

@@ -146,9 +146,20 @@ void fake_engine::run_script(generation_request request, std::shared_ptr<request
 }
 
 void fake_engine::cancel(const std::string& request_id) {
-  std::lock_guard lock(mutex_);
-  cancelled_.push_back(request_id);
-  if (const auto found = live_.find(request_id); found != live_.end()) found->second->cancelled = true;
+  std::vector<std::function<void(text_task_result)>> dropped;
+  {
+    std::lock_guard lock(mutex_);
+    cancelled_.push_back(request_id);
+    if (const auto found = live_.find(request_id); found != live_.end()) found->second->cancelled = true;
+    const auto named = [&](const auto& held) { return !request_id.empty() && held.first.id == request_id; };
+    for (auto& held : held_) {
+      if (named(held)) dropped.push_back(std::move(held.second));
+    }
+    std::erase_if(held_, named);
+  }
+  // As the engine answers a text task cancelled before it ran (outside the lock: `done` may call back).
+  for (auto& done : dropped)
+    done({{}, {}, error_event{request_id, error_kind::cancelled, "cancelled before it ran", {}, "cancelled"}});
 }
 
 std::string fake_engine::configure(const settings_change& change) {

@@ -44,8 +44,9 @@ class fake_engine final : public engine {
   /// "<role>content</role>" per message, then "<assistant>" when asked.
   std::string apply_chat_template(const std::string& messages_json, const std::string& tools_json,
                                   bool add_generation_prompt) override;
-  /// As the default, except: text "hold" waits for release_text_tasks(),
-  /// text "queue-full" is refused as the engine's full prepare queue is.
+  /// As the default, except: text "hold" waits for release_text_tasks()
+  /// (or a cancel of its id, which answers it cancelled), text
+  /// "queue-full" is refused as the engine's full prepare queue is.
   void run_text_task(const text_task& task, std::function<void(text_task_result)> done) override;
   /// Text tasks waiting for release_text_tasks().
   int held_text_tasks() const;

@@ -1,6 +1,7 @@
 // /tokenize and /detokenize off the route workers (issue 15, defect 10),
-// the connection each engine request carries (its origin), and the codes
-// of the prepare queue's refusals over HTTP and WebSocket.
+// cancelled in the engine when their client leaves first, the connection
+// each engine request carries (its origin), and the codes of the prepare
+// queue's refusals over HTTP and WebSocket.
 
 #include <boost/json/serialize.hpp>
 #include <future>
@@ -31,6 +32,34 @@ TEST_F(HttpServerPrepareBounds, HealthAndMetricsAnswerWhileTokenizeCallsAreHeld)
     ASSERT_EQ(response.status, 200) << response.body;
     EXPECT_EQ(boost::json::serialize(boost::json::parse(response.body).at("tokens")), "[1,107,114,111,103]");
   }
+}
+
+// The disconnect watch covers a text task as it covers a generation: the
+// engine drops the task (the fake, as the real one, only when the cancel
+// names the task's id).
+TEST_F(HttpServerPrepareBounds, ATokenizeCallWhoseClientLeavesIsCancelledInTheEngine) {
+  {
+    socket_client client(port);
+    client.send_all(post_request("/tokenize", R"({"prompt":"hold"})"));
+    ASSERT_TRUE(fake_engine::eventually([&] { return engine.held_text_tasks() == 1; }));
+  }
+  ASSERT_TRUE(fake_engine::eventually([&] { return engine.held_text_tasks() == 0; })) << "the task was not cancelled";
+  const std::vector<std::string> cancelled = engine.cancelled();
+  ASSERT_EQ(cancelled.size(), 1u);
+  EXPECT_EQ(cancelled[0].rfind("text-", 0), 0u) << cancelled[0];
+  EXPECT_TRUE(engine.submitted().empty());
+}
+
+TEST_F(HttpServerPrepareBounds, AnAnsweredTokenizeCallIsNotCancelledWhenItsClientLeaves) {
+  {
+    socket_client client(port);
+    client.send_all(post_request("/tokenize", R"({"prompt":"hold"})"));
+    ASSERT_TRUE(fake_engine::eventually([&] { return engine.held_text_tasks() == 1; }));
+    engine.release_text_tasks();
+    EXPECT_EQ(client.read_response().status, 200);
+  }
+  ASSERT_TRUE(fake_engine::eventually([&] { return server->active_connections() == 0; }));
+  EXPECT_TRUE(engine.cancelled().empty());
 }
 
 TEST_F(HttpServerPrepareBounds, ARefusedTokenizeCallAnswers429WithTheBoundsCode) {

@@ -1,5 +1,5 @@
 // The intake's prepare queue (actors/core/prepare_queue): its three bounds,
-// turns across origins, and cancels of queued and running jobs.
+// turns across origins, cancels of queued and running jobs, and deadlines.
 
 #include "actors/core/prepare_queue.hpp"
 
@@ -106,6 +106,33 @@ TEST(PrepareQueue, ACancelledRunningJobIsReportedAtFinish) {
   EXPECT_EQ(queue.pending(), 1u) << "it runs on until it ends";
   EXPECT_TRUE(queue.finish(ticket)) << "its result must be dropped";
   EXPECT_EQ(queue.pending(), 0u);
+}
+
+TEST(PrepareQueue, QueuedJobsExpireAtTheirDeadlineEarliestFirstRunningOnesDoNot) {
+  prepare_queue queue(limits(100, 100));
+  const prepare_ticket running = queue.push("r", 0, 0, 1.0).ticket;
+  const prepare_ticket later = queue.push("a", 1, 0, 5.0).ticket;
+  const prepare_ticket sooner = queue.push("b", 2, 0, 3.0).ticket;
+  const prepare_ticket never = push_ok(queue, "c", 3);
+  ASSERT_EQ(queue.pop(), running);
+  EXPECT_EQ(queue.next_deadline(), 3.0) << "a running job has no deadline here";
+  EXPECT_TRUE(queue.expire(2.9).empty());
+  EXPECT_EQ(queue.expire(5.0), (std::vector<prepare_ticket>{sooner, later}));
+  EXPECT_EQ(queue.pending_of(1), 0) << "an expired job no longer counts";
+  EXPECT_EQ(queue.next_deadline(), std::nullopt);
+  EXPECT_TRUE(queue.cancel("a").removed.empty()) << "an expired job is gone";
+  EXPECT_EQ(queue.pending(), 2u) << "the running job and the one without a deadline";
+  EXPECT_FALSE(queue.finish(running));
+  EXPECT_EQ(queue.pop(), never);
+  EXPECT_EQ(queue.pop(), std::nullopt);
+}
+
+TEST(PrepareQueue, ACancelledJobLeavesNoDeadlineBehind) {
+  prepare_queue queue(limits(100, 100));
+  queue.push("a", 1, 0, 2.0);
+  queue.push("b", 1, 0, 4.0);
+  ASSERT_EQ(queue.cancel("a").removed.size(), 1u);
+  EXPECT_EQ(queue.next_deadline(), 4.0);
 }
 
 TEST(PrepareQueue, JobsWithoutAnIdCannotBeCancelled) {
