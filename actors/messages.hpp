@@ -5,18 +5,22 @@
 // a step or a KV plan is handed over, never serialised or copied.
 //
 // Who talks to whom (see ARCHITECTURE.md, "The life of a request"):
-//   engine ── generate ──> intake ── encode ──> tokenizer ── prompt ──> intake
-//   intake ── submit ──> scheduler ── kv plan ──> kv_manager ── reply ──> scheduler
+//   engine ── generate / tokenize / cancel / abort ──> intake (the prepare queue)
+//   intake ── encode / tokenize (one job per idle worker) ──> tokenizer ── prompt ──> intake
+//   intake ── submit, cancel, abort (of what it no longer holds) ──> scheduler
+//   scheduler ── kv plan ──> kv_manager ── reply ──> scheduler
 //   scheduler ── run step ──> executor ── samples ──> scheduler
-//   scheduler ── open / events ──> tokenizer (its output shard) ── events ──> sink
-//   tokenizer ── reply: choices that hit a stop string ──> scheduler
+//   scheduler ── open / events ──> detokenizer (the request's output shard) ── events ──> sink
+//   detokenizer ── reply: stop-string hits, failed streams ──> scheduler
 //   scheduler ── propose (draft jobs) ──> speculator ── propose (one round) ──> draft executor
 //   speculator ── drafts (and their q rows) ──> scheduler
 
 #include <caf/all.hpp>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "actors/core/draft_proposer.hpp"
 #include "actors/core/output_stream.hpp"
@@ -68,9 +72,37 @@ struct stream_batch {
   std::vector<std::pair<request_handle, error_event>> errors;  ///< requests that failed after admission
 };
 
-/// Choices whose output hit a stop string, for the scheduler to finish.
-struct stop_matches {
-  std::vector<std::pair<request_handle, int>> choices;  ///< (request, choice)
+/// An output shard's answer to a batch of events, for the scheduler to act on.
+struct stream_feedback {
+  std::vector<std::pair<request_handle, int>> stops;  ///< (request, choice) whose output hit a stop string
+  std::vector<request_handle> failed;  ///< requests whose output failed to stream (their sink has the error)
+};
+
+using text_task_ptr = std::shared_ptr<const text_task>;
+
+/// A /tokenize or /detokenize call and who waits for its result.
+class text_job {
+ public:
+  text_job(text_task_ptr task, std::function<void(text_task_result)> done)
+      : task_(std::move(task)), done_(std::move(done)) {}
+  text_job(const text_job&) = delete;
+  text_job& operator=(const text_job&) = delete;
+  /// A job dropped unanswered (its actor stopped) still answers, so no
+  /// caller waits forever.
+  ~text_job() {
+    if (done_) done_({{}, {}, error_event{{}, error_kind::shutting_down, "the engine has shut down", {}, {}}});
+  }
+
+  const text_task_ptr& task() const { return task_; }
+  /// Hands `result` to the caller; only the first call does. The intake
+  /// alone calls it (jobs are shared as const, so the callback is mutable).
+  void answer(text_task_result result) const {
+    if (auto done = std::exchange(done_, nullptr)) done(std::move(result));
+  }
+
+ private:
+  text_task_ptr task_;
+  mutable std::function<void(text_task_result)> done_;
 };
 
 /// Live changes to scheduling knobs: the public settings_change, as sent to the scheduler.
@@ -85,7 +117,9 @@ using step_work_ptr = std::shared_ptr<const scheduled_step>;
 using step_result_ptr = std::shared_ptr<const step_result>;
 using kv_request_ptr = std::shared_ptr<const kv_request>;
 using kv_reply_ptr = std::shared_ptr<const kv_reply>;
-using stop_matches_ptr = std::shared_ptr<const stop_matches>;
+using stream_feedback_ptr = std::shared_ptr<const stream_feedback>;
+using text_job_ptr = std::shared_ptr<const text_job>;
+using text_task_result_ptr = std::shared_ptr<const text_task_result>;
 using engine_stats_ptr = std::shared_ptr<const engine_stats>;
 using config_change_ptr = std::shared_ptr<const config_change>;
 using draft_request_ptr = std::shared_ptr<const draft_request>;
@@ -105,7 +139,10 @@ CAF_ADD_TYPE_ID(troupe, (troupe::step_work_ptr))
 CAF_ADD_TYPE_ID(troupe, (troupe::step_result_ptr))
 CAF_ADD_TYPE_ID(troupe, (troupe::kv_request_ptr))
 CAF_ADD_TYPE_ID(troupe, (troupe::kv_reply_ptr))
-CAF_ADD_TYPE_ID(troupe, (troupe::stop_matches_ptr))
+CAF_ADD_TYPE_ID(troupe, (troupe::stream_feedback_ptr))
+CAF_ADD_TYPE_ID(troupe, (troupe::text_task_ptr))
+CAF_ADD_TYPE_ID(troupe, (troupe::text_job_ptr))
+CAF_ADD_TYPE_ID(troupe, (troupe::text_task_result_ptr))
 CAF_ADD_TYPE_ID(troupe, (troupe::engine_stats_ptr))
 CAF_ADD_TYPE_ID(troupe, (troupe::config_change_ptr))
 CAF_ADD_TYPE_ID(troupe, (troupe::draft_request_ptr))
@@ -132,6 +169,7 @@ CAF_ADD_ATOM(troupe, troupe::atom, requests, "requests")
 CAF_ADD_ATOM(troupe, troupe::atom, abort, "abort")
 CAF_ADD_ATOM(troupe, troupe::atom, priority, "priority")
 CAF_ADD_ATOM(troupe, troupe::atom, shard, "shard")
+CAF_ADD_ATOM(troupe, troupe::atom, tokenize, "tokenize")
 CAF_END_TYPE_ID_BLOCK(troupe)
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::submission_ptr)
@@ -143,7 +181,10 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::step_work_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::step_result_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv_request_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv_reply_ptr)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::stop_matches_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::stream_feedback_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::text_task_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::text_job_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::text_task_result_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::engine_stats_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::config_change_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::draft_request_ptr)
@@ -174,16 +215,23 @@ using kv_manager_actor = caf::typed_actor<
     /// Applies what fits of a step's KV needs; the reply lists what did not.
     caf::replies_to<kv_request_ptr>::with<kv_reply_ptr>>;
 
-/// Text in and out: prepares prompts (any worker) and streams the output of
-/// the requests sharded to it (handle % workers).
+/// Text in: prepares prompts and runs /tokenize calls, one job at a time
+/// from the intake's prepare queue (a detached actor: its work blocks).
 using tokenizer_actor = caf::typed_actor<
-    /// Renders (chat) and encodes a prompt; errors travel inside the reply.
+    /// Renders (chat), encodes and compiles the constraint of a prompt;
+    /// errors travel inside the reply.
     caf::replies_to<atom::encode, submission_ptr>::with<prepared_prompt_ptr>,
+    /// Runs a /tokenize or /detokenize call; errors travel inside the reply.
+    caf::replies_to<atom::tokenize, text_task_ptr>::with<text_task_result_ptr>>;
+
+/// Text out: the output shard of the requests with handle % shards, so
+/// event delivery never queues behind prompt preparation.
+using detokenizer_actor = caf::typed_actor<
     /// Starts a request's output stream and sends `accepted` to its sink.
     caf::reacts_to<atom::open, stream_open_ptr>,
     /// Tokens, finishes and failures of this shard's requests; replies the
-    /// choices that hit a stop string.
-    caf::replies_to<atom::events, stream_batch_ptr>::with<stop_matches_ptr>>;
+    /// choices that hit a stop string and the requests whose stream failed.
+    caf::replies_to<atom::events, stream_batch_ptr>::with<stream_feedback_ptr>>;
 
 /// Plans steps; owns the scheduler core and every request's progress.
 using scheduler_actor = caf::typed_actor<
@@ -205,8 +253,8 @@ using scheduler_actor = caf::typed_actor<
     caf::replies_to<atom::drain, double>::with<bool>,
     /// Internal: re-check timeouts and idle work.
     caf::reacts_to<atom::tick>,
-    /// The intake restarted tokenizer worker (output shard) `index` as this
-    /// actor (a tokenizer_actor): the requests streamed by the dead one fail.
+    /// The intake restarted output shard `index` as this actor (a
+    /// detokenizer_actor): the requests streamed by the dead one fail.
     caf::reacts_to<atom::shard, std::int32_t, caf::actor>>;
 
 /// Proposes draft tokens with a draft model (a smaller checkpoint, or the
@@ -217,10 +265,23 @@ using speculator_actor = caf::typed_actor<
     /// without drafts).
     caf::replies_to<atom::propose, draft_request_ptr>::with<draft_reply_ptr>>;
 
-/// Front door: validates, assigns ids, has prompts prepared, submits.
+/// Front door: validates, bounds and queues prompt preparation, submits.
 using intake_actor = caf::typed_actor<
     /// A new request from the engine facade or an embedder.
     caf::reacts_to<atom::generate, submission_ptr>,
+    /// Cancels a request (or a text task) by id: removed from the prepare
+    /// queue (it never runs; its choices finish with reason abort), else
+    /// sent on to the scheduler.
+    caf::reacts_to<atom::cancel, std::string>,
+    /// Aborts a request by id as cancel does (the admin's abort): true when
+    /// the prepare queue held it, else the scheduler's answer (false: no
+    /// live request has that id).
+    caf::replies_to<atom::abort, std::string>::with<bool>,
+    /// Internal: the tick for the earliest deadline of a queued prompt (its
+    /// number: a tick superseded by a later-armed one does nothing).
+    caf::reacts_to<atom::tick, std::uint64_t>,
+    /// A /tokenize or /detokenize call, queued as a prompt is; answered through the job.
+    caf::reacts_to<atom::tokenize, text_job_ptr>,
     /// New request limits (the change's limit fields, already validated):
     /// "" or why not; requests read after the answer are held to them.
     caf::replies_to<atom::configure, config_change_ptr>::with<std::string>>;

@@ -16,7 +16,7 @@ namespace troupe {
 namespace {
 
 /// A live request's id and sink, kept so that its stream can be failed
-/// should the tokenizer worker that streams it die.
+/// should the output shard that streams it die.
 struct live_stream {
   std::string id;
   event_sink sink;
@@ -33,7 +33,7 @@ struct scheduler_state {
   static inline const char* name = "scheduler";
 
   double now() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
-  tokenizer_actor shard_of(request_handle handle) const { return setup.shards[handle % setup.shards.size()]; }
+  detokenizer_actor shard_of(request_handle handle) const { return setup.shards[handle % setup.shards.size()]; }
 };
 
 using self_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
@@ -79,7 +79,11 @@ void cancel(self_ptr self, const std::string& id) {
 
 // ---- plan -----------------------------------------------------------------
 
+// Every handler that changes the queue ends here, so the intake's bound on
+// prompts awaiting preparation reads a current queue length.
 void try_step(self_ptr self) {
+  if (const auto& gauges = self->state.setup.gauges)
+    gauges->scheduler_queued.store(self->state.loop->core().num_queued(), std::memory_order_relaxed);
   if (self->state.drafting) return;  // the step being drafted for goes to the executor first
   if (auto request = self->state.loop->begin_step(self->state.now())) send_kv(self, std::move(*request));
 }
@@ -218,8 +222,25 @@ void deliver_drains(self_ptr self, const std::vector<drain_reply>& replies) {
   }
 }
 
-// Sends each tokenizer shard its requests' events; the shards answer with
-// the choices that hit a stop string, which end here.
+// An output shard's answer to an events batch: the choices that hit a stop
+// string end here; the requests whose output failed to stream (their sinks
+// have the error) are aborted, so their blocks come back.
+void on_feedback(self_ptr self, const stream_feedback& feedback) {
+  auto& state = self->state;
+  for (const auto& [handle, choice] : feedback.stops)
+    route(self, state.loop->finish_at_stop(handle, choice, state.now()));
+  for (const request_handle handle : feedback.failed) {
+    const auto it = state.streams.find(handle);
+    if (it == state.streams.end()) continue;
+    const std::string id = it->second.id;
+    state.streams.erase(it);
+    if (auto events = state.loop->abort(id, state.now())) route(self, std::move(*events));
+  }
+  if (!feedback.stops.empty() || !feedback.failed.empty()) try_step(self);
+}
+
+// Sends each output shard its requests' events (the shard answers with
+// feedback, above).
 void route(self_ptr self, loop_events out) {
   auto& state = self->state;
   scheduler_events& events = out.events;
@@ -234,15 +255,10 @@ void route(self_ptr self, loop_events out) {
     if (batches[shard].tokens.empty() && batches[shard].finished.empty()) continue;
     auto batch = std::make_shared<const stream_batch>(std::move(batches[shard]));
     self->request(state.setup.shards[shard], state.setup.events_timeout, atom::events_v, std::move(batch))
-        .then(
-            [self](const stop_matches_ptr& stops) {
-              for (const auto& [handle, choice] : stops->choices)
-                route(self, self->state.loop->finish_at_stop(handle, choice, self->state.now()));
-              if (!stops->choices.empty()) try_step(self);
-            },
-            [](const caf::error& error) {
-              spdlog::error("scheduler: tokenizer shard failed: {}", caf::to_string(error));
-            });
+        .then([self](const stream_feedback_ptr& feedback) { on_feedback(self, *feedback); },
+              [](const caf::error& error) {
+                spdlog::error("scheduler: output shard failed: {}", caf::to_string(error));
+              });
   }
   deliver_drains(self, out.drains);
 }
@@ -276,13 +292,13 @@ void send_errors(self_ptr self, std::vector<std::pair<request_handle, error_even
   }
 }
 
-// A tokenizer worker died and the intake started `replacement` in its
+// An output shard died and the intake started `replacement` in its
 // place: the streams it held (their detokenizer state) are gone, so those
 // requests fail and are aborted; the others never noticed.
 void replace_shard(self_ptr self, std::int32_t index, const caf::actor& replacement) {
   auto& state = self->state;
   if (index < 0 || static_cast<std::size_t>(index) >= state.setup.shards.size()) return;
-  state.setup.shards[static_cast<std::size_t>(index)] = caf::actor_cast<tokenizer_actor>(replacement);
+  state.setup.shards[static_cast<std::size_t>(index)] = caf::actor_cast<detokenizer_actor>(replacement);
   std::vector<live_stream> lost;
   for (auto it = state.streams.begin(); it != state.streams.end();) {
     if (it->first % state.setup.shards.size() != static_cast<std::size_t>(index)) {
@@ -292,9 +308,9 @@ void replace_shard(self_ptr self, std::int32_t index, const caf::actor& replacem
     lost.push_back(std::move(it->second));
     it = state.streams.erase(it);
   }
-  if (!lost.empty()) spdlog::warn("scheduler: {} requests lost their tokenizer worker {}", lost.size(), index);
+  if (!lost.empty()) spdlog::warn("scheduler: {} requests lost their output shard {}", lost.size(), index);
   for (const live_stream& stream : lost) {
-    stream.sink.error({stream.id, error_kind::internal, "the tokenizer worker streaming this request failed", ""});
+    stream.sink.error({stream.id, error_kind::internal, "the output shard streaming this request failed", ""});
     if (auto events = state.loop->abort(stream.id, state.now())) route(self, std::move(*events));
   }
   try_step(self);

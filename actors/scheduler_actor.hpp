@@ -8,6 +8,9 @@
 
 #include <vector>
 
+#include <memory>
+
+#include "actors/core/prepare_queue.hpp"
 #include "actors/core/scheduler_loop.hpp"
 #include "actors/core/speculation.hpp"
 #include "actors/messages.hpp"
@@ -19,13 +22,13 @@ struct scheduler_setup {
   scheduler_loop_config loop;  ///< the core's knobs
   kv_manager_actor kv;
   executor_actor executor;
-  std::vector<tokenizer_actor> shards;                  ///< output shard of request h: shards[h % size]
+  std::vector<detokenizer_actor> shards;  ///< output shard of request h: shards[h % size]
+  std::shared_ptr<queue_gauges> gauges;   ///< where its queue length goes (the intake's check); may be null
   caf::timespan kv_timeout = std::chrono::seconds(10);  ///< a KV plan answered later fails the engine
-  /// How long an output shard may take to answer an `events` batch. Not the
-  /// KV timeout: the shard is a tokenizer actor that also encodes prompts and
-  /// detokenizes, so its answer can queue behind other work, and a late
-  /// answer only loses that batch's stop-string matches (logged), never the
-  /// engine.
+  /// How long an output shard may take to answer an `events` batch. The
+  /// shards only stream (prompts are prepared elsewhere), so a late answer
+  /// means a stuck shard; it loses that batch's stop-string matches
+  /// (logged), never the engine, so this is not the KV timeout.
   caf::timespan events_timeout = std::chrono::seconds(10);
   caf::timespan step_timeout = std::chrono::seconds(600);    ///< a step running longer fails the executor
   speculative_method speculation = speculative_method::off;  ///< who fills a planned step's draft slots

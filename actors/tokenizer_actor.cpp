@@ -1,7 +1,6 @@
 #include "actors/tokenizer_actor.hpp"
 
 #include <spdlog/spdlog.h>
-#include <map>
 #include <stdexcept>
 
 #include "actors/core/request_constraint.hpp"
@@ -10,14 +9,8 @@ namespace troupe {
 
 namespace {
 
-struct open_stream {
-  output_stream stream;
-  event_sink sink;
-};
-
 struct tokenizer_state {
   tokenizer_setup setup;
-  std::map<request_handle, open_stream> streams;
   static inline const char* name = "tokenizer";
 };
 
@@ -60,7 +53,7 @@ prepared_prompt_ptr prepare(const tokenizer_state& state, const submission& job)
 }
 
 // An exception while preparing one prompt (a tokenizer or template bug on
-// hostile input) fails that request, not the worker and the streams it holds.
+// hostile input) fails that request, not the worker and the jobs after it.
 prepared_prompt_ptr prepare_guarded(const tokenizer_state& state, const submission& job) {
   // The test hook's "exit": the failure escapes the handler and the worker dies.
   if (state.setup.fault_exits && fault_hit(state.setup, job.request)) throw injected_tokenizer_fault();
@@ -72,25 +65,15 @@ prepared_prompt_ptr prepare_guarded(const tokenizer_state& state, const submissi
   }
 }
 
-void send_tokens(tokenizer_state& state, const stream_batch& batch, stop_matches& stops) {
-  for (const token_event& token : batch.tokens) {
-    const auto it = state.streams.find(token.request);
-    if (it == state.streams.end()) continue;  // failed or finished already
-    token_outcome outcome = it->second.stream.on_token(token.choice, token.sample);
-    if (outcome.delta) it->second.sink.delta(*outcome.delta);
-    if (outcome.stop_string_matched) stops.choices.emplace_back(token.request, token.choice);
-  }
-}
-
-void send_finishes(tokenizer_state& state, const stream_batch& batch) {
-  for (const finish_event& finish : batch.finished) {
-    const auto it = state.streams.find(finish.request);
-    if (it == state.streams.end()) continue;
-    finish_outcome outcome =
-        it->second.stream.on_finished(finish.choice, finish.reason, finish.usage, finish.request_done);
-    if (outcome.delta) it->second.sink.delta(*outcome.delta);
-    if (outcome.finished) it->second.sink.finished(*outcome.finished);
-    if (finish.request_done) state.streams.erase(it);
+// A failed /tokenize call answers with an internal error, as a failed prompt does.
+text_task_result_ptr run_text_guarded(const tokenizer_state& state, const text_task& task) {
+  try {
+    return std::make_shared<const text_task_result>(state.setup.preparer->run(task));
+  } catch (const std::exception& e) {
+    spdlog::error("tokenizer: a /tokenize or /detokenize call failed: {}", e.what());
+    text_task_result out;
+    out.error = error_event{{}, error_kind::internal, std::string("tokenizing failed: ") + e.what(), {}, {}};
+    return std::make_shared<const text_task_result>(std::move(out));
   }
 }
 
@@ -99,30 +82,14 @@ tokenizer_actor::behavior_type tokenizer_behavior(tokenizer_actor::stateful_poin
   self->state.setup = std::move(setup);
   return {
       [self](atom::encode, const submission_ptr& job) { return prepare_guarded(self->state, *job); },
-      [self](atom::open, const stream_open_ptr& open) {
-        output_stream stream(self->state.setup.preparer->tokenizer(), open->accepted.request_id, open->output);
-        self->state.streams.emplace(open->handle, open_stream{std::move(stream), open->sink});
-        open->sink.accepted(open->accepted);
-      },
-      [self](atom::events, const stream_batch_ptr& batch) {
-        auto stops = std::make_shared<stop_matches>();
-        send_tokens(self->state, *batch, *stops);
-        send_finishes(self->state, *batch);
-        for (const auto& [handle, error] : batch->errors) {
-          const auto it = self->state.streams.find(handle);
-          if (it == self->state.streams.end()) continue;
-          it->second.sink.error(error);
-          self->state.streams.erase(it);
-        }
-        return stop_matches_ptr{std::move(stops)};
-      },
+      [self](atom::tokenize, const text_task_ptr& task) { return run_text_guarded(self->state, *task); },
   };
 }
 
 }  // namespace
 
 tokenizer_actor spawn_tokenizer(caf::actor_system& system, tokenizer_setup setup) {
-  return system.spawn(tokenizer_behavior, std::move(setup));
+  return system.spawn<caf::detached>(tokenizer_behavior, std::move(setup));
 }
 
 }  // namespace troupe

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "actors/core/request_constraint.hpp"
+#include "actors/detokenizer_actor.hpp"
 #include "actors/drafter_loading.hpp"
 #include "actors/intake_actor.hpp"
 #include "actors/kv_manager_actor.hpp"
@@ -233,16 +234,24 @@ troupe_handles spawn_troupe(caf::actor_system& system, const engine_config& conf
 
   handles.kv = spawn_kv_manager(system, kv_manager_config(setup.loop.scheduler));
   handles.executor = spawn_executor(system, model.executor);
-  const tokenizer_setup worker{model.preparer, model.constraints, config.test_tokenizer_fault_marker,
-                               config.test_tokenizer_fault == "exit"};
-  for (int i = 0; i < std::max(1, config.tokenizer_workers); ++i)
+  // The fault hook poisons either prompt preparation or output streaming.
+  const std::string& fault = config.test_tokenizer_fault;
+  const bool output_fault = fault == "output" || fault == "output_exit";
+  const std::string& marker = config.test_tokenizer_fault_marker;
+  const tokenizer_setup worker{model.preparer, model.constraints, output_fault ? "" : marker, fault == "exit"};
+  const detokenizer_setup shard{model.preparer->tokenizer(), output_fault ? marker : "", fault == "output_exit"};
+  for (int i = 0; i < std::max(1, config.tokenizer_workers); ++i) {
     handles.tokenizers.push_back(spawn_tokenizer(system, worker));
+    handles.detokenizers.push_back(spawn_detokenizer(system, shard));
+  }
+  handles.gauges = std::make_shared<queue_gauges>();
   setup.step_timeout = std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(config.step_timeout_s));
   // /health says "stuck" before the timeout fails the engine.
   setup.loop.stuck_after_s = std::min(30.0, config.step_timeout_s / 2);
   setup.kv = handles.kv;
   setup.executor = handles.executor;
-  setup.shards = handles.tokenizers;
+  setup.shards = handles.detokenizers;
+  setup.gauges = handles.gauges;
   setup.loop.one_token_step_s = model.one_token_step_s;
   setup.loop.workspace = model.workspace;
   setup.speculation = *parse_speculative_method(config.speculative);  // checked by load_drafter
@@ -258,10 +267,15 @@ troupe_handles spawn_troupe(caf::actor_system& system, const engine_config& conf
   intake.limits = admission_limits(config);
   intake.limits.max_model_len = model.max_model_len;
   intake.limits.vocab_size = model.info.vocab_size;
+  intake.prepare = prepare_limits(config);
+  intake.gauges = handles.gauges;
   intake.tokenizers = handles.tokenizers;
   intake.worker = worker;
+  intake.shards = handles.detokenizers;
+  intake.shard = shard;
   intake.scheduler = handles.scheduler;
   intake.default_timeout_s = config.request_timeout_s;
+  intake.clock_start = handles.clock_start;
   handles.intake = spawn_intake(system, std::move(intake));
   return handles;
 }

@@ -1,11 +1,13 @@
 #pragma once
 // Wiring: loads a model for the engine and spawns the whole troupe (KV
-// manager, executor, tokenizer pool, scheduler, intake) into an actor system.
+// manager, executor, tokenizer workers, output shards, scheduler, intake)
+// into an actor system.
 
 #include <chrono>
 #include <memory>
 #include <vector>
 
+#include "actors/core/prepare_queue.hpp"
 #include "actors/core/prompt_preparer.hpp"
 #include "actors/executor_actor.hpp"
 #include "actors/messages.hpp"
@@ -41,9 +43,11 @@ struct troupe_handles {
   scheduler_actor scheduler;
   kv_manager_actor kv;
   executor_actor executor;
-  executor_actor draft_executor;  ///< invalid unless a draft model speculates
-  speculator_actor speculator;    ///< invalid unless a draft model speculates
-  std::vector<tokenizer_actor> tokenizers;
+  executor_actor draft_executor;                ///< invalid unless a draft model speculates
+  speculator_actor speculator;                  ///< invalid unless a draft model speculates
+  std::vector<tokenizer_actor> tokenizers;      ///< prompt preparation, as spawned (the intake restarts them)
+  std::vector<detokenizer_actor> detokenizers;  ///< output shards, as spawned (the intake restarts them)
+  std::shared_ptr<queue_gauges> gauges;         ///< queue lengths the scheduler and the intake publish
   std::chrono::steady_clock::time_point clock_start;
 
   /// Seconds since the troupe started (the clock requests arrive on).

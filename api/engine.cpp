@@ -44,8 +44,10 @@ class troupe_engine final : public engine {
     return id;
   }
 
+  // Through the intake, which may still hold the request's prompt (then it
+  // never runs) and sends the cancel on in order after the submission otherwise.
   void cancel(const std::string& request_id) override {
-    if (!stopped_) caf::anon_send(handles_.scheduler, atom::cancel_v, request_id);
+    if (!stopped_) caf::anon_send(handles_.intake, atom::cancel_v, request_id);
   }
 
   engine_stats stats() override {
@@ -64,6 +66,7 @@ class troupe_engine final : public engine {
     // Fixed at start: the facade reports them, not the scheduler.
     result.kv_pool_device_bytes = model_.info.kv_pool_device_bytes;
     result.kv_pool_host_bytes = model_.info.kv_pool_host_bytes;
+    result.num_prompts_pending = handles_.gauges->prompts_pending.load(std::memory_order_relaxed);
     const std::lock_guard lock(configure_mutex_);
     report_limits(limits_, result.settings);
     return result;
@@ -97,11 +100,15 @@ class troupe_engine final : public engine {
     return table;
   }
 
-  bool abort(const std::string& request_id) override { return !stopped_ && ask_scheduler(atom::abort_v, request_id); }
+  // Through the intake, as cancel(): a request whose prompt awaits
+  // preparation is aborted there; the scheduler answers for the rest.
+  bool abort(const std::string& request_id) override {
+    return !stopped_ && ask_for_bool(handles_.intake, "intake", atom::abort_v, request_id);
+  }
 
   std::string set_priority(const std::string& request_id, int priority) override {
     if (stopped_) return "the engine has shut down";
-    if (!ask_scheduler(atom::priority_v, request_id, std::int32_t{priority}))
+    if (!ask_for_bool(handles_.scheduler, "scheduler", atom::priority_v, request_id, std::int32_t{priority}))
       return "no live request '" + request_id + "'";
     return {};
   }
@@ -119,6 +126,16 @@ class troupe_engine final : public engine {
     return model_.preparer->render_chat(messages_json, tools_json, "", add_generation_prompt);
   }
 
+  void run_text_task(const text_task& task, std::function<void(text_task_result)> done) override {
+    if (stopped_) {
+      text_task_result result;
+      result.error = error_event{{}, error_kind::shutting_down, "the engine has shut down", {}, {}};
+      return done(std::move(result));
+    }
+    auto job = std::make_shared<const text_job>(std::make_shared<const text_task>(task), std::move(done));
+    caf::anon_send(handles_.intake, atom::tokenize_v, std::move(job));
+  }
+
   void shutdown(std::chrono::milliseconds drain) override {
     if (stopped_.exchange(true)) return;
     caf::scoped_actor self{system_};
@@ -129,6 +146,7 @@ class troupe_engine final : public engine {
                    spdlog::warn("engine shutdown: drain did not finish: {}", caf::to_string(error));
                  });
     for (const auto& tokenizer : handles_.tokenizers) self->send_exit(tokenizer, caf::exit_reason::user_shutdown);
+    for (const auto& shard : handles_.detokenizers) self->send_exit(shard, caf::exit_reason::user_shutdown);
     self->send_exit(handles_.intake, caf::exit_reason::user_shutdown);
     self->send_exit(handles_.scheduler, caf::exit_reason::user_shutdown);
     self->send_exit(handles_.kv, caf::exit_reason::user_shutdown);
@@ -155,15 +173,16 @@ class troupe_engine final : public engine {
     return problem;
   }
 
-  /// Sends the scheduler a request answered with a bool; false when it did not answer.
-  template <typename... Args>
-  bool ask_scheduler(Args&&... args) {
+  /// Sends `actor` (called `name` in the log) a request answered with a
+  /// bool; false when it did not answer.
+  template <typename Actor, typename... Args>
+  bool ask_for_bool(const Actor& actor, std::string_view name, Args&&... args) {
     bool answer = false;
     caf::scoped_actor self{system_};
-    self->request(handles_.scheduler, std::chrono::seconds(2), std::forward<Args>(args)...)
+    self->request(actor, std::chrono::seconds(2), std::forward<Args>(args)...)
         .receive([&](bool reply) { answer = reply; },
-                 [](const caf::error& error) {
-                   spdlog::warn("engine: the scheduler did not answer: {}", caf::to_string(error));
+                 [&](const caf::error& error) {
+                   spdlog::warn("engine: the {} did not answer: {}", name, caf::to_string(error));
                  });
     return answer;
   }
@@ -180,6 +199,39 @@ class troupe_engine final : public engine {
 };
 
 }  // namespace
+
+void engine::run_text_task(const text_task& task, std::function<void(text_task_result)> done) {
+  text_task_result result;
+  try {
+    switch (task.type) {
+      case text_task::kind::encode:
+        result.ids = tokenize(task.text, task.add_special_tokens);
+        break;
+      case text_task::kind::encode_chat: {
+        std::string text;
+        try {
+          text = apply_chat_template(task.chat_messages_json, task.chat_tools_json, task.add_generation_prompt);
+        } catch (const std::exception& e) {
+          // As the tokenizer workers answer (prompt_preparer::run): the client's to fix.
+          result.error = error_event{{},
+                                     error_kind::invalid_request,
+                                     std::string("the chat template failed: ") + e.what(),
+                                     "messages",
+                                     "template_error"};
+          break;
+        }
+        result.ids = tokenize(text, task.add_special_tokens);
+        break;
+      }
+      case text_task::kind::decode:
+        result.text = detokenize(task.ids, task.skip_special_tokens);
+        break;
+    }
+  } catch (const std::exception& e) {
+    result.error = error_event{{}, error_kind::internal, std::string("tokenizing failed: ") + e.what(), {}, {}};
+  }
+  done(std::move(result));
+}
 
 std::unique_ptr<engine> engine::start(const engine_config& config) {
   auto system_config = std::make_unique<caf::actor_system_config>();

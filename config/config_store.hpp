@@ -91,6 +91,12 @@ class config_store {
   std::map<std::string, entry, std::less<>> values_;
 };
 
+/// Prompts one completions request may carry at most (the API's limit,
+/// request_limits::max_prompts). The bounds on prompts awaiting preparation
+/// start here: below it, a full request would be refused however idle the
+/// engine is.
+inline constexpr int max_prompts_per_request = 64;
+
 /// The engine's knobs (scheduling, memory, limits, model loading).
 std::vector<knob_spec> engine_knobs();
 /// The HTTP server's knobs (address, threads, limits, timeouts).

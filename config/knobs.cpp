@@ -121,7 +121,17 @@ std::vector<knob_spec> engine_knobs() {
           real("admission_watermark", "0.01", 0, 0.5, "fraction",
                "share of device KV blocks kept free when admitting new work", true),
           boolean("enable_prefix_caching", true, "reuse KV blocks of identical prompt prefixes"),
-          integer("max_waiting_requests", 4096, 1, 1 << 24, "requests", "queue bound; more is rejected", true),
+          integer("max_waiting_requests", 4096, 1, 1 << 24, "requests",
+                  "queue bound (requests not yet started, prompts awaiting preparation included); more is rejected",
+                  true),
+          integer("max_pending_prompts", 1024, max_prompts_per_request, 1 << 24, "prompts",
+                  "prompts (and /tokenize, /detokenize calls) queued for or in preparation at most (at least " +
+                      std::to_string(max_prompts_per_request) +
+                      ", the prompts of one completions request); more get 429 prompt_queue_full"),
+          integer("max_pending_prompts_per_connection", 256, max_prompts_per_request, 1 << 24, "prompts",
+                  "as max_pending_prompts, for one HTTP connection or WebSocket (at least " +
+                      std::to_string(max_prompts_per_request) +
+                      ", the prompts of one completions request); more get 429 connection_prompt_limit"),
           integer("max_n", 16, 1, 1024, "choices", "limit on the request field n", true),
           integer("max_stop_strings", 16, 0, 1024, "strings", "limit on entries of `stop`", true),
           integer("max_stop_string_bytes", 256, 1, 65536, "bytes", "limit on each stop string", true),
@@ -135,7 +145,9 @@ std::vector<knob_spec> engine_knobs() {
                   "most urgent `priority` a client may ask for (lower runs first); lower values are refused", true),
           real("min_request_deadline_ms", "0", 0, 86'400'000.0, "ms",
                "shortest `deadline_ms` a client may ask for; shorter deadlines are refused", true),
-          integer("tokenizer_workers", 2, 1, 256, "actors", "tokenizer actors in the pool"),
+          integer("tokenizer_workers", 2, 1, 256, "actors",
+                  "prompt-preparation workers (a thread each: render, encode, constraint compile, /tokenize) and "
+                  "output shards (detokenize, stop strings), each"),
           real("request_timeout", "600", 0.001, 86400.0 * 7, "s", "default per-request timeout"),
           real("step_timeout", "300", 0.01, 86400, "s",
                "a step the executor has not answered after this long fails the engine (its requests end with an "
@@ -184,11 +196,12 @@ std::vector<knob_spec> engine_knobs() {
                "error (the engine fails), the next step throws std::bad_alloc once (its requests fail, the "
                "engine goes on), returns a result with the wrong number of samples, or never answers"),
           text("test_tokenizer_fault_marker", "", {},
-               "testing only: a prompt containing this text makes the tokenizer worker that prepares it fail "
-               "(empty: never)"),
-          text("test_tokenizer_fault", "throw", {"throw", "exit"},
-               "testing only: how the tokenizer worker fails (test_tokenizer_fault_marker): throws inside the "
-               "encoding (that request fails) or dies (the pool restarts it)"),
+               "testing only: a prompt containing this text makes the tokenizer worker that prepares it, or the "
+               "output shard that streams it, fail (empty: never)"),
+          text("test_tokenizer_fault", "throw", {"throw", "exit", "output", "output_exit"},
+               "testing only: how (test_tokenizer_fault_marker): the worker throws inside the encoding (that "
+               "request fails) or dies (it is restarted); output, output_exit: the output shard throws streaming "
+               "the request's first token (that request fails) or dies (it is restarted, its streams fail)"),
       },
       "engine");
 }

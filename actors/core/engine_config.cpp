@@ -50,6 +50,8 @@ const std::pair<const char*, engine_field> engine_fields[] = {
     {"preemption_mode", &engine_config::preemption_mode},
     {"enable_prefix_caching", &engine_config::enable_prefix_caching},
     {"max_waiting_requests", &engine_config::max_waiting_requests},
+    {"max_pending_prompts", &engine_config::max_pending_prompts},
+    {"max_pending_prompts_per_connection", &engine_config::max_pending_prompts_per_connection},
     {"max_n", &engine_config::max_n},
     {"max_stop_strings", &engine_config::max_stop_strings},
     {"max_stop_string_bytes", &engine_config::max_stop_string_bytes},

@@ -93,4 +93,33 @@ prepared_prompt_result prompt_preparer::prepare(const generation_request& reques
   return out;
 }
 
+text_task_result prompt_preparer::run(const text_task& task) const {
+  text_task_result out;
+  switch (task.type) {
+    case text_task::kind::encode:
+      out.ids = tokenizer_->encode(task.text, task.add_special_tokens);
+      break;
+    case text_task::kind::encode_chat: {
+      std::string text;
+      try {
+        text = render_chat(task.chat_messages_json, task.chat_tools_json, "", task.add_generation_prompt);
+      } catch (const std::exception& e) {
+        // Templates reject conversations they cannot render (raise_exception): the client's to fix.
+        out.error = error_event{{},
+                                error_kind::invalid_request,
+                                std::string("the chat template failed: ") + e.what(),
+                                "messages",
+                                "template_error"};
+        return out;
+      }
+      out.ids = tokenizer_->encode(text, task.add_special_tokens);
+      break;
+    }
+    case text_task::kind::decode:
+      out.text = tokenizer_->decode(task.ids, task.skip_special_tokens);
+      break;
+  }
+  return out;
+}
+
 }  // namespace troupe

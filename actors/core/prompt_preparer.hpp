@@ -37,6 +37,11 @@ class prompt_preparer {
   std::string render_chat(const std::string& messages_json, const std::string& tools_json,
                           const std::string& kwargs_json, bool add_generation_prompt) const;
 
+  /// Runs a /tokenize or /detokenize call. A template that refuses the
+  /// messages is the caller's error (invalid_request, code template_error);
+  /// other failures throw.
+  text_task_result run(const text_task& task) const;
+
   const std::shared_ptr<const text::tokenizer>& tokenizer() const { return tokenizer_; }
   /// The model's chat templates (empty when it has none).
   const chat_template_source& templates() const { return source_; }

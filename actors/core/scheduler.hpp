@@ -131,6 +131,8 @@ class scheduler {
   /// Sequences (choices) that are device-resident, waiting to be (re)prefilled, or swapped out.
   int num_running() const;
   int num_waiting() const;
+  /// Requests admitted and not yet started (what max_waiting_requests bounds).
+  int num_queued() const { return num_queued_; }
   int num_swapped() const;
   /// True while any request is live or not yet released (results still out).
   bool has_unfinished_requests() const { return !requests_.empty(); }

@@ -21,14 +21,16 @@ api_error invalid_field(const std::string& param, const std::string& message, st
 }
 
 api_error api_error_from_engine(const error_event& event) {
+  // The engine's code, where it names the cause, wins over the kind's.
+  const auto code = [&](const char* fallback) { return event.code.empty() ? std::string(fallback) : event.code; };
   switch (event.kind) {
     case error_kind::invalid_request:
-      return api_error(400, "invalid_request_error", event.message, event.param, "invalid_value");
+      return api_error(400, "invalid_request_error", event.message, event.param, code("invalid_value"));
     case error_kind::too_long:
       return api_error(413, "invalid_request_error", event.message, event.param.empty() ? "prompt" : event.param,
                        "context_length_exceeded");
     case error_kind::overloaded: {
-      api_error error(429, "rate_limit_error", event.message, event.param, "overloaded");
+      api_error error(429, "rate_limit_error", event.message, event.param, code("overloaded"));
       error.retry_after_s = 1;
       return error;
     }
@@ -37,6 +39,9 @@ api_error api_error_from_engine(const error_event& event) {
       error.retry_after_s = 5;
       return error;
     }
+    case error_kind::cancelled:
+      // The client that asked went away (nginx's 499); nobody normally reads this.
+      return api_error(499, "invalid_request_error", event.message, {}, code("cancelled"));
     case error_kind::internal:
       break;
   }

@@ -26,7 +26,8 @@ struct api_error : std::runtime_error {
 api_error invalid_field(const std::string& param, const std::string& message, std::string code = "invalid_value");
 
 /// Maps an engine failure to its status: invalid 400, too long 413,
-/// overloaded 429, shutting down 503, internal 500.
+/// overloaded 429, shutting down 503, cancelled 499, internal 500; the code is the
+/// event's when it has one (prompt_queue_full, template_error), else the kind's.
 api_error api_error_from_engine(const error_event& event);
 
 /// The one place exceptions become API errors. Call only inside a catch

@@ -1,6 +1,6 @@
 #pragma once
 // Noticing that a client left while its request runs and nothing is being
-// read from its connection. Beast/Asio: included by http_session.cpp only.
+// read from its connection. Beast/Asio: included by http_session.hpp only.
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>

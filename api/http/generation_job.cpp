@@ -38,6 +38,7 @@ void generation_job::start(engine& engine, strand_post post) {
     for (std::size_t p = 0; p < count && !finished_; ++p) {
       generation_request request = request_.prompts[p];
       request.request_id = count == 1 ? response_id() : response_id() + "-" + std::to_string(p);
+      request.origin = options_.origin;
       engine_ids_.push_back(request.request_id);
       engine_ids_.back() = engine.submit(std::move(request), make_sink(p, post));
     }

@@ -64,6 +64,7 @@ struct job_options {
   std::weak_ptr<outgoing_queue> queue;
   std::shared_ptr<job_listener> listener;  ///< released when the job finishes or is cancelled
   in_flight_counter in_flight;             ///< may be null
+  std::uint64_t origin = 0;                ///< the connection's, set on every engine request (0: none)
 };
 
 /// See the file comment. Every member function runs on the owner's strand.

@@ -123,6 +123,9 @@ std::string render_prometheus(const engine_stats& stats, std::string_view model_
   out.gauge("troupe:num_requests_waiting", "Requests waiting to be scheduled.", stats.num_requests_waiting);
   out.gauge("troupe:num_requests_swapped", "Requests whose KV blocks are swapped to host memory.",
             stats.num_requests_swapped);
+  out.gauge("troupe:num_prompts_pending",
+            "Prompts (and /tokenize, /detokenize calls) queued for or in preparation by the tokenizer workers.",
+            stats.num_prompts_pending);
   out.gauge("troupe:kv_cache_usage_perc", "Fraction of device KV cache blocks in use (0 to 1).", stats.kv_cache_usage);
   out.family("troupe:kv_pool_bytes", "gauge", "KV pool size in bytes, allocated and resident since start.");
   out.sample("troupe:kv_pool_bytes", static_cast<double>(stats.kv_pool_device_bytes), "pool=\"device\"");

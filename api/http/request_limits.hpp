@@ -8,11 +8,8 @@
 #include <optional>
 
 #include "actors/core/admission.hpp"
+#include "config/config_store.hpp"
 #include "troupe/engine.hpp"
-
-namespace troupe {
-class config_store;
-}
 
 namespace troupe::api {
 
@@ -41,11 +38,11 @@ model_sampling_defaults sampling_default_knobs(const config_store& knobs);
 /// plus a few only the API needs, and the sampling defaults.
 struct request_limits {
   admission_limits
-      engine;            ///< n, stop, logit_bias, top_logprobs (the API reads these; the model's come from model_info)
-  int max_prompts = 64;  ///< prompts in one completions request at most
-  int max_stop_token_ids = 64;  ///< `stop_token_ids` entries at most
-  int max_tools = 128;          ///< `tools` entries at most
-  sampling_defaults sampling;   ///< for the sampling fields a request omits
+      engine;  ///< n, stop, logit_bias, top_logprobs (the API reads these; the model's come from model_info)
+  int max_prompts = max_prompts_per_request;  ///< prompts in one completions request at most
+  int max_stop_token_ids = 64;                ///< `stop_token_ids` entries at most
+  int max_tools = 128;                        ///< `tools` entries at most
+  sampling_defaults sampling;                 ///< for the sampling fields a request omits
 
   /// The limits an engine is configured with (the API-only ones keep their defaults).
   static request_limits from_engine_config(const engine_config& config);

@@ -72,32 +72,24 @@ routed_request handle_tokenize(const http_request_view& request, const route_con
       {"model", "prompt", "messages", "add_special_tokens", "add_generation_prompt", "tools", "chat_template_kwargs"});
   fields.reject_unknown(known);
   check_model_field(fields, context);
-  std::string text;
-  bool add_special = true;
+  text_task task;
   if (fields.has("messages")) {
     if (fields.has("prompt")) throw invalid_field("prompt", "give either 'prompt' or 'messages'");
     const std::optional<json_field> tools = fields.get_array("tools");
-    const std::string messages = read_chat_messages(fields);
-    const bool add_generation_prompt = fields.get_bool("add_generation_prompt").value_or(true);
-    try {
-      text = context.engine->apply_chat_template(messages, tools ? boost::json::serialize(tools->value()) : "",
-                                                 add_generation_prompt);
-    } catch (const std::exception& e) {
-      // Templates reject conversations they cannot render (raise_exception): the client's to fix.
-      throw invalid_field("messages", std::string("the chat template failed: ") + e.what(), "template_error");
-    }
-    add_special = false;  // the template already wrote them
+    task.type = text_task::kind::encode_chat;
+    task.chat_messages_json = read_chat_messages(fields);
+    task.chat_tools_json = tools ? boost::json::serialize(tools->value()) : "";
+    task.add_generation_prompt = fields.get_bool("add_generation_prompt").value_or(true);
+    task.add_special_tokens = false;  // the template already wrote them
   } else {
     const std::optional<std::string> prompt = fields.get_string("prompt", std::string::npos);
     if (!prompt) throw invalid_field("prompt", "'prompt' or 'messages' is required", "missing_field");
-    text = *prompt;
+    task.text = *prompt;
   }
-  add_special = fields.get_bool("add_special_tokens").value_or(add_special);
-  const std::vector<std::int32_t> tokens = context.engine->tokenize(text, add_special);
-  return json_reply(boost::json::object{{"count", tokens.size()},
-                                        {"max_model_len", context.model.max_model_len},
-                                        {"tokens", boost::json::array(tokens.begin(), tokens.end())},
-                                        {"token_strs", nullptr}});
+  task.add_special_tokens = fields.get_bool("add_special_tokens").value_or(task.add_special_tokens);
+  routed_request routed;
+  routed.text = std::move(task);
+  return routed;
 }
 
 routed_request handle_detokenize(const http_request_view& request, const route_context& context) {
@@ -118,8 +110,12 @@ routed_request handle_detokenize(const http_request_view& request, const route_c
     check_token_id(*id, context.model, param);
     ids.push_back(static_cast<std::int32_t>(*id));
   }
-  const bool skip_special = fields.get_bool("skip_special_tokens").value_or(false);
-  return json_reply(boost::json::object{{"prompt", context.engine->detokenize(ids, skip_special)}});
+  routed_request routed;
+  routed.text.emplace();
+  routed.text->type = text_task::kind::decode;
+  routed.text->ids = std::move(ids);
+  routed.text->skip_special_tokens = fields.get_bool("skip_special_tokens").value_or(false);
+  return routed;
 }
 
 routed_request handle_health(const http_request_view&, const route_context& context) {
@@ -225,6 +221,16 @@ routed_request run_route(const http_request_view& request, const route_context& 
 }
 
 }  // namespace
+
+http_reply text_task_reply(const text_task& task, const text_task_result& result, const route_context& context) {
+  if (result.error) return error_reply(api_error_from_engine(*result.error));
+  if (task.type == text_task::kind::decode) return json_reply(boost::json::object{{"prompt", result.text}}).reply;
+  return json_reply(boost::json::object{{"count", result.ids.size()},
+                                        {"max_model_len", context.model.max_model_len},
+                                        {"tokens", boost::json::array(result.ids.begin(), result.ids.end())},
+                                        {"token_strs", nullptr}})
+      .reply;
+}
 
 cache_isolation parse_cache_isolation(std::string_view name, bool has_api_key) {
   if (name.empty()) return has_api_key ? cache_isolation::api_key : cache_isolation::none;

@@ -60,17 +60,24 @@ bool is_admin_path(std::string_view path);
 /// admin port); nullopt when it does.
 std::optional<http_reply> wrong_listener_reply(const http_request_view& request, const route_context& context);
 
-/// What the session does next: send `reply`, or run `generation`.
+/// What the session does next: send `reply`, run `generation`, or have the
+/// engine run `text` (engine::run_text_task) and send text_task_reply().
 struct routed_request {
   http_reply reply;
   std::optional<parsed_generation> generation;
+  std::optional<text_task> text;  ///< /tokenize, /detokenize: validated, not run (the engine's workers run it)
 };
 
 /// Finds the route, checks the API key and runs it (plain endpoints) or
-/// validates it (generations). Never throws: every failure is an error
-/// reply built by the one exception-to-JSON function. May block on the
-/// engine (stats, tokenize), so the session runs it off its I/O threads.
+/// validates it (generations, /tokenize and /detokenize). Never throws:
+/// every failure is an error reply built by the one exception-to-JSON
+/// function. May block on the engine (stats), so the session runs it off
+/// its I/O threads.
 routed_request route_request(const http_request_view& request, const route_context& context);
+
+/// The /tokenize (vLLM's shape: count, max_model_len, tokens, token_strs)
+/// or /detokenize (prompt) reply for `task`'s result, or its error.
+http_reply text_task_reply(const text_task& task, const text_task_result& result, const route_context& context);
 
 /// Sets the cache salt of every prompt of `generation` as `context.isolation` says.
 void apply_cache_isolation(parsed_generation& generation, const route_context& context);

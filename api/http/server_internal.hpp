@@ -1,6 +1,7 @@
 #pragma once
 // Shared by the server's Beast translation units only (http_server.cpp,
-// http_session.cpp, ws_session.cpp); nothing else includes Beast or Asio.
+// http_session*.cpp, ws_session.cpp, the admin listener and stream);
+// nothing else includes Beast or Asio.
 
 #include <atomic>
 #include <boost/asio/io_context.hpp>
@@ -78,8 +79,9 @@ struct server_state {
   std::atomic<int> pending_responses{0};             ///< HTTP requests read and not yet answered
   std::atomic<std::uint64_t> handler_exceptions{0};  ///< escaped a handler on an I/O thread (http_server.hpp)
   std::atomic<std::uint64_t> next_stream_key{1};
-  net::thread_pool workers;              ///< runs route handlers off the I/O threads
-  std::unique_ptr<admin_context> admin;  ///< the /admin endpoints' state (null when disabled)
+  std::atomic<std::uint64_t> next_origin{1};  ///< each connection's engine origin (generation_request::origin)
+  net::thread_pool workers;                   ///< runs route handlers off the I/O threads
+  std::unique_ptr<admin_context> admin;       ///< the /admin endpoints' state (null when disabled)
 
   /// Registers a live session for close-at-shutdown; returns its ticket.
   std::uint64_t add_session(std::weak_ptr<closable> session);

@@ -34,7 +34,8 @@ class ws_session final : public closable,
       : ws_(std::move(stream)),
         state_(std::move(state)),
         write_timer_(ws_.get_executor()),
-        queue_(std::make_shared<outgoing_queue>(state_->config.max_stream_queue_bytes)) {}
+        queue_(std::make_shared<outgoing_queue>(state_->config.max_stream_queue_bytes)),
+        origin_(state_->next_origin++) {}
 
   void run(http::request<http::empty_body> handshake, std::string request_id) {
     slot_.emplace(*state_, weak_from_this());
@@ -149,6 +150,7 @@ class ws_session final : public closable,
     options.queue = queue_;
     options.listener = shared_from_this();
     options.in_flight = state_->in_flight;
+    options.origin = origin_;
     auto job = std::make_shared<generation_job>(std::move(message.generation), std::move(options));
     jobs_[message.id_key] = job;
     job->start(*state_->routes.engine, guarded_post(weak_from_this(), state_->gate->make_post(ws_.get_executor())));
@@ -247,6 +249,7 @@ class ws_session final : public closable,
   beast::flat_buffer read_buffer_;
   std::shared_ptr<outgoing_queue> queue_;
   std::map<std::string, std::shared_ptr<generation_job>> jobs_;  ///< running requests by client id (JSON)
+  std::uint64_t origin_;  ///< this socket's engine origin: the prompts of all its requests share one bound
   std::string write_data_;
   bool writing_ = false;
   std::uint64_t write_count_ = 0;  ///< tells a stale write timeout from the current one

@@ -66,6 +66,8 @@ struct engine_config {
   std::string preemption_mode;             ///< swap | recompute | auto
   bool enable_prefix_caching;              ///< reuse KV blocks of identical prompt prefixes
   int max_waiting_requests;                ///< queue bound; more is rejected as overloaded
+  int max_pending_prompts;                 ///< prompts (and /tokenize calls) queued for or in preparation at most
+  int max_pending_prompts_per_connection;  ///< as max_pending_prompts, per origin (HTTP connection or WebSocket)
   int max_n;                               ///< limit on `n`
   int max_stop_strings;                    ///< limit on `stop` entries
   int max_stop_string_bytes;               ///< limit on each stop string
@@ -74,7 +76,7 @@ struct engine_config {
   std::int64_t max_request_output_tokens;  ///< limit on tokens one request may generate (all prompts × n)
   int min_request_priority;                ///< most urgent `priority` a request may ask for
   double min_request_deadline_ms;          ///< shortest `deadline_ms` a request may ask for
-  int tokenizer_workers;                   ///< tokenizer actors in the pool
+  int tokenizer_workers;                   ///< prompt-preparation workers, and output shards, each
   double request_timeout_s;                ///< default per-request timeout, seconds
   double step_timeout_s;                   ///< a step unanswered this long fails the engine, seconds
   bool batch_invariant;                 ///< bitwise batch-independent numerics (slower prefill; see docs/operations.md)
@@ -92,8 +94,11 @@ struct engine_config {
   int speculative_tree_width;           ///< speculative decoding: draft tree branches (1: chains)
   int test_fail_executor_after_steps;   ///< testing hook: the executor fails after this many steps (-1: never)
   std::string test_executor_fault;      ///< testing hook: "error", "throw", "malformed" or "hang" (how it fails)
-  std::string test_tokenizer_fault_marker;  ///< testing hook: prompts containing it fail their tokenizer worker
-  std::string test_tokenizer_fault;         ///< testing hook: "throw" (the request fails) or "exit" (the worker dies)
+  std::string test_tokenizer_fault_marker;  ///< testing hook: prompts containing it make a tokenizer actor fail
+  /// Testing hook: "throw" or "exit" (preparing the prompt throws: the
+  /// request fails, or the worker dies), "output" or "output_exit" (its
+  /// output shard throws streaming it: the request fails, or the shard dies).
+  std::string test_tokenizer_fault;
 };
 
 /// Receives one request's events. Called from engine threads: return quickly
@@ -206,6 +211,7 @@ struct engine_stats {
   int num_requests_running = 0;
   int num_requests_waiting = 0;
   int num_requests_swapped = 0;
+  int num_prompts_pending = 0;            ///< prompts and /tokenize calls queued for or in preparation
   double kv_cache_usage = 0.0;            ///< device pool, fraction in [0, 1]
   double host_kv_cache_usage = 0.0;       ///< swap pool, fraction in [0, 1]
   std::int64_t kv_pool_device_bytes = 0;  ///< device KV pool, allocated and resident since start
@@ -275,8 +281,9 @@ class engine {
   /// Submits a request; every event goes to `sink`. Returns the request id
   /// (the caller's, or one assigned). Validation errors arrive as on_error.
   virtual std::string submit(generation_request request, std::shared_ptr<request_sink> sink) = 0;
-  /// Cancels a request; its choices finish with reason `abort` and its KV
-  /// blocks are free within one step. Unknown ids are ignored.
+  /// Cancels a request (or a text task by its id); its choices finish with
+  /// reason `abort` and its KV blocks are free within one step; a prompt
+  /// still awaiting preparation is never prepared. Unknown ids are ignored.
   virtual void cancel(const std::string& request_id) = 0;
   /// A snapshot of counters and gauges (waits for the scheduler, bounded).
   virtual engine_stats stats() = 0;
@@ -286,8 +293,9 @@ class engine {
   virtual std::string configure(const settings_change& change) = 0;
   /// The live requests, oldest first (waits for the scheduler, bounded).
   virtual std::vector<request_info> list_requests() { return {}; }
-  /// Aborts a live request as cancel() does; false when no live request has
-  /// that id. The default looks the id up in list_requests().
+  /// Aborts a live request as cancel() does, one whose prompt awaits
+  /// preparation too; false when no live request has that id. The default
+  /// looks the id up in list_requests().
   virtual bool abort(const std::string& request_id) {
     const std::vector<request_info> live = list_requests();
     const bool found = std::any_of(live.begin(), live.end(), [&](const request_info& r) { return r.id == request_id; });
@@ -306,6 +314,14 @@ class engine {
   /// Renders chat messages (JSON) through the model's template.
   virtual std::string apply_chat_template(const std::string& messages_json, const std::string& tools_json,
                                           bool add_generation_prompt) = 0;
+  /// Runs `task` off the caller's thread where the engine can: Troupe's
+  /// engine queues it for a tokenizer worker under the bounds of prompt
+  /// preparation (max_pending_prompts, per connection too), where
+  /// cancel(task.id) drops it until it runs. Calls `done` exactly once,
+  /// possibly from an engine thread: return quickly. The
+  /// default runs it at once, on the calling thread, with tokenize(),
+  /// detokenize() and apply_chat_template().
+  virtual void run_text_task(const text_task& task, std::function<void(text_task_result)> done);
 
   /// Stops admitting, lets running requests finish for up to `drain`, aborts
   /// the rest, and stops every actor. Idempotent.

@@ -75,6 +75,11 @@ struct generation_request {
   std::uint64_t cache_salt = 0;       ///< prefix-cache partition: cached prompt blocks are shared only between
                                       ///< requests of equal salt (the server sets it per API key or user)
   std::optional<double> timeout_s;    ///< abort after this long
+  /// Where it came from (the server sets one per HTTP connection or
+  /// WebSocket): prompts awaiting preparation are bounded per origin (knob
+  /// max_pending_prompts_per_connection) and prepared in turns across
+  /// origins. 0: none (only the global bounds apply).
+  std::uint64_t origin = 0;
 };
 
 /// The engine accepted the request and knows its prompt.
@@ -126,6 +131,7 @@ enum class error_kind : std::uint8_t {
   overloaded,       ///< 429/503: queue full or deadline cannot be met
   internal,         ///< 500
   shutting_down,    ///< 503
+  cancelled,        ///< 499: cancelled before it ran (a text task; a cancelled generation finishes with `abort`)
 };
 
 /// The request failed; no further events follow for it.
@@ -134,6 +140,40 @@ struct error_event {
   error_kind kind = error_kind::internal;
   std::string message;
   std::string param;  ///< the offending request field, when one is to blame
+  /// What went wrong, for machines ("prompt_queue_full", "template_error");
+  /// empty: the kind says it all.
+  std::string code;
+};
+
+/// A /tokenize or /detokenize call (engine::run_text_task).
+struct text_task {
+  enum class kind : std::uint8_t {
+    encode,       ///< `text` to ids
+    encode_chat,  ///< `chat_messages_json` rendered through the chat template, then to ids
+    decode,       ///< `ids` to text
+  };
+  kind type = kind::encode;
+  std::string text;
+  std::string chat_messages_json;  ///< JSON array of messages
+  std::string chat_tools_json;     ///< JSON array of tools, or empty
+  bool add_generation_prompt = true;
+  bool add_special_tokens = true;  ///< encode, encode_chat
+  std::vector<std::int32_t> ids;
+  bool skip_special_tokens = false;  ///< decode
+  std::uint64_t origin = 0;          ///< as generation_request::origin
+  /// engine::cancel(id) drops the task while it waits (its result is then
+  /// an error of kind `cancelled`); empty: it cannot be cancelled.
+  std::string id;
+};
+
+/// What a text task made: ids (encode) or text (decode), or why not.
+struct text_task_result {
+  std::vector<std::int32_t> ids;
+  std::string text;
+  /// A template that refused the messages: invalid_request, param
+  /// "messages", code "template_error"; a bound: overloaded; a cancel
+  /// before it ran: cancelled.
+  std::optional<error_event> error;
 };
 
 }  // namespace troupe

@@ -1,8 +1,10 @@
 // Injected faults on the real engine (issue 15): the executor failing (an
+// Injected faults on the real engine (issue 15): the executor failing (an
 // error answer, a malformed result), hanging, or throwing inside one step
-// (an allocation), and a tokenizer worker throwing or dying. Each time the
-// affected requests end with an error; where the engine cannot continue it
-// reports itself unhealthy within 2 s, where it can the other requests
+// (an allocation), a tokenizer worker throwing or dying while preparing a
+// prompt, and an output shard throwing or dying while streaming. Each time
+// the affected requests end with an error; where the engine cannot continue
+// it reports itself unhealthy within 2 s, where it can the other requests
 // finish untouched; and the KV pool is as full as when idle afterwards.
 
 #include <gtest/gtest.h>
@@ -141,7 +143,8 @@ TEST(StepFailureIsRecoverable, AllocationsAndRejectedInputsOnTheCpuBackendOnly) 
 
 // ---- tokenizer ------------------------------------------------------------
 
-// `workers` tokenizer workers; a prompt with "POISON" makes its worker fail as `fault` says.
+// `workers` tokenizer workers (and output shards); a prompt with "POISON"
+// makes its worker or shard fail as `fault` says.
 engine_config poisoned_tokenizer_config(int workers, const std::string& fault) {
   auto config = tiny_engine_config();
   config.tokenizer_workers = workers;
@@ -171,30 +174,83 @@ TEST(EngineTokenizerFault, AThrowingEncodeFailsOnlyItsRequest) {
   expect_pool_idle(*engine, idle);
 }
 
-// A worker that dies takes the streams it held with it: of two running
-// requests (consecutive handles, so one streamed by each worker) exactly
-// the dead worker's fails, the other finishes untouched, and the restarted
-// worker prepares and streams new requests again.
-TEST(EngineTokenizerFault, ADeadWorkerIsRestartedAndOnlyItsStreamsFail) {
+// A worker that dies while preparing a prompt holds no streams (the output
+// shards do): only the request it prepared fails, and the restarted worker
+// prepares new requests again.
+TEST(EngineTokenizerFault, ADeadWorkerIsRestartedAndOnlyItsRequestFails) {
   auto engine = engine::start(poisoned_tokenizer_config(2, "exit"));
+  const engine_stats idle = engine->stats();
+  auto first = submit(*engine, "the first long generation", 1500);
+  auto second = submit(*engine, "the second long generation", 1500);
+  ASSERT_TRUE(first->wait_for_deltas(1));
+  ASSERT_TRUE(second->wait_for_deltas(1));
+  auto poisoned = submit(*engine, "a POISON pill", 8);
+  ASSERT_TRUE(poisoned->wait(10s));
+  ASSERT_TRUE(poisoned->error);
+  EXPECT_EQ(poisoned->error->kind, error_kind::internal);
+  EXPECT_NE(poisoned->error->message.find("preparing the prompt failed"), std::string::npos)
+      << poisoned->error->message;
+  std::vector<std::shared_ptr<recording_sink>> after;
+  for (int i = 0; i < 4; ++i) after.push_back(submit(*engine, "after the restart " + std::to_string(i), 4));
+  for (const auto& sink : after) {
+    ASSERT_TRUE(sink->wait(10s));
+    expect_complete(*sink, 4);
+  }
+  for (const auto& sink : {first, second}) {
+    ASSERT_TRUE(sink->wait());
+    expect_complete(*sink, 1500);
+  }
+  EXPECT_TRUE(engine->stats().healthy);
+  expect_pool_idle(*engine, idle);
+}
+
+// An exception while streaming one request (detokenizing, matching stop
+// strings) fails that request only: its sink gets the error, the scheduler
+// aborts it (its blocks come back), and the other stream of the same shard
+// finishes untouched.
+TEST(EngineTokenizerFault, AThrowingOutputPathFailsOnlyItsRequest) {
+  auto engine = engine::start(poisoned_tokenizer_config(1, "output"));
+  const engine_stats idle = engine->stats();
+  auto running = submit(*engine, "a long generation on the only shard", 1500);
+  ASSERT_TRUE(running->wait_for_deltas(2));
+  auto poisoned = submit(*engine, "a POISON pill", 1500);
+  ASSERT_TRUE(poisoned->wait(10s));
+  ASSERT_TRUE(poisoned->error);
+  EXPECT_EQ(poisoned->error->kind, error_kind::internal);
+  EXPECT_NE(poisoned->error->message.find("injected output fault"), std::string::npos) << poisoned->error->message;
+  EXPECT_TRUE(poisoned->choices.empty()) << "no output after the failure";
+  ASSERT_TRUE(running->wait());
+  expect_complete(*running, 1500);
+  auto after = submit(*engine, "after the fault", 4);
+  ASSERT_TRUE(after->wait());
+  expect_complete(*after, 4);
+  EXPECT_TRUE(engine->stats().healthy);
+  expect_pool_idle(*engine, idle);
+}
+
+// A shard that dies takes the streams it held with it: of two running
+// requests (consecutive handles, so one streamed by each shard) exactly the
+// dead shard's fails, the other finishes untouched, and the restarted
+// shard streams new requests again.
+TEST(EngineTokenizerFault, ADeadOutputShardIsRestartedAndOnlyItsStreamsFail) {
+  auto engine = engine::start(poisoned_tokenizer_config(2, "output_exit"));
   const engine_stats idle = engine->stats();
   auto first = submit(*engine, "the first long generation", 3000);
   ASSERT_TRUE(first->wait_for_deltas(1));
   auto second = submit(*engine, "the second long generation", 3000);
   ASSERT_TRUE(second->wait_for_deltas(1));
-  // Round robin: worker 0 prepared the first, worker 1 the second, and
-  // worker 0 prepares (and dies of) the third.
+  // Handles count up: the third request is streamed by the first's shard.
   auto poisoned = submit(*engine, "a POISON pill", 8);
   ASSERT_TRUE(poisoned->wait(10s));
   ASSERT_TRUE(poisoned->error);
   ASSERT_TRUE(first->wait());
   ASSERT_TRUE(second->wait());
   EXPECT_EQ(static_cast<int>(bool(first->error)) + static_cast<int>(bool(second->error)), 1)
-      << "exactly the request streamed by the dead worker fails";
+      << "exactly the request streamed by the dead shard fails";
   for (const auto& sink : {first, second}) {
     if (sink->error) {
       EXPECT_EQ(sink->error->kind, error_kind::internal);
-      EXPECT_NE(sink->error->message.find("tokenizer worker"), std::string::npos) << sink->error->message;
+      EXPECT_NE(sink->error->message.find("output shard"), std::string::npos) << sink->error->message;
     } else {
       expect_complete(*sink, 3000);
     }

@@ -8,6 +8,7 @@
 //   flood         16 KiB deltas every millisecond until cancelled
 //   fail-midway   2 deltas, then an internal error
 //   overloaded    error overloaded before anything else
+//   connection-limit  error overloaded, code connection_prompt_limit, before anything else
 //   too-long      error too_long before anything else
 //   utf8-split    "€" split over two tokens: the first delta holds its text back
 //   tool-calls    text, then two Hermes-format tool calls, in 3-byte deltas; finish "stop"
@@ -87,6 +88,10 @@ void fake_engine::run_script(generation_request request, std::shared_ptr<request
   const std::string prompt = prompt_of(request);
   const std::string& id = request.request_id;
   if (has(prompt, "overloaded")) return sink->on_error({id, error_kind::overloaded, "queue is full", {}});
+  if (has(prompt, "connection-limit")) {
+    return sink->on_error(
+        {id, error_kind::overloaded, "too many prompts on this connection", {}, "connection_prompt_limit"});
+  }
   if (has(prompt, "too-long")) return sink->on_error({id, error_kind::too_long, "prompt is too long", "prompt"});
   const int prompt_tokens = request.kind == prompt_kind::token_ids ? static_cast<int>(request.prompt_token_ids.size())
                                                                    : static_cast<int>(prompt.size());
@@ -141,9 +146,20 @@ void fake_engine::run_script(generation_request request, std::shared_ptr<request
 }
 
 void fake_engine::cancel(const std::string& request_id) {
-  std::lock_guard lock(mutex_);
-  cancelled_.push_back(request_id);
-  if (const auto found = live_.find(request_id); found != live_.end()) found->second->cancelled = true;
+  std::vector<std::function<void(text_task_result)>> dropped;
+  {
+    std::lock_guard lock(mutex_);
+    cancelled_.push_back(request_id);
+    if (const auto found = live_.find(request_id); found != live_.end()) found->second->cancelled = true;
+    const auto named = [&](const auto& held) { return !request_id.empty() && held.first.id == request_id; };
+    for (auto& held : held_) {
+      if (named(held)) dropped.push_back(std::move(held.second));
+    }
+    std::erase_if(held_, named);
+  }
+  // As the engine answers a text task cancelled before it ran (outside the lock: `done` may call back).
+  for (auto& done : dropped)
+    done({{}, {}, error_event{request_id, error_kind::cancelled, "cancelled before it ran", {}, "cancelled"}});
 }
 
 std::string fake_engine::configure(const settings_change& change) {
@@ -279,7 +295,35 @@ std::string fake_engine::apply_chat_template(const std::string& messages_json, c
   return add_generation_prompt ? text + "<assistant>" : text;
 }
 
+void fake_engine::run_text_task(const text_task& task, std::function<void(text_task_result)> done) {
+  if (task.text == "queue-full") {
+    text_task_result refused;
+    refused.error =
+        error_event{{}, error_kind::overloaded, "too many prompts awaiting preparation", {}, "prompt_queue_full"};
+    return done(std::move(refused));
+  }
+  if (task.text != "hold") return engine::run_text_task(task, std::move(done));
+  std::lock_guard lock(mutex_);
+  held_.emplace_back(task, std::move(done));
+}
+
+int fake_engine::held_text_tasks() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<int>(held_.size());
+}
+
+void fake_engine::release_text_tasks() {
+  std::vector<std::pair<text_task, std::function<void(text_task_result)>>> held;
+  {
+    std::lock_guard lock(mutex_);
+    held = std::move(held_);
+    held_.clear();
+  }
+  for (auto& [task, done] : held) engine::run_text_task(task, std::move(done));
+}
+
 void fake_engine::shutdown(std::chrono::milliseconds) {
+  release_text_tasks();
   std::vector<std::thread> threads;
   {
     std::lock_guard lock(mutex_);

@@ -44,6 +44,14 @@ class fake_engine final : public engine {
   /// "<role>content</role>" per message, then "<assistant>" when asked.
   std::string apply_chat_template(const std::string& messages_json, const std::string& tools_json,
                                   bool add_generation_prompt) override;
+  /// As the default, except: text "hold" waits for release_text_tasks()
+  /// (or a cancel of its id, which answers it cancelled), text
+  /// "queue-full" is refused as the engine's full prepare queue is.
+  void run_text_task(const text_task& task, std::function<void(text_task_result)> done) override;
+  /// Text tasks waiting for release_text_tasks().
+  int held_text_tasks() const;
+  /// Runs the held text tasks (on the calling thread).
+  void release_text_tasks();
   void shutdown(std::chrono::milliseconds drain) override;
 
   void set_healthy(bool healthy, std::string detail = {});
@@ -81,6 +89,7 @@ class fake_engine final : public engine {
   live_settings settings_ = default_settings();
   admission_limits limits_;  ///< the request limits configure() has set
   std::vector<settings_change> configured_;
+  std::vector<std::pair<text_task, std::function<void(text_task_result)>>> held_;  ///< run_text_task "hold"
 };
 
 }  // namespace troupe::testing

@@ -86,6 +86,7 @@ engine_stats sample_stats() {
   stats.num_requests_running = 3;
   stats.num_requests_waiting = 4;
   stats.num_requests_swapped = 1;
+  stats.num_prompts_pending = 6;
   stats.kv_cache_usage = 0.25;
   stats.prefix_cache_queries = 100;
   stats.prefix_cache_hits = 40;
@@ -109,6 +110,7 @@ TEST(Prometheus, EveryRequiredNameWithHelpAndType) {
       {"troupe:num_requests_running", "gauge"},
       {"troupe:num_requests_waiting", "gauge"},
       {"troupe:num_requests_swapped", "gauge"},
+      {"troupe:num_prompts_pending", "gauge"},
       {"troupe:kv_cache_usage_perc", "gauge"},
       {"troupe:prefix_cache_queries_total", "counter"},
       {"troupe:prefix_cache_hits_total", "counter"},
@@ -137,6 +139,7 @@ TEST(Prometheus, EveryRequiredNameWithHelpAndType) {
     if (sample.labels.size() == 1) plain[sample.name] = sample.value;
   }
   EXPECT_EQ(plain.at("troupe:num_requests_waiting"), 4);
+  EXPECT_EQ(plain.at("troupe:num_prompts_pending"), 6);
   EXPECT_EQ(plain.at("troupe:kv_cache_usage_perc"), 0.25);
   EXPECT_EQ(plain.at("troupe:prefix_cache_hits_total"), 40);
   EXPECT_EQ(plain.at("troupe:generation_tokens_total"), 2000);

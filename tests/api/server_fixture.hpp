@@ -30,6 +30,13 @@ inline api::server_config test_server_config() {
   return config;
 }
 
+/// The bytes of a POST of JSON `body` to `path`, for a socket_client.
+inline std::string post_request(const std::string& path, const std::string& body) {
+  return "POST " + path +
+         " HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\n\r\n" + body;
+}
+
 class server_fixture : public ::testing::Test {
  protected:
   void SetUp() override { start(test_server_config()); }

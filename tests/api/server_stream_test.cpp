@@ -12,12 +12,6 @@ namespace {
 
 using SseStream = server_fixture;
 
-std::string post_request(const std::string& path, const std::string& body) {
-  return "POST " + path +
-         " HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-         "\r\n\r\n" + body;
-}
-
 TEST_F(SseStream, ChatStreamIsOpenAISseFraming) {
   const http_response response = post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}],
       "max_tokens":3,"n":2,"stream":true,"stream_options":{"include_usage":true}})");

@@ -99,6 +99,25 @@ TEST(ConfigStore, ProblemsNameTheKnobAndChangeNothing) {
   EXPECT_EQ(knob_defaults().problem("port", "70000"), "knob 'port': 70000 is outside [0, 65535]");
 }
 
+// A bound on prompts awaiting preparation below one completions request's
+// prompts would refuse every full request, however idle the engine: the
+// command line refuses such a value, naming the knob and its range.
+TEST(ConfigStore, ThePromptBoundsHoldOneFullRequest) {
+  EXPECT_EQ(max_prompts_per_request, 64);
+  for (const char* name : {"max_pending_prompts", "max_pending_prompts_per_connection"}) {
+    auto store = engine_store();
+    try {
+      store.set(name, "63", config_source::command_line);
+      ADD_FAILURE() << name << ": 63 was accepted";
+    } catch (const config_error& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "knob '" + std::string(name) + "' (from command_line): 63 is outside [64, 16777216]");
+    }
+    store.set(name, "64", config_source::command_line);
+    EXPECT_EQ(store.get_int(name), 64) << name;
+  }
+}
+
 TEST(ConfigStore, KnobDefaultsHoldEveryKnobOnce) {
   const config_store& defaults = knob_defaults();
   EXPECT_EQ(defaults.specs().size(), engine_knobs().size() + server_knobs().size());

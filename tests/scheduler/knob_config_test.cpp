@@ -63,6 +63,9 @@ TEST(KnobConfig, AnEngineConfigOutsideTheRegistryNamesTheKnob) {
   config = engine_config{};
   config.request_timeout_s = 0.25;
   EXPECT_EQ(config.problem(), "");
+  // An embedder's engine is refused a prompt bound that one full completions request would pass.
+  config.max_pending_prompts_per_connection = 8;
+  EXPECT_EQ(config.problem(), "knob 'max_pending_prompts_per_connection': 8 is outside [64, 16777216]");
 }
 
 TEST(KnobConfig, EachCoreConfigIsBuiltFromTheEngineConfig) {

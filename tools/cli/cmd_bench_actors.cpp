@@ -8,9 +8,9 @@
 #include <iomanip>
 #include <iostream>
 
+#include "actors/detokenizer_actor.hpp"
 #include "actors/kv_manager_actor.hpp"
 #include "actors/scheduler_actor.hpp"
-#include "actors/tokenizer_actor.hpp"
 #include "actors/troupe.hpp"
 #include "model/demo_model.hpp"
 #include "tools/cli/command_registry.hpp"
@@ -73,7 +73,7 @@ void run(const bench_actors_flags& flags) {
   setup.kv = spawn_kv_manager(system, kv_manager_config(setup.loop.scheduler));
   setup.executor = system.spawn(instant_executor, executed);
   for (int i = 0; i < flags.tokenizer_workers; ++i)
-    setup.shards.push_back(spawn_tokenizer(system, {preparer, nullptr}));
+    setup.shards.push_back(spawn_detokenizer(system, {preparer->tokenizer()}));
   const auto start = std::chrono::steady_clock::now();
   auto scheduler = spawn_scheduler(system, setup, start);
 
