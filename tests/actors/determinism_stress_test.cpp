@@ -1,4 +1,4 @@
-// Determinism under stress: 1,000 requests with random prompts, lengths,
+// Determinism under stress: 1,000 requests (fewer under sanitizers) with random prompts, lengths,
 // priorities, seeds, n, arrival times and cancellations go through the real
 // troupe (CPU backend, tiny model, batch-invariant numerics) with a KV pool
 // small enough to force preemption, under every policy and both preemption
@@ -8,7 +8,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "actors/core/scheduler_types.hpp"
@@ -19,7 +22,19 @@
 namespace troupe {
 namespace {
 
-constexpr int num_requests = 1000;
+/// Requests in the workload: 1,000, or TROUPE_STRESS_REQUESTS (at least
+/// 100). The sanitizer presets run fewer (CMakePresets.json): under TSan the
+/// thousand cost ten minutes per policy and mode, and a few hundred still
+/// preempt, cancel and interleave on every thread.
+int num_requests() {
+  static const int count = [] {
+    const char* text = std::getenv("TROUPE_STRESS_REQUESTS");
+    const int value = text ? std::stoi(text) : 1000;
+    if (value < 100) throw std::invalid_argument("TROUPE_STRESS_REQUESTS must be at least 100");
+    return value;
+  }();
+  return count;
+}
 
 struct planned_request {
   generation_request request;
@@ -31,8 +46,8 @@ struct planned_request {
 std::vector<planned_request> make_workload(std::int64_t vocab) {
   std::mt19937_64 rng(2024);
   auto uniform = [&](int low, int high) { return std::uniform_int_distribution<int>(low, high)(rng); };
-  std::vector<planned_request> plan(num_requests);
-  for (int i = 0; i < num_requests; ++i) {
+  std::vector<planned_request> plan(static_cast<std::size_t>(num_requests()));
+  for (int i = 0; i < num_requests(); ++i) {
     generation_request& r = plan[static_cast<std::size_t>(i)].request;
     r.kind = prompt_kind::token_ids;
     r.prompt_token_ids.resize(static_cast<std::size_t>(uniform(2, 48)));
@@ -129,8 +144,9 @@ TEST_P(DeterminismStress, EveryRequestMatchesItsRunAlone) {
       }
     }
   }
-  EXPECT_GT(compared, 1200);
-  EXPECT_LT(rejected, 50);
+  // About 1.6 choices per request, 5% of them cancelled; admission refuses a few.
+  EXPECT_GT(compared, num_requests() * 6 / 5);
+  EXPECT_LT(rejected, num_requests() / 20);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   engine_stats end = engine->stats();
   while ((end.kv_blocks_free != idle.kv_blocks_free || end.host_kv_cache_usage > 0) &&
