@@ -83,8 +83,9 @@ admitted_request_ptr admit(const submission& job, const prepared_prompt& prompt,
 
 // A request cancelled or timed out before its prompt was prepared ends as
 // a cancelled or timed-out running request does: each choice finishes with
-// reason abort.
-void finish_unprepared(const submission& job) {
+// reason abort, and counts as a request finished as aborted.
+void finish_unprepared(queue_gauges& gauges, const submission& job) {
+  gauges.requests_aborted_unprepared.fetch_add(1, std::memory_order_relaxed);
   const int choices = std::max(1, job.request.n);
   for (int c = 0; c < choices; ++c)
     job.sink.finished({job.request.request_id, c, finish_reason::abort, std::nullopt, {}, c == choices - 1});
@@ -92,8 +93,8 @@ void finish_unprepared(const submission& job) {
 
 // A job cancelled before its result was used: a prompt's request finishes
 // as aborted, a text task answers that it was cancelled.
-void end_cancelled(const intake_job& job) {
-  if (job.submission) return finish_unprepared(*job.submission);
+void end_cancelled(queue_gauges& gauges, const intake_job& job) {
+  if (job.submission) return finish_unprepared(gauges, *job.submission);
   job.text->answer(
       {{}, {}, error_event{job.text->task()->id, error_kind::cancelled, "cancelled before it ran", {}, "cancelled"}});
 }
@@ -123,7 +124,7 @@ std::optional<intake_job> take(intake_state& state, prepare_ticket ticket) {
   publish(state);
   if (node.empty()) return std::nullopt;
   if (!cancelled) return std::move(node.mapped());
-  end_cancelled(node.mapped());
+  end_cancelled(*state.setup.gauges, node.mapped());
   return std::nullopt;
 }
 
@@ -133,7 +134,7 @@ bool cancel_held(intake_state& state, const std::string& id) {
   const prepare_cancel cancelled = state.queue.cancel(id);
   for (const prepare_ticket ticket : cancelled.removed) {
     auto node = state.jobs.extract(ticket);
-    if (!node.empty()) end_cancelled(node.mapped());
+    if (!node.empty()) end_cancelled(*state.setup.gauges, node.mapped());
   }
   publish(state);
   return !cancelled.removed.empty() || cancelled.running;
@@ -158,7 +159,7 @@ void end_expired(intake_state& state) {
   const std::vector<prepare_ticket> expired = state.queue.expire(now_s(state.setup));
   for (const prepare_ticket ticket : expired) {
     auto node = state.jobs.extract(ticket);
-    if (!node.empty() && node.mapped().submission) finish_unprepared(*node.mapped().submission);
+    if (!node.empty() && node.mapped().submission) finish_unprepared(*state.setup.gauges, *node.mapped().submission);
   }
   if (!expired.empty()) publish(state);
 }
@@ -219,7 +220,8 @@ void on_prepared(self_ptr self, prepare_ticket ticket, const prepared_prompt& pr
     return request.sink.error({request.request.request_id, problem->kind, problem->message, problem->param});
   }
   const double timeout_left_s = deadline_of(setup, request) - now_s(setup);
-  if (timeout_left_s <= 0) return finish_unprepared(request);  // timed out while being prepared
+  if (timeout_left_s <= 0)
+    return finish_unprepared(*self->state.setup.gauges, request);  // timed out while being prepared
   self->send(setup.scheduler, atom::submit_v, admit(request, prompt, timeout_left_s));
 }
 

@@ -67,6 +67,8 @@ class troupe_engine final : public engine {
     result.kv_pool_device_bytes = model_.info.kv_pool_device_bytes;
     result.kv_pool_host_bytes = model_.info.kv_pool_host_bytes;
     result.num_prompts_pending = handles_.gauges->prompts_pending.load(std::memory_order_relaxed);
+    if (const auto aborted = handles_.gauges->requests_aborted_unprepared.load(std::memory_order_relaxed))
+      result.request_success["abort"] += aborted;
     const std::lock_guard lock(configure_mutex_);
     report_limits(limits_, result.settings);
     return result;

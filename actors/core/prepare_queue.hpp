@@ -33,6 +33,10 @@ namespace troupe {
 struct queue_gauges {
   std::atomic<std::int32_t> scheduler_queued{0};  ///< requests the scheduler holds not yet started (its writes)
   std::atomic<std::int32_t> prompts_pending{0};   ///< jobs queued for or in preparation (the intake's writes)
+  /// Requests the intake ended as aborted before the scheduler saw them
+  /// (cancelled or timed out awaiting preparation; the intake's writes).
+  /// Stats add them to the scheduler's finished-as-abort count.
+  std::atomic<std::uint64_t> requests_aborted_unprepared{0};
 };
 
 /// The bounds on jobs awaiting preparation.

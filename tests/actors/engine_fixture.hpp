@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+#include <algorithm>
 #include <condition_variable>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -30,6 +32,22 @@ inline const std::filesystem::path& tiny_model_dir() {
     return path;
   }();
   return dir;
+}
+
+/// How much longer than in a release build the engine may take here:
+/// TROUPE_TEST_TIME_SCALE (at least 1; the sanitizer test presets set it, as
+/// a TSan build steps the tiny model about 100 times slower), else 1.
+inline double test_time_scale() {
+  static const double scale = [] {
+    const char* text = std::getenv("TROUPE_TEST_TIME_SCALE");
+    return text == nullptr ? 1.0 : std::max(1.0, std::strtod(text, nullptr));
+  }();
+  return scale;
+}
+
+/// `timeout` stretched by test_time_scale().
+inline std::chrono::milliseconds scaled(std::chrono::milliseconds timeout) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(static_cast<double>(timeout.count()) * test_time_scale()));
 }
 
 /// Records one request's events; wait() blocks until it ended.
@@ -63,16 +81,16 @@ class recording_sink final : public request_sink {
     done = true;
     cv_.notify_all();
   }
-  /// Waits for the end (true) or `timeout` (false).
+  /// Waits for the end (true) or `timeout`, scaled(), (false).
   bool wait(std::chrono::seconds timeout = std::chrono::seconds(60)) {
     std::unique_lock lock(mutex_);
-    return cv_.wait_for(lock, timeout, [this] { return done; });
+    return cv_.wait_for(lock, scaled(timeout), [this] { return done; });
   }
   /// Waits until `count` deltas arrived while the request is still running
-  /// (true), or it ended or `timeout` passed first (false).
+  /// (true), or it ended or `timeout`, scaled(), passed first (false).
   bool wait_for_deltas(int count, std::chrono::seconds timeout = std::chrono::seconds(60)) {
     std::unique_lock lock(mutex_);
-    cv_.wait_for(lock, timeout, [&] { return deltas >= count || done; });
+    cv_.wait_for(lock, scaled(timeout), [&] { return deltas >= count || done; });
     return deltas >= count && !done;
   }
 

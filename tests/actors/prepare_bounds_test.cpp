@@ -5,7 +5,8 @@
 // admin's call) or past its request's timeout is never prepared and ends
 // as such a running request does; one connection's flood does not hold
 // back another's request; /tokenize calls share the bound and a queued one
-// can be cancelled.
+// can be cancelled. Requests ended before preparation count in the
+// finished-as-abort total.
 //
 // One tokenizer worker and a prompt of megabytes ahead of the rest make
 // the order deterministic: the test sends everything that follows within
@@ -176,6 +177,7 @@ TEST(EnginePrepareQueue, ACancelledQueuedPromptIsNeverPrepared) {
   engine->cancel(cancelled.id);
   ASSERT_TRUE(cancelled.sink->wait(10s));
   expect_aborted(*cancelled.sink);
+  EXPECT_EQ(engine->stats().request_success["abort"], 1u) << "counted as a request finished as aborted";
   ASSERT_TRUE(poisoned.sink->wait());
   ASSERT_TRUE(poisoned.sink->error);
   EXPECT_NE(poisoned.sink->error->message.find("injected tokenizer fault"), std::string::npos);
@@ -229,6 +231,7 @@ TEST(EnginePrepareQueue, AQueuedPromptPastItsTimeoutEndsUnprepared) {
   ASSERT_TRUE(sink->wait(10s));
   expect_aborted(*sink);
   EXPECT_EQ(engine->stats().num_prompts_pending, 1) << "only the big prompt is left";
+  EXPECT_EQ(engine->stats().request_success["abort"], 1u);
   expect_drained(*engine, big);
 }
 

@@ -68,7 +68,9 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 TEST(PrecomputedTables, MatchingDocumentsBuildsNoTable) {
   const auto& fixture = load_vocabulary("llama3_1");
-  constraint_compiler compiler(fixture.vocab);
+  compile_limits limits;
+  limits.max_seconds = 60;  // precomputation must not stop at the deadline (a sanitizer build is slower)
+  constraint_compiler compiler(fixture.vocab, limits);
   for (const auto& c : precompute_cases()) {
     const auto compiled = compiler.compile(c.spec);
     const auto& grammar = grammar_of(compiled);
@@ -119,16 +121,33 @@ TEST(PrecomputedTables, BeyondTheTableBudgetTablesAreBuiltOnFirstUse) {
 
 TEST(PrecomputedTables, PrecomputationStopsAtTheCompileDeadline) {
   const auto& fixture = load_vocabulary("llama3_1");
-  compile_limits limits;
-  limits.max_seconds = 0.5;
-  constraint_compiler compiler(fixture.vocab, limits);
   // About 400 free-text positions, each a walk of the whole vocabulary
-  // (milliseconds each): more than the deadline allows.
+  // (milliseconds each). The deadline is set from this build's speed:
+  // halfway between compiling without tables and compiling with all of
+  // them, so that load (or a sanitizer) slows both alike.
   const std::string schema = string_properties(10, R"({"type": "string", "maxLength": 40})");
+  const auto timed_compile = [&](const compile_limits& limits) {
+    const auto start = std::chrono::steady_clock::now();
+    auto compiled = constraint_compiler(fixture.vocab, limits).compile({constraint_kind::json_schema, schema});
+    return std::make_pair(seconds_since(start), grammar_of(compiled).tables_precomputed());
+  };
+  compile_limits unhurried;
+  unhurried.max_seconds = 120;
+  unhurried.max_precomputed_tables = 0;
+  const double without_tables_s = timed_compile(unhurried).first;
+  unhurried.max_precomputed_tables = compile_limits{}.max_precomputed_tables;
+  const auto [with_tables_s, all_tables] = timed_compile(unhurried);
+  ASSERT_GT(all_tables, 100u);
+
+  compile_limits limits;
+  limits.max_seconds = (without_tables_s + with_tables_s) / 2;
+  constraint_compiler compiler(fixture.vocab, limits);
   const auto start = std::chrono::steady_clock::now();
   const auto compiled = compiler.compile({constraint_kind::json_schema, schema});
-  EXPECT_LT(seconds_since(start), 2.0);  // the deadline plus one table build, with room for a loaded machine
+  // The deadline plus one table build, with room for a loaded machine.
+  EXPECT_LT(seconds_since(start), limits.max_seconds + 1.5);
   const auto& grammar = grammar_of(compiled);
+  EXPECT_LT(grammar.tables_precomputed(), all_tables);
   EXPECT_EQ(feed_document(*compiled, fixture, R"({"p0": "the last characters of a long value"})"), "");
   EXPECT_GT(grammar.tables_built(), grammar.tables_precomputed());  // the rest were built on first use
 }

@@ -63,7 +63,9 @@ std::string quoted(const std::string& text) {
 void run_with_callbacks(const troupe::engine_config& config, int max_tokens, printer& out) {
   auto engine = troupe::engine::start(config);
   auto sink = std::make_shared<troupe::callback_sink>();
-  sink->accepted = [&](const troupe::accepted_event& e) { out.line("callbacks accepted " + std::to_string(e.prompt_tokens)); };
+  sink->accepted = [&](const troupe::accepted_event& e) {
+    out.line("callbacks accepted " + std::to_string(e.prompt_tokens));
+  };
   sink->delta = [&](const troupe::delta_event& e) { out.line("callbacks delta " + quoted(e.text)); };
   sink->finished = [&](const troupe::finished_event& e) {
     out.line(std::string("callbacks finished ") + troupe::finish_reason_name(e.reason) + " " +
@@ -84,21 +86,26 @@ void run_in_own_actor_system(const troupe::engine_config& config, int max_tokens
   troupe::add_message_types(cfg);
   caf::actor_system system{cfg};
   auto engine = troupe::start_engine_in(system, config);
-  auto listener = system.spawn([&out](caf::event_based_actor*) -> caf::behavior {
-    return {
-        [&out](const troupe::accepted_event& e) { out.line("actor accepted " + std::to_string(e.prompt_tokens)); },
-        [&out](const troupe::delta_event& e) { out.line("actor delta " + quoted(e.text)); },
-        [&out](const troupe::finished_event& e) {
-          out.line(std::string("actor finished ") + troupe::finish_reason_name(e.reason) + " " +
-                   std::to_string(e.usage.completion_tokens));
-          if (e.request_done) out.finish();
-        },
-        [&out](const troupe::error_event& e) {
-          out.line("actor error " + e.message);
-          out.finish();
-        },
-    };
-  });
+  // The printer goes in as a spawn argument, not a capture: CAF 0.17
+  // binds a reference through a null pointer when it starts a function
+  // actor that takes no arguments (undefined behaviour, which UBSan stops).
+  auto listener = system.spawn(
+      [](caf::event_based_actor*, printer* out) -> caf::behavior {
+        return {
+            [out](const troupe::accepted_event& e) { out->line("actor accepted " + std::to_string(e.prompt_tokens)); },
+            [out](const troupe::delta_event& e) { out->line("actor delta " + quoted(e.text)); },
+            [out](const troupe::finished_event& e) {
+              out->line(std::string("actor finished ") + troupe::finish_reason_name(e.reason) + " " +
+                        std::to_string(e.usage.completion_tokens));
+              if (e.request_done) out->finish();
+            },
+            [out](const troupe::error_event& e) {
+              out->line("actor error " + e.message);
+              out->finish();
+            },
+        };
+      },
+      &out);
   troupe::submit_to_actor(*engine, make_request(max_tokens), listener);
   out.wait();
   engine->shutdown(std::chrono::seconds(1));
