@@ -99,6 +99,10 @@ std::shared_ptr<executor_resources> load_drafter(const engine_config& config, co
   if (*method == speculative_method::off || *method == speculative_method::ngram) return nullptr;
 
   auto drafter = std::make_shared<executor_resources>();
+  if (config.test_executor_fault == "draft_throw") {
+    drafter->fault = "throw";
+    drafter->fail_after_steps = config.test_fail_executor_after_steps;
+  }
   backend_options options;
   options.threads = config.threads;
   options.batch_invariant = config.batch_invariant;

@@ -111,19 +111,28 @@ caf::result<step_result_ptr> run(executor_state& state, const scheduled_step& st
 // instead of one per draft token (docs/design.md).
 caf::result<draft_reply_ptr> run_round(executor_state& state, const draft_request& request) {
   if (!state.proposer) return caf::make_error(caf::sec::unexpected_message, "executor: not a drafter's executor");
-  // A malformed job fails its round only; a failing backend fails the executor.
+  // A malformed job or a recoverable step failure (as for the target's
+  // steps) fails its round only; a failing backend fails the executor, and
+  // with it drafting (the target's steps then run without drafts).
   const auto step_logits = [&state](const scheduled_step& step) {
     try {
       return std::move(execute(state, step)->logits);
     } catch (const std::exception& e) {
-      spdlog::error("executor: draft step {} failed: {}", step.id, e.what());
-      state.failed = true;
+      if (step_failure_is_recoverable(e, *state.resources->device)) {
+        spdlog::warn("executor: draft step {} failed, its round has no drafts: {}", step.id, e.what());
+      } else {
+        spdlog::error("executor: draft step {} failed: {}", step.id, e.what());
+        state.failed = true;
+      }
       throw;
     }
   };
   try {
     return draft_reply_ptr{std::make_shared<const draft_reply>(state.proposer->run_round(request, step_logits))};
   } catch (const std::exception& e) {
+    // The failed step may have written part of the draft KV it was given:
+    // the next rounds trust none of it.
+    state.proposer->forget_written();
     return caf::make_error(caf::sec::runtime_error, std::string("draft round failed: ") + e.what());
   }
 }

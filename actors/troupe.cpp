@@ -175,7 +175,9 @@ loaded_engine_model load_engine_model(const engine_config& config) {
   }
   auto resources = std::make_shared<executor_resources>();
   resources->weights_source = loaded.weights;
-  resources->fail_after_steps = config.test_fail_executor_after_steps;
+  // draft_throw faults the drafter's executor (load_drafter), not this one.
+  resources->fail_after_steps =
+      config.test_executor_fault == "draft_throw" ? -1 : config.test_fail_executor_after_steps;
   resources->fault = config.test_executor_fault;
   backend_options device_options;
   device_options.threads = config.threads;

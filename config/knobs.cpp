@@ -191,10 +191,11 @@ std::vector<knob_spec> engine_knobs() {
                   true),
           integer("test_fail_executor_after_steps", -1, -1, 1 << 30, "steps",
                   "testing only: the executor fails after this many steps (-1: never)"),
-          text("test_executor_fault", "error", {"error", "throw", "malformed", "hang"},
+          text("test_executor_fault", "error", {"error", "throw", "malformed", "hang", "draft_throw"},
                "testing only: how the executor fails (test_fail_executor_after_steps): every later step answers an "
                "error (the engine fails), the next step throws std::bad_alloc once (its requests fail, the "
-               "engine goes on), returns a result with the wrong number of samples, or never answers"),
+               "engine goes on), returns a result with the wrong number of samples, or never answers; draft_throw: "
+               "the drafter's executor throws std::bad_alloc once at that step (its round has no drafts)"),
           text("test_tokenizer_fault_marker", "", {},
                "testing only: a prompt containing this text makes the tokenizer worker that prepares it, or the "
                "output shard that streams it, fail (empty: never)"),

@@ -188,6 +188,13 @@ draft_reply draft_proposer::take_reply() {
   return reply;
 }
 
+void draft_proposer::forget_written() {
+  written_.clear();
+  last_writer_.clear();
+  jobs_.clear();
+  stepped_.clear();
+}
+
 draft_reply draft_proposer::run_round(draft_request request, const draft_step_runner& run_step) {
   std::optional<scheduled_step> step = begin(std::move(request));
   while (step) {

@@ -88,6 +88,10 @@ class draft_proposer {
   /// runs it locally, so a round of k drafts costs one message, not k.
   draft_reply run_round(draft_request request, const draft_step_runner& run_step);
 
+  /// Trusts no draft KV written so far (after a failed round, whose steps
+  /// may have written part of their blocks): the next rounds write it anew.
+  void forget_written();
+
   /// Leading tokens of `seq` whose draft KV the next round would trust for `tokens` and `block_table`.
   std::int32_t trusted_prefix(sequence_id seq, std::span<const std::int32_t> tokens,
                               std::span<const std::int32_t> block_table) const;

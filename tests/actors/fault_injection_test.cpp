@@ -131,6 +131,45 @@ TEST(EngineStepFailure, AThrowingStepFailsItsRequestOnlyAndTheEngineServesOn) {
   expect_pool_idle(*engine, idle);
 }
 
+// A draft step that throws std::bad_alloc costs its round's drafts only:
+// the request's tokens are those of a run without speculation (greedy,
+// batch-invariant), the engine stays healthy, and drafting goes on after
+// the failure. The first round fails, so the next one is drafted whatever
+// the turn-down thinks of the costs (no draft round has been timed yet);
+// were the failure fatal to drafting, no draft would ever be verified.
+TEST(EngineStepFailure, AThrowingDraftStepCostsOnlyItsRoundsDrafts) {
+  auto config = tiny_engine_config();
+  config.batch_invariant = true;
+  const std::string prompt = "a greedy request whose first draft round fails";
+  std::vector<std::int32_t> expected;
+  {
+    auto plain = engine::start(config);
+    auto sink = submit(*plain, prompt, 40);
+    ASSERT_TRUE(sink->wait());
+    expect_complete(*sink, 40);
+    expected = sink->choices[0].tokens;
+  }
+  config.speculative = "draft";
+  config.draft_model = config.model_dir;
+  config.num_speculative_tokens = 4;
+  config.speculative_max_batch = 16;
+  config.test_fail_executor_after_steps = 0;  // the draft executor's first step
+  config.test_executor_fault = "draft_throw";
+  auto engine = engine::start(config);
+  const engine_stats idle = engine->stats();
+  auto sink = submit(*engine, prompt, 40);
+  ASSERT_TRUE(sink->wait());
+  expect_complete(*sink, 40);
+  EXPECT_EQ(sink->choices[0].tokens, expected);
+  const engine_stats after = engine->stats();
+  EXPECT_TRUE(after.healthy) << after.health_detail;
+  EXPECT_EQ(after.step_failures, 0u) << "no target step failed";
+  EXPECT_GE(after.spec_decode_num_drafts, 1u) << "drafting stopped at the failure";
+  EXPECT_EQ(after.spec_decode_num_accepted_tokens, after.spec_decode_num_draft_tokens)
+      << "a self-draft is always right";
+  expect_pool_idle(*engine, idle);
+}
+
 TEST(StepFailureIsRecoverable, AllocationsAndRejectedInputsOnTheCpuBackendOnly) {
   const std::shared_ptr<backend> cpu = make_backend("cpu", 1);
   EXPECT_TRUE(step_failure_is_recoverable(std::bad_alloc(), *cpu));

@@ -19,6 +19,7 @@
 
 #include <boost/json/parse.hpp>
 #include <boost/json/value.hpp>
+#include <new>
 
 namespace troupe::testing {
 
@@ -251,6 +252,7 @@ std::vector<settings_change> fake_engine::configured() const {
 }
 
 engine_stats fake_engine::stats() {
+  if (stats_throws_) throw std::bad_alloc();
   std::lock_guard lock(mutex_);
   engine_stats stats;
   stats.num_requests_running = running_.load();

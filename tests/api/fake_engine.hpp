@@ -55,6 +55,9 @@ class fake_engine final : public engine {
   void shutdown(std::chrono::milliseconds drain) override;
 
   void set_healthy(bool healthy, std::string detail = {});
+  /// While set, stats() throws std::bad_alloc (what a route worker meets
+  /// when the engine call it makes fails).
+  void set_stats_throws(bool throws) { stats_throws_ = throws; }
   void set_kv_usage(double usage);
   std::vector<generation_request> submitted() const;
   std::vector<std::string> cancelled() const;
@@ -83,6 +86,7 @@ class fake_engine final : public engine {
   std::vector<std::thread> threads_;
   std::atomic<int> running_{0};
   std::atomic<int> next_id_{0};
+  std::atomic<bool> stats_throws_{false};
   bool healthy_ = true;
   std::string health_detail_;
   double kv_usage_ = 0.0;

@@ -2,7 +2,8 @@
 // escapes a connection's handler (the test hook throws std::bad_alloc where
 // a request was read) closes that connection only; the I/O thread serves
 // its other connections on, a stream in progress included, and the
-// exception is counted in /metrics.
+// exception is counted in /metrics. An engine call failing on a route
+// worker is answered (500 JSON), the connection kept.
 
 #include "server_fixture.hpp"
 
@@ -64,6 +65,23 @@ TEST_F(HttpServerIoFault, EveryThrowingConnectionIsCountedAndClosed) {
   EXPECT_TRUE(fake_engine::eventually([&] { return server->active_connections() == 0; }))
       << "a closed connection still counts";
   EXPECT_EQ(server->handler_exceptions(), 5u);
+  expect_still_serving();
+}
+
+TEST_F(HttpServerIoFault, AFailingEngineCallOnARouteWorkerAnswers500AndTheConnectionServesOn) {
+  start(test_server_config());
+  socket_client client(port);
+  engine.set_stats_throws(true);  // /health asks the engine on a route worker
+  ASSERT_TRUE(client.send_all(request_text("GET", "/health", "")));
+  const http_response failed = client.read_response();
+  EXPECT_EQ(failed.status, 500);
+  EXPECT_NE(failed.body.find("\"code\":\"internal_error\""), std::string::npos) << failed.body;
+  EXPECT_NE(failed.body.find("out of memory"), std::string::npos) << failed.body;
+  engine.set_stats_throws(false);
+
+  ASSERT_TRUE(client.send_all(request_text("GET", "/health", "")));
+  EXPECT_EQ(client.read_response().status, 200) << "the same connection, kept alive";
+  EXPECT_EQ(server->handler_exceptions(), 0u) << "answered, not an escaped exception";
   expect_still_serving();
 }
 
