@@ -8,7 +8,7 @@
 # them, or 0 for none; tests/README.md, "Sanitizer runs").
 #
 # The whole run must fit CI's 90 minutes: the sanitizer stages run inside
-# TROUPE_TEST_BUDGET_S seconds (default 4800) from the script's start. One
+# TROUPE_TEST_BUDGET_S seconds (default 4500) from the script's start. One
 # still running then is stopped, and one with under 10 minutes left is not
 # started; either way the script says what it left out. The sanitizer
 # suites stop at their first failure, so a run cut short has passed every
@@ -19,7 +19,7 @@ repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
 
 jobs="${TROUPE_BUILD_JOBS:-$(nproc)}"
-budget_s="${TROUPE_TEST_BUDGET_S:-4800}"
+budget_s="${TROUPE_TEST_BUDGET_S:-4500}"
 
 # timed NAME COMMAND...: runs the command and prints how long it took.
 timed() {
