@@ -165,8 +165,10 @@ std::vector<knob_spec> engine_knobs() {
               "(GGUF Q4_0/Q4_1, AWQ, GPTQ) runs as stored and a Q8_0 GGUF as int8 on the cpu (expanded to bf16 on "
               "cuda), others as none"),
           text("lm_head_quantization", "auto", {"auto", "none", "int8", "int4", "int4_asym"},
-               "the LM head's format at load: auto keeps an unquantised model's head and makes a quantised "
-               "model's head int8; int4 reads fewer bytes per token at some cost in agreement with bf16"),
+               "the LM head's format at load: auto keeps an unquantised model's head; beside 4-bit layers it is "
+               "int4 when the head is tied to the embeddings on the cpu (its 64 best logits a row rescored "
+               "exactly from them), else int8; an untied int4 head reads fewer bytes per token at some cost "
+               "in agreement with bf16"),
           text("speculative", "off", {"off", "ngram", "draft", "layerskip"},
                "speculative decoding proposer: prompt lookup, a draft model, or the target with layers skipped "
                "(restart to change; num_speculative_tokens turns it down live)"),

@@ -145,6 +145,14 @@ class backend {
   virtual void silu_mul(tensor_view gate_up, tensor_view out) = 0;
   /// out[L, H] = x[logits_indices[l], :].
   virtual void gather_logits_rows(const step_plan& plan, tensor_view x, tensor_view out) = 0;
+  /// In place, for a lossy LM head tied to `table` (the embeddings, [V, H]):
+  /// in each row l of logits [L, V] the `candidates` largest entries become
+  /// the exact x[l, :] · table[v, :] (x [L, H]); the rest stay. Throws
+  /// std::logic_error unless supports_logit_refinement().
+  virtual void refine_logits(tensor_view x, tensor_view table, int candidates, tensor_view logits);
+  /// True when refine_logits runs on this backend (llama_model then gives a
+  /// tied model a 4-bit head by default, docs/operations.md).
+  virtual bool supports_logit_refinement() const { return false; }
   /// Samples every logits row (f32 [L, V]) per plan's batch.sampling and
   /// verifies its batch.verify groups (see sampling.hpp, speculative.hpp).
   virtual sample_result sample(const step_plan& plan, tensor_view logits) = 0;

@@ -17,4 +17,8 @@ std::unique_ptr<linear_weight> backend::prepare_quantized_linear(std::span<const
                            " weights (use the cpu backend or quantization none)");
 }
 
+void backend::refine_logits(tensor_view, tensor_view, int, tensor_view) {
+  throw std::logic_error("backend \"" + name() + "\" cannot refine logits");
+}
+
 }  // namespace troupe

@@ -24,9 +24,12 @@ std::optional<weight_quantization> parse_quantization(std::string_view name) {
   return std::nullopt;
 }
 
-std::optional<weight_quantization> lm_head_quantization(weight_quantization layers, std::string_view head) {
+std::optional<weight_quantization> lm_head_quantization(weight_quantization layers, std::string_view head,
+                                                        bool head_refined) {
   if (head != "auto") return parse_quantization(head);
-  return layers == weight_quantization::none ? weight_quantization::none : weight_quantization::int8;
+  if (layers == weight_quantization::none) return weight_quantization::none;
+  const bool four_bit = layers == weight_quantization::int4 || layers == weight_quantization::int4_asym;
+  return four_bit && head_refined ? weight_quantization::int4 : weight_quantization::int8;
 }
 
 }  // namespace troupe

@@ -24,11 +24,14 @@ std::string_view quantization_name(weight_quantization format);
 std::optional<weight_quantization> parse_quantization(std::string_view name);
 
 /// The LM head's format for linear layers in `layers` and the choice
-/// `head` ("auto" or a quantization_name()): auto keeps an unquantised
-/// model's head and makes a quantised model's head int8, which keeps greedy
-/// agreement with bf16 where an int4 head loses about two points (the
+/// `head` ("auto" or a quantization_name()). auto keeps an unquantised
+/// model's head; beside 4-bit layers it is int4 when `head_refined` (a head
+/// tied to the embeddings on a backend that rescores its best logits
+/// exactly, llama_model), int8 otherwise, which keeps greedy agreement with
+/// bf16 where a plain int4 head loses about two points (the
 /// `lm_head_quantization` knob, docs/operations.md). nullopt for an
 /// unknown name.
-std::optional<weight_quantization> lm_head_quantization(weight_quantization layers, std::string_view head);
+std::optional<weight_quantization> lm_head_quantization(weight_quantization layers, std::string_view head,
+                                                        bool head_refined);
 
 }  // namespace troupe

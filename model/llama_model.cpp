@@ -1,5 +1,6 @@
 #include "model/llama_model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -42,6 +43,11 @@ struct llama_model::workspace {
 
 namespace {
 
+// Logits per row a tied 4-bit head rescores exactly: the exact winner has to
+// be among them, and the int4 head's error is small next to the spread of
+// the top 64 logits (measured: tests/model/demo_quantized_test.cpp).
+constexpr std::int64_t refined_head_candidates = 64;
+
 std::vector<host_tensor> present(std::initializer_list<const host_tensor*> tensors) {
   std::vector<host_tensor> out;
   for (const host_tensor* t : tensors) {
@@ -58,6 +64,10 @@ std::int64_t grown(std::int64_t needed, std::int64_t current) {
 
 }  // namespace
 
+bool lm_head_refinable(const model_config& config, const backend& device) {
+  return config.tie_word_embeddings && device.supports_logit_refinement();
+}
+
 llama_model::llama_model(const model_config& config, const model_weights& weights, backend& backend,
                          weight_quantization quantization, std::optional<weight_quantization> lm_head)
     : config_(config), backend_(backend), workspace_(std::make_unique<workspace>()) {
@@ -66,7 +76,10 @@ llama_model::llama_model(const model_config& config, const model_weights& weight
   geometry_.head_dim = static_cast<int>(config.head_dim);
   geometry_.scale = 1.0f / std::sqrt(static_cast<float>(config.head_dim));
   geometry_.rope = config.rope;
-  upload_weights(weights, quantization, lm_head.value_or(*lm_head_quantization(quantization, "auto")));
+  const bool refinable = lm_head_refinable(config, backend);
+  const weight_quantization head = lm_head.value_or(*lm_head_quantization(quantization, "auto", refinable));
+  refine_head_ = refinable && (head == weight_quantization::int4 || head == weight_quantization::int4_asym);
+  upload_weights(weights, quantization, head);
   active_layers_.resize(weights_->layers.size());
   for (std::size_t i = 0; i < active_layers_.size(); ++i) active_layers_[i] = static_cast<int>(i);
 }
@@ -77,6 +90,7 @@ llama_model::llama_model(const llama_model& source, backend& backend, std::vecto
       geometry_(source.geometry_),
       weights_(source.weights_),
       active_layers_(std::move(layers)),
+      refine_head_(source.refine_head_),
       workspace_(std::make_unique<workspace>()) {
   if (backend.name() != source.backend_.name())
     throw std::invalid_argument("a layer-skipping drafter runs on a " + source.backend_.name() + " backend, not " +
@@ -273,6 +287,11 @@ tensor_view llama_model::forward(const step_batch& batch, kv_cache& cache, host_
   const tensor_view last_rows = ws.rows.view(act, rows, hidden);
   backend_.gather_logits_rows(*plan_, normed, last_rows);
   backend_.linear(last_rows, *weights_->lm_head, logits);
+  if (refine_head_) {
+    backend_.refine_logits(last_rows, weights_->embed_tokens.view,
+                           static_cast<int>(std::min<std::int64_t>(refined_head_candidates, config_.vocab_size)),
+                           logits);
+  }
   return logits;
 }
 

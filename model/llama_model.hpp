@@ -14,14 +14,21 @@
 
 namespace troupe {
 
+/// True when a 4-bit LM head of a model described by `config` would have its
+/// best logits rescored exactly on `device`: the head is tied to the
+/// embeddings and the backend supports it.
+bool lm_head_refinable(const model_config& config, const backend& device);
+
 class llama_model {
  public:
   /// Uploads `weights` of a model described by `config` to `backend`. The
   /// checkpoint behind `weights` must outlive the model (views may point
   /// into its mapping). Throws std::runtime_error on unusable weights.
   /// `quantization` converts the linear layers at load and `lm_head` the
-  /// LM head (nullopt: lm_head_quantization(quantization, "auto"), int8
-  /// whenever the layers are quantised); embeddings keep their type.
+  /// LM head (nullopt: lm_head_quantization(quantization, "auto",
+  /// lm_head_refinable(config, backend))); embeddings keep their type. A
+  /// 4-bit head tied to the embeddings has its best logits rescored exactly
+  /// from them where the backend can (backend::refine_logits).
   llama_model(const model_config& config, const model_weights& weights, backend& backend,
               weight_quantization quantization = weight_quantization::none,
               std::optional<weight_quantization> lm_head = std::nullopt);
@@ -83,6 +90,7 @@ class llama_model {
   attention_geometry geometry_;
   std::shared_ptr<const uploaded> weights_;  ///< shared with layer-skipping drafters
   std::vector<int> active_layers_;           ///< indices into weights_->layers, in run order
+  bool refine_head_ = false;                 ///< rescore the best logits of a tied 4-bit head from the embeddings
   std::unique_ptr<workspace> workspace_;
   std::unique_ptr<step_plan> plan_;
   std::size_t workspace_limit_ = 0;  ///< bytes; 0: none

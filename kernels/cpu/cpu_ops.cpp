@@ -1,13 +1,15 @@
 // Row-parallel ops of the CPU backend: embedding gather, RMSNorm variants,
-// SiLU-mul and the logits-row gather.
+// SiLU-mul, the logits-row gather and the tied head's logit refinement.
 
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kernels/cpu/cpu_backend_impl.hpp"
 #include "kernels/cpu/cpu_plan.hpp"
+#include "kernels/cpu/logit_refinement.hpp"
 
 namespace troupe::cpu {
 
@@ -118,6 +120,21 @@ void cpu_backend::gather_logits_rows(const step_plan& plan, tensor_view x, tenso
     const std::int32_t row = batch.logits_indices[static_cast<std::size_t>(l)];
     std::memcpy(mutable_row_of(out, l), row_of(x, row), static_cast<std::size_t>(x.cols) * sizeof(float));
   }
+}
+
+void cpu_backend::refine_logits(tensor_view x, tensor_view table, int candidates, tensor_view logits) {
+  check_f32_matrix(x, "refine_logits", "x must be f32");
+  check_f32_matrix(logits, "refine_logits", "logits must be f32");
+  require(logits.rows == x.rows && table.rows == logits.cols && table.cols == x.cols, "refine_logits",
+          "x must be [L, H], table [V, H] and logits [L, V]");
+  require(candidates >= 1 && candidates <= logits.cols, "refine_logits", "candidates must be in [1, V]");
+  // One row a task: a row is a pass over V logits plus `candidates` dot products.
+  pool_.parallel_for(x.rows, [&](std::int64_t row, int) {
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(candidates));
+    std::vector<float> values(ids.size());
+    refine_logit_row(row_of(x, row), table.data, table.type, table.row_stride, x.cols, logits.cols, candidates,
+                     mutable_row_of(logits, row), ids.data(), values.data());
+  });
 }
 
 }  // namespace troupe::cpu

@@ -43,13 +43,18 @@ TEST(QuantizedFormat, NamesRoundTrip) {
   EXPECT_FALSE(parse_quantization("int3").has_value());
 }
 
-TEST(QuantizedFormat, LmHeadIsInt8WhenLayersAreQuantisedUnlessChosen) {
-  EXPECT_EQ(lm_head_quantization(weight_quantization::none, "auto"), weight_quantization::none);
-  for (auto layers : all_formats) EXPECT_EQ(lm_head_quantization(layers, "auto"), weight_quantization::int8);
-  EXPECT_EQ(lm_head_quantization(weight_quantization::int4, "int4"), weight_quantization::int4);
-  EXPECT_EQ(lm_head_quantization(weight_quantization::int4, "none"), weight_quantization::none);
-  EXPECT_EQ(lm_head_quantization(weight_quantization::none, "int8"), weight_quantization::int8);
-  EXPECT_FALSE(lm_head_quantization(weight_quantization::int8, "int3").has_value());
+TEST(QuantizedFormat, LmHeadIsInt4BesideFourBitLayersOnlyWhenRefinedElseInt8UnlessChosen) {
+  for (bool refined : {false, true}) {
+    EXPECT_EQ(lm_head_quantization(weight_quantization::none, "auto", refined), weight_quantization::none);
+    EXPECT_EQ(lm_head_quantization(weight_quantization::int8, "auto", refined), weight_quantization::int8);
+    for (auto layers : {weight_quantization::int4, weight_quantization::int4_asym})
+      EXPECT_EQ(lm_head_quantization(layers, "auto", refined),
+                refined ? weight_quantization::int4 : weight_quantization::int8);
+    EXPECT_EQ(lm_head_quantization(weight_quantization::int4, "int4", refined), weight_quantization::int4);
+    EXPECT_EQ(lm_head_quantization(weight_quantization::int4, "none", refined), weight_quantization::none);
+    EXPECT_EQ(lm_head_quantization(weight_quantization::none, "int8", refined), weight_quantization::int8);
+    EXPECT_FALSE(lm_head_quantization(weight_quantization::int8, "int3", refined).has_value());
+  }
 }
 
 TEST(QuantizedFormat, InterleavingIsAPermutationOfEachSuperblock) {

@@ -74,7 +74,7 @@ double agreement(const std::vector<std::int32_t>& a, const std::vector<std::int3
 
 struct format_bound {
   weight_quantization format;
-  std::optional<weight_quantization> lm_head;  ///< nullopt: the default (int8)
+  std::optional<weight_quantization> lm_head;  ///< nullopt: the default (auto)
   double min_agreement;                        ///< greedy top-1 agreement with bf16
   double max_perplexity_gap;                   ///< |ppl / ppl_bf16 - 1|
 };
@@ -85,16 +85,18 @@ TEST(DemoQuantized, PerplexityAndTopOneAgreementWithinTheFormatsBounds) {
   const auto windows = heldout_windows();
   ASSERT_EQ(windows.size(), scored_windows);
   const scored reference = score(weights, weight_quantization::none, std::nullopt, windows);
-  // The opt-in int4 LM head (measured 94.2% agreement, +1.2% perplexity) is
-  // held to bounds of its own, looser than the for the default.
+  // The demo model ties its head to the embeddings, so on the cpu a 4-bit
+  // model's head is int4 by default, its 64 best logits a row rescored
+  // exactly; the int8 head (the default before) is held to the same bounds.
   for (const format_bound& bound : {format_bound{weight_quantization::int8, std::nullopt, 0.99, 0.01},
                                     format_bound{weight_quantization::int4, std::nullopt, 0.95, 0.05},
                                     format_bound{weight_quantization::int4_asym, std::nullopt, 0.95, 0.05},
-                                    format_bound{weight_quantization::int4, weight_quantization::int4, 0.93, 0.03}}) {
+                                    format_bound{weight_quantization::int4, weight_quantization::int8, 0.95, 0.05}}) {
     const scored got = score(weights, bound.format, bound.lm_head, windows);
     const double agree = agreement(got.greedy, reference.greedy);
     const double gap = got.perplexity / reference.perplexity - 1.0;
-    const std::string name = std::string(quantization_name(bound.format)) + (bound.lm_head ? " + int4 LM head" : "");
+    const std::string name = std::string(quantization_name(bound.format)) + " layers, " +
+                             (bound.lm_head ? std::string(quantization_name(*bound.lm_head)) : "auto") + " LM head";
     std::cout << name << ": perplexity " << got.perplexity << " (bf16 " << reference.perplexity << ", " << 100 * gap
               << "%), top-1 agreement " << 100 * agree << "%\n";
     EXPECT_GE(agree, bound.min_agreement) << name;

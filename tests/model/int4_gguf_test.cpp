@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
 
 #include "kernels/backend.hpp"
 #include "kernels/cpu/quantized_weights.hpp"
@@ -95,11 +96,12 @@ struct run_result {
   std::vector<std::int32_t> greedy;
 };
 
-run_result run(const checkpoint& weights, weight_quantization format) {
+run_result run(const checkpoint& weights, weight_quantization format,
+               std::optional<weight_quantization> lm_head = std::nullopt) {
   backend_options options;
   options.threads = 2;
   const auto device = make_backend("cpu", options);
-  llama_model model(weights.config(), weights.weights(), *device, format);
+  llama_model model(weights.config(), weights.weights(), *device, format, lm_head);
   batch_runner runner(model, runner_options{});
   const std::vector<std::int32_t> prompt = {572, 293, 220, 426, 72, 66, 74, 276, 501, 289, 78, 87, 11, 220, 257, 299};
   run_result out;
@@ -115,8 +117,9 @@ run_result run(const checkpoint& weights, weight_quantization format) {
 // Native int4 against the file expanded to bf16 (the path every other
 // type takes): the same weights up to bf16 rounding, int8 activations on
 // the int4 side. Measured on this fixture (max |Δlogit| / max |logit|):
-// Q4_0 0.0125, Q4_1 0.0140 (the bound leaves 1.8x room); the greedy
-// continuations are identical.
+// Q4_0 0.0125, Q4_1 0.0140 with the int8 LM head (the bound leaves 1.8x
+// room); the greedy continuations are identical, also with the default
+// head of a tied 4-bit model (int4, its best logits rescored exactly).
 TEST(Int4Gguf, NativeInt4RunsLikeTheExpandedFile) {
   for (const char* file : {"llama_tiny_q4_0.gguf", "llama_tiny_q4_1.gguf"}) {
     const quantized_checkpoint native = open_for_quantization(fixtures / file, "auto", true, {.show_progress = false});
@@ -125,8 +128,9 @@ TEST(Int4Gguf, NativeInt4RunsLikeTheExpandedFile) {
     EXPECT_NE(native.quantization, weight_quantization::none) << file;
     EXPECT_EQ(expanded.quantization, weight_quantization::none) << file;
     EXPECT_NE(expanded.weights.weights().layers[0].q_proj->data, nullptr) << file;
-    const run_result a = run(native.weights, native.quantization);
+    const run_result a = run(native.weights, native.quantization, weight_quantization::int8);
     const run_result b = run(expanded.weights, expanded.quantization);
+    EXPECT_EQ(run(native.weights, native.quantization).greedy, b.greedy) << file << ", default LM head";
     const double error = testing::relative_max_error(a.logits, b.logits);
     RecordProperty(std::string(file) + "_relative_error", std::to_string(error));
     EXPECT_LE(error, 0.025) << file;

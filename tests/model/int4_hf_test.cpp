@@ -32,7 +32,9 @@ std::vector<float> prompt_logits(const checkpoint& weights, weight_quantization 
   backend_options options;
   options.threads = 2;
   const auto device = make_backend("cpu", options);
-  llama_model model(weights.config(), weights.weights(), *device, format);
+  // The int8 head: these bounds measure the stored layers, not a 4-bit head.
+  llama_model model(weights.config(), weights.weights(), *device, format,
+                    format == weight_quantization::none ? weight_quantization::none : weight_quantization::int8);
   batch_runner runner(model, runner_options{});
   return runner.prompt_logits({prompt}, 512)[0];
 }

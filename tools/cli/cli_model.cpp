@@ -21,7 +21,9 @@ void add_model_flags(CLI::App& command, model_flags& flags) {
       ->check(CLI::IsMember({"auto", "none", "int8", "int4", "int4_asym"}));
   command
       .add_option("--lm-head-quantization", flags.lm_head_quantization,
-                  "the LM head's format: auto (int8 when the layers are quantised), none, int8, int4 or int4_asym")
+                  "the LM head's format: auto (int4 beside 4-bit layers when tied to the embeddings on the cpu, its "
+                  "best logits "
+                  "rescored exactly; else int8 when the layers are quantised), none, int8, int4 or int4_asym")
       ->check(CLI::IsMember({"auto", "none", "int8", "int4", "int4_asym"}));
 }
 
@@ -38,7 +40,9 @@ loaded_model load_model(const model_flags& flags) {
   loaded_model loaded{dir, std::move(opened.weights), make_backend(device, flags.threads), nullptr, nullptr};
   loaded.model =
       std::make_unique<llama_model>(loaded.ckpt.config(), loaded.ckpt.weights(), *loaded.device, opened.quantization,
-                                    lm_head_quantization(opened.quantization, flags.lm_head_quantization).value());
+                                    lm_head_quantization(opened.quantization, flags.lm_head_quantization,
+                                                         lm_head_refinable(loaded.ckpt.config(), *loaded.device))
+                                        .value());
   loaded.quantization = opened.quantization;
   if (model_has_tokenizer(dir)) loaded.tokenizer = load_model_tokenizer(dir);
   return loaded;

@@ -84,7 +84,8 @@ double streamed_weight_bytes(const loaded_model& loaded, const model_flags& mode
   double bytes = 0;
   for (const auto& [rows, cols] : shapes)
     bytes += static_cast<double>(cpu::layout_for(format, rows, cols).total_bytes) * c.num_hidden_layers;
-  const weight_quantization head = lm_head_quantization(format, model.lm_head_quantization).value();
+  const weight_quantization head =
+      lm_head_quantization(format, model.lm_head_quantization, lm_head_refinable(c, *loaded.device)).value();
   const double head_bytes =
       head == weight_quantization::none
           ? static_cast<double>(c.vocab_size * h * dtype_size(c.torch_dtype.value_or(dtype::bf16)))
