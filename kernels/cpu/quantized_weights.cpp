@@ -46,19 +46,55 @@ void store_group(const std::uint8_t* codes, const quantized_layout& layout, std:
   }
 }
 
-// One row of int8: a symmetric scale from the largest magnitude.
+// The largest |w[k]|, k < count. A maximum is exact and does not depend on
+// the order (NaNs are skipped in any order), so sixteen lanes of partial
+// maxima give what one running maximum would, without its serial chain,
+// and the fixed-width inner loop vectorises.
+float largest_magnitude(const float* w, std::int64_t count) {
+  constexpr std::int64_t lanes = 16;
+  float partial[lanes] = {};
+  std::int64_t k = 0;
+  for (; k + lanes <= count; k += lanes) {
+    for (std::int64_t j = 0; j < lanes; ++j) partial[j] = std::max(partial[j], std::fabs(w[k + j]));
+  }
+  for (; k < count; ++k) partial[0] = std::max(partial[0], std::fabs(w[k]));
+  return *std::max_element(partial, partial + lanes);
+}
+
+// std::rint(x) for |x| < 2^31 in the default rounding mode (to nearest,
+// ties to even), from operations every x86-64 has in vector form (SSE2 has
+// no vector rounding, so a loop calling rint stays scalar): truncate, then
+// step away from zero when the remainder is past one half, or is one half
+// and the truncation is odd.
+int round_half_even(float x) {
+  const int truncated = static_cast<int>(x);
+  const float remainder = x - static_cast<float>(truncated);  // exact
+  const int odd = truncated & 1;
+  const int up = static_cast<int>(remainder > 0.5f) | (static_cast<int>(remainder == 0.5f) & odd);
+  const int down = static_cast<int>(remainder < -0.5f) | (static_cast<int>(remainder == -0.5f) & odd);
+  return truncated + up - down;
+}
+
+// One row of int8: a symmetric scale from the largest magnitude. Each group
+// is rounded by one fixed-width loop over locals, which vectorises; the
+// partial last group reads a zero-padded copy.
 void quantize_int8_row(const float* w, const quantized_layout& layout, std::uint8_t* codes, float* scale) {
-  float amax = 0.0f;
-  for (std::int64_t k = 0; k < layout.cols; ++k) amax = std::max(amax, std::fabs(w[k]));
+  const float amax = largest_magnitude(w, layout.cols);
   *scale = amax / 127.0f;
   const float inverse = amax > 0.0f ? 127.0f / amax : 0.0f;
+  float tail[quant_group];
   std::uint8_t group[quant_group];
   for (std::int64_t first = 0; first < layout.padded_cols; first += quant_group) {
-    for (std::int64_t t = 0; t < quant_group; ++t) {
-      const std::int64_t k = first + t;
-      const float q = k < layout.cols ? std::clamp(std::rint(w[k] * inverse), -127.0f, 127.0f) : 0.0f;
-      group[t] = static_cast<std::uint8_t>(static_cast<int>(q) + 128);
+    const std::int64_t valid = std::clamp<std::int64_t>(layout.cols - first, 0, quant_group);
+    const float* values = w + first;
+    if (valid < quant_group) {
+      std::fill(std::copy_n(w + std::min(first, layout.cols), valid, tail), tail + quant_group, 0.0f);
+      values = tail;
     }
+    // |w · inverse| <= 127 for finite weights; a NaN weight has no defined
+    // code (it had none before either: rint(NaN) converted to int).
+    for (std::int64_t t = 0; t < quant_group; ++t)
+      group[t] = static_cast<std::uint8_t>(std::clamp(round_half_even(values[t] * inverse), -127, 127) + 128);
     store_group(group, layout, first, codes);
   }
 }

@@ -1,7 +1,8 @@
 // The CPU int4/int8 weight writers store whole 32-input groups at once;
 // these tests hold them to the per-code placement interleaved_position
 // defines: pack_int4_rows byte for byte against a one-nibble-at-a-time
-// reference, and quantize_rows code for code (padding included).
+// reference, and quantize_rows code for code (padding included, int8 ties
+// rounded to even).
 
 #include <gtest/gtest.h>
 
@@ -111,6 +112,22 @@ TEST(QuantizedPack, QuantizedRowsHoldEveryCodeWhereInterleavingPutsIt) {
       }
     }
   }
+}
+
+// int8 codes round half to even, as std::rint does: with a largest
+// magnitude of 127 the scale is 1, so these weights are exact ties.
+TEST(QuantizedPack, Int8TiesRoundToEven) {
+  const std::vector<float> w = {127.0f, 0.5f, -0.5f, 1.5f,   -1.5f,   2.5f,
+                                -2.5f,  3.5f, -3.5f, 126.5f, -126.5f, 0.49999997f};
+  const auto cols = static_cast<std::int64_t>(w.size());
+  const cpu::quantized_layout layout = cpu::layout_for(weight_quantization::int8, 1, cols);
+  std::vector<std::uint8_t> buffer(layout.total_bytes, 0);
+  cpu::quantize_rows(w.data(), dtype::f32, 1, layout, buffer.data(), 0);
+  const cpu::quantized_matrix view = cpu::view_of(layout, buffer.data());
+  ASSERT_EQ(view.row_scales[0], 1.0f);
+  for (std::int64_t k = 0; k < cols; ++k)
+    EXPECT_EQ(cpu::stored_code(view, 0, k) - 128, static_cast<int>(std::rint(w[static_cast<std::size_t>(k)])))
+        << "weight " << w[static_cast<std::size_t>(k)];
 }
 
 }  // namespace
