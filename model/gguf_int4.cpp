@@ -28,11 +28,14 @@ class gguf_block_source final : public int4_source {
       for (std::uint64_t b = 0; b < blocks; ++b, block += header + 16) {
         std::memcpy(scales++, block, 2);
         if (asymmetric_) std::memcpy(offsets++, block + 2, 2);
-        // Byte j holds element j in its low nibble and element j + 16 in its high one.
+        // Byte j holds element j in its low nibble and element j + 16 in its
+        // high one. Copied out first so that the code stores cannot alias the
+        // bytes they are read from, and the loop vectorises.
+        std::uint8_t packed[16];
+        std::memcpy(packed, block + header, 16);
         for (int j = 0; j < 16; ++j) {
-          const auto packed = std::to_integer<std::uint8_t>(block[header + static_cast<std::size_t>(j)]);
-          codes[j] = packed & 0x0f;
-          codes[j + 16] = packed >> 4;
+          codes[j] = packed[j] & 0x0f;
+          codes[j + 16] = packed[j] >> 4;
         }
         codes += 32;
       }

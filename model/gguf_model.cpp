@@ -240,7 +240,8 @@ host_tensor convert_gguf_tensor(const gguf_tensor& tensor, std::string hf_name, 
     return out;
   }
   const gguf_rows rows(tensor, rope_heads);
-  auto buffer = std::make_unique<std::byte[]>(tensor.elements() * dtype_size(target));
+  // Every element is written below: no zero-fill pass over the (embedding-sized) buffer first.
+  auto buffer = std::make_unique_for_overwrite<std::byte[]>(tensor.elements() * dtype_size(target));
   std::vector<float> scratch(rows.row_length);
   for (std::uint64_t row = 0; row < rows.count; ++row) {
     const std::uint64_t row_length = rows.row_length;

@@ -46,7 +46,7 @@ class packed_source final : public int4_source {
 
   void read_rows(std::int64_t first, std::int64_t count, std::uint8_t* codes, std::uint16_t* scales,
                  std::uint16_t* offsets) const override {
-    const std::int64_t out = parts_.out, in = parts_.in;
+    const std::int64_t out = parts_.out;
     const bool asymmetric = format() == weight_quantization::int4_asym;
     for (std::int64_t n = first; n < first + count; ++n) {
       for (std::size_t t = 0; t < parts_.block_group.size(); ++t) {
@@ -55,16 +55,46 @@ class packed_source final : public int4_source {
         *scales++ = scale;
         if (asymmetric) *offsets++ = float_to_f16(-f16_to_float(scale) * static_cast<float>(zero(g, n)));
       }
-      for (std::int64_t k = 0; k < in; ++k) {
-        const std::uint32_t word = static_cast<std::uint32_t>(awq_ ? parts_.qweight->data[k * (out / 8) + n / 8]
-                                                                   : parts_.qweight->data[(k / 8) * out + n]);
-        const int nibble = awq_ ? awq_nibble[n % 8] : static_cast<int>(k % 8);
-        *codes++ = static_cast<std::uint8_t>((word >> (4 * nibble)) & 0x0f);
-      }
+    }
+    if (awq_) {
+      read_awq_codes(first, count, codes);
+    } else {
+      read_gptq_codes(first, count, codes);
     }
   }
 
  private:
+  // Both layouts put the outputs of one input (AWQ) or of eight inputs
+  // (GPTQ) side by side, so the codes are read input by input across all
+  // the rows asked for: each step reads one contiguous stretch of qweight.
+  // Reading a row at a time instead walks down a column: for AWQ out / 2
+  // bytes per code, a new page per code when out is 8192.
+
+  // AWQ qweight [in][out / 8]: input k of output n is in word (k, n / 8), nibble awq_nibble[n % 8].
+  void read_awq_codes(std::int64_t first, std::int64_t count, std::uint8_t* codes) const {
+    const std::int64_t in = parts_.in, words = parts_.out / 8;
+    for (std::int64_t k = 0; k < in; ++k) {
+      const std::int32_t* input = parts_.qweight->data + k * words;
+      for (std::int64_t i = 0; i < count; ++i) {
+        const std::int64_t n = first + i;
+        const auto word = static_cast<std::uint32_t>(input[n / 8]);
+        codes[i * in + k] = static_cast<std::uint8_t>((word >> (4 * awq_nibble[n % 8])) & 0x0f);
+      }
+    }
+  }
+
+  // GPTQ qweight [in / 8][out]: word (w, n) holds inputs 8w..8w + 7 of output n, input 8w + j in nibble j.
+  void read_gptq_codes(std::int64_t first, std::int64_t count, std::uint8_t* codes) const {
+    const std::int64_t in = parts_.in;
+    for (std::int64_t w = 0; w < in / 8; ++w) {
+      const std::int32_t* inputs = parts_.qweight->data + w * parts_.out + first;
+      for (std::int64_t i = 0; i < count; ++i) {
+        const auto word = static_cast<std::uint32_t>(inputs[i]);
+        for (int j = 0; j < 8; ++j) codes[i * in + 8 * w + j] = static_cast<std::uint8_t>((word >> (4 * j)) & 0x0f);
+      }
+    }
+  }
+
   bool awq_;
   hf_int4_config quant_;
   packed_parts parts_;

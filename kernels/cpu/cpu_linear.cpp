@@ -104,6 +104,18 @@ constexpr std::int64_t quantized_gemv_max_rows = 96;
 // Rows of a weight that one quantisation task converts.
 constexpr std::int64_t quantize_task_rows = 64;
 
+// Zeroes a fresh quantised buffer (padding and alignment gaps are never
+// written) in 4 MiB chunks across the pool: the first touch of its pages,
+// which the kernel clears, is most of the cost, and one thread paid all of
+// it before the parallel quantisation started.
+void zero_parallel(thread_pool& pool, void* data, std::size_t bytes) {
+  constexpr std::size_t chunk = std::size_t{4} << 20;
+  pool.parallel_for(static_cast<std::int64_t>((bytes + chunk - 1) / chunk), [&](std::int64_t task, int) {
+    const std::size_t begin = static_cast<std::size_t>(task) * chunk;
+    std::memset(static_cast<char*>(data) + begin, 0, std::min(chunk, bytes - begin));
+  });
+}
+
 }  // namespace
 
 std::unique_ptr<linear_weight> cpu_backend::prepare_linear(std::span<const host_tensor> parts,
@@ -151,7 +163,7 @@ std::unique_ptr<linear_weight> cpu_backend::prepare_quantized_linear(std::span<c
   for (const host_tensor& part : parts) weight->rows += part.shape[0];
   const quantized_layout layout = layout_for(format, weight->rows, weight->cols);
   weight->storage = allocate(layout.total_bytes);
-  std::memset(weight->storage.data(), 0, layout.total_bytes);
+  zero_parallel(pool_, weight->storage.data(), layout.total_bytes);
   std::int64_t first_row = 0;
   for (const host_tensor& part : parts) {
     const std::int64_t rows = part.shape[0];

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 
 namespace troupe::cpu {
@@ -14,27 +15,87 @@ std::size_t aligned(std::size_t bytes, std::size_t alignment) {
 
 bool nibbles(weight_quantization format) { return format != weight_quantization::int8; }
 
-void put_code(std::uint8_t* row, const quantized_layout& layout, std::int64_t k, int code) {
-  const std::int64_t position = interleaved_position(k);
-  if (!nibbles(layout.format)) {
-    row[position] = static_cast<std::uint8_t>(code);
-    return;
-  }
-  const std::int64_t sb = position / quant_superblock, p = position % quant_superblock;
-  std::uint8_t& byte = row[sb * (quant_superblock / 2) + p % 256];
-  byte =
-      p < 256 ? static_cast<std::uint8_t>((byte & 0xf0) | code) : static_cast<std::uint8_t>((byte & 0x0f) | code << 4);
+// The interleaved order (interleaved_position) puts input 32g + 4v + l of a
+// superblock at position 64v + 4g + l: each group owns one 4-byte run in
+// each of the superblock's eight 64-position vectors. For int4, the byte at
+// p < 256 holds positions p (low nibble) and p + 256 (high), so group g's
+// inputs j and j + 16 share a byte and a group fills 16 whole bytes. Storing
+// whole groups this way writes exactly the bytes a per-code writer would.
+
+// Group `g` (0..15) of a superblock whose codes start at `superblock`: int8
+// codes[t] at 64 (t / 4) + 4g + t % 4.
+void store_int8_group(const std::uint8_t* codes, std::int64_t g, std::uint8_t* superblock) {
+  for (int v = 0; v < quant_group / 4; ++v) std::memcpy(superblock + 64 * v + 4 * g, codes + 4 * v, 4);
 }
 
-// One row of int8: a symmetric scale from the largest magnitude.
+// Group `g` of an int4 superblock: codes[j] | codes[j + 16] << 4 at byte 64 (j / 4) + 4g + j % 4.
+void store_int4_group(const std::uint8_t* codes, std::int64_t g, std::uint8_t* superblock) {
+  std::uint8_t bytes[quant_group / 2];
+  for (int j = 0; j < quant_group / 2; ++j)
+    bytes[j] = static_cast<std::uint8_t>((codes[j] & 0x0f) | (codes[j + quant_group / 2] & 0x0f) << 4);
+  for (int v = 0; v < quant_group / 8; ++v) std::memcpy(superblock + 64 * v + 4 * g, bytes + 4 * v, 4);
+}
+
+// The 32 codes of inputs [first_k, first_k + 32) (first_k a multiple of 32) into `row`.
+void store_group(const std::uint8_t* codes, const quantized_layout& layout, std::int64_t first_k, std::uint8_t* row) {
+  const std::int64_t sb = first_k / quant_superblock, g = first_k % quant_superblock / quant_group;
+  if (nibbles(layout.format)) {
+    store_int4_group(codes, g, row + sb * (quant_superblock / 2));
+  } else {
+    store_int8_group(codes, g, row + sb * quant_superblock);
+  }
+}
+
+// The largest |w[k]|, k < count. A maximum is exact and does not depend on
+// the order (NaNs are skipped in any order), so sixteen lanes of partial
+// maxima give what one running maximum would, without its serial chain,
+// and the fixed-width inner loop vectorises.
+float largest_magnitude(const float* w, std::int64_t count) {
+  constexpr std::int64_t lanes = 16;
+  float partial[lanes] = {};
+  std::int64_t k = 0;
+  for (; k + lanes <= count; k += lanes) {
+    for (std::int64_t j = 0; j < lanes; ++j) partial[j] = std::max(partial[j], std::fabs(w[k + j]));
+  }
+  for (; k < count; ++k) partial[0] = std::max(partial[0], std::fabs(w[k]));
+  return *std::max_element(partial, partial + lanes);
+}
+
+// std::rint(x) for |x| < 2^31 in the default rounding mode (to nearest,
+// ties to even), from operations every x86-64 has in vector form (SSE2 has
+// no vector rounding, so a loop calling rint stays scalar): truncate, then
+// step away from zero when the remainder is past one half, or is one half
+// and the truncation is odd.
+int round_half_even(float x) {
+  const int truncated = static_cast<int>(x);
+  const float remainder = x - static_cast<float>(truncated);  // exact
+  const int odd = truncated & 1;
+  const int up = static_cast<int>(remainder > 0.5f) | (static_cast<int>(remainder == 0.5f) & odd);
+  const int down = static_cast<int>(remainder < -0.5f) | (static_cast<int>(remainder == -0.5f) & odd);
+  return truncated + up - down;
+}
+
+// One row of int8: a symmetric scale from the largest magnitude. Each group
+// is rounded by one fixed-width loop over locals, which vectorises; the
+// partial last group reads a zero-padded copy.
 void quantize_int8_row(const float* w, const quantized_layout& layout, std::uint8_t* codes, float* scale) {
-  float amax = 0.0f;
-  for (std::int64_t k = 0; k < layout.cols; ++k) amax = std::max(amax, std::fabs(w[k]));
+  const float amax = largest_magnitude(w, layout.cols);
   *scale = amax / 127.0f;
   const float inverse = amax > 0.0f ? 127.0f / amax : 0.0f;
-  for (std::int64_t k = 0; k < layout.padded_cols; ++k) {
-    const float q = k < layout.cols ? std::clamp(std::rint(w[k] * inverse), -127.0f, 127.0f) : 0.0f;
-    put_code(codes, layout, k, static_cast<int>(q) + 128);
+  float tail[quant_group];
+  std::uint8_t group[quant_group];
+  for (std::int64_t first = 0; first < layout.padded_cols; first += quant_group) {
+    const std::int64_t valid = std::clamp<std::int64_t>(layout.cols - first, 0, quant_group);
+    const float* values = w + first;
+    if (valid < quant_group) {
+      std::fill(std::copy_n(w + std::min(first, layout.cols), valid, tail), tail + quant_group, 0.0f);
+      values = tail;
+    }
+    // |w · inverse| <= 127 for finite weights; a NaN weight has no defined
+    // code (it had none before either: rint(NaN) converted to int).
+    for (std::int64_t t = 0; t < quant_group; ++t)
+      group[t] = static_cast<std::uint8_t>(std::clamp(round_half_even(values[t] * inverse), -127, 127) + 128);
+    store_group(group, layout, first, codes);
   }
 }
 
@@ -58,11 +119,12 @@ void quantize_int4_group(const float* w, std::int64_t count, const quantized_lay
     offset = f16_to_float(*offset_out);
   }
   const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
+  std::uint8_t group[quant_group];
   for (std::int64_t t = 0; t < quant_group; ++t) {
     const float value = t < count ? w[t] : offset;
-    const float code = std::clamp(std::rint((value - offset) * inverse), 0.0f, 15.0f);
-    put_code(codes, layout, first_k + t, static_cast<int>(code));
+    group[t] = static_cast<std::uint8_t>(std::clamp(std::rint((value - offset) * inverse), 0.0f, 15.0f));
   }
+  store_group(group, layout, first_k, codes);
 }
 
 }  // namespace
@@ -147,7 +209,8 @@ void pack_int4_rows(const std::uint8_t* codes, const std::uint16_t* scales, cons
   for (std::int64_t i = 0; i < count; ++i) {
     const std::int64_t n = first_row + i;
     std::uint8_t* row = bytes + static_cast<std::size_t>(n) * layout.row_code_bytes;
-    for (std::int64_t k = 0; k < layout.cols; ++k) put_code(row, layout, k, codes[i * layout.cols + k] & 0x0f);
+    for (std::int64_t k = 0; k < layout.cols; k += quant_group)
+      store_group(codes + i * layout.cols + k, layout, k, row);
     auto* row_scales = reinterpret_cast<std::uint16_t*>(bytes + layout.scales_at) + n * layout.groups;
     std::copy_n(scales + i * groups, groups, row_scales);
     if (layout.format == weight_quantization::int4_asym) {

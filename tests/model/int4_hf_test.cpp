@@ -1,15 +1,17 @@
 // AWQ and GPTQ checkpoints (tests/fixtures/int4/, packed by AutoAWQ's and
 // AutoGPTQ's own code; tools/fixtures/make_int4_fixtures.py) loaded as
 // troupe int4 groups: logits against transformers' forward with the weights
-// the libraries unpack, and every way a file can be wrong named by file
-// and field.
+// the libraries unpack, blocks of rows read like single rows, and every
+// way a file can be wrong named by file and field.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
 #include "kernels/backend.hpp"
 #include "kernels/int4_source.hpp"
@@ -106,6 +108,36 @@ TEST(Int4Hf, QuantizationConfigFormsParse) {
                     "group_size": -1}})");
               }),
               HasSubstr("'quantization_config.group_size' -1 is not supported for AWQ"));
+}
+
+// read_rows over a block of rows (how the backend repacks: input by input
+// across the block) gives what reading each row alone gives, for blocks
+// that start and end inside a word of eight outputs.
+TEST(Int4Hf, RowBlocksReadLikeSingleRows) {
+  for (const char* name : {"llama_tiny_awq", "llama_tiny_gptq_sym", "qwen2_tiny_gptq"}) {
+    const quantized_checkpoint native = open_for_quantization(fixtures / name, "auto", true, {.show_progress = false});
+    const host_tensor& gate = *native.weights.weights().layers[0].gate_proj;
+    ASSERT_NE(gate.int4, nullptr) << name;
+    const std::int64_t rows = gate.shape[0], cols = gate.shape[1], groups = cols / int4_source_group;
+    const auto read = [&](std::int64_t first, std::int64_t count) {
+      std::vector<std::uint8_t> codes(static_cast<std::size_t>(count * cols));
+      std::vector<std::uint16_t> scales(static_cast<std::size_t>(count * groups)), offsets(scales.size());
+      gate.int4->read_rows(first, count, codes.data(), scales.data(), offsets.data());
+      return std::tuple{codes, scales, offsets};
+    };
+    for (const auto& [first, count] : {std::pair<std::int64_t, std::int64_t>{0, rows}, {3, 61}, {rows - 13, 13}}) {
+      const auto [codes, scales, offsets] = read(first, count);
+      for (std::int64_t i = 0; i < count; ++i) {
+        const auto [row_codes, row_scales, row_offsets] = read(first + i, 1);
+        const std::string where = std::string(name) + " row " + std::to_string(first + i);
+        EXPECT_TRUE(std::equal(row_codes.begin(), row_codes.end(), codes.begin() + i * cols)) << where;
+        EXPECT_TRUE(std::equal(row_scales.begin(), row_scales.end(), scales.begin() + i * groups)) << where;
+        if (gate.int4->format() == weight_quantization::int4_asym) {
+          EXPECT_TRUE(std::equal(row_offsets.begin(), row_offsets.end(), offsets.begin() + i * groups)) << where;
+        }
+      }
+    }
+  }
 }
 
 // A copy of fixture `name` in `dir` with config.json's quantization_config

@@ -1,0 +1,134 @@
+// The CPU int4/int8 weight writers store whole 32-input groups at once;
+// these tests hold them to the per-code placement interleaved_position
+// defines: pack_int4_rows byte for byte against a one-nibble-at-a-time
+// reference, and quantize_rows code for code (padding included, int8 ties
+// rounded to even).
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cpu/isa_kernels.hpp"
+#include "kernels/cpu/quantized_weights.hpp"
+#include "tests/kernels/cpu_test_support.hpp"
+
+namespace troupe {
+namespace {
+
+using cpu::quant_group;
+using cpu::quant_superblock;
+using test::random_source;
+
+// The writer pack_int4_rows used before it stored whole groups: each code
+// read-modify-written into its nibble at interleaved_position(k).
+void reference_pack_int4_rows(const std::uint8_t* codes, const std::uint16_t* scales, const std::uint16_t* offsets,
+                              std::int64_t count, const cpu::quantized_layout& layout, std::uint8_t* buffer,
+                              std::int64_t first_row) {
+  const std::int64_t groups = layout.cols / quant_group;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const std::int64_t n = first_row + i;
+    std::uint8_t* row = buffer + static_cast<std::size_t>(n) * layout.row_code_bytes;
+    for (std::int64_t k = 0; k < layout.cols; ++k) {
+      const std::int64_t position = cpu::interleaved_position(k);
+      const std::int64_t sb = position / quant_superblock, p = position % quant_superblock;
+      std::uint8_t& byte = row[sb * (quant_superblock / 2) + p % 256];
+      const int code = codes[i * layout.cols + k] & 0x0f;
+      byte = p < 256 ? static_cast<std::uint8_t>((byte & 0xf0) | code)
+                     : static_cast<std::uint8_t>((byte & 0x0f) | code << 4);
+    }
+    std::copy_n(scales + i * groups, groups,
+                reinterpret_cast<std::uint16_t*>(buffer + layout.scales_at) + n * layout.groups);
+    if (layout.format == weight_quantization::int4_asym)
+      std::copy_n(offsets + i * groups, groups,
+                  reinterpret_cast<std::uint16_t*>(buffer + layout.offsets_at) + n * layout.groups);
+  }
+}
+
+// Byte for byte, in buffers that start out holding a pattern, so bytes
+// neither writer touches (padding groups, alignment) must match as well;
+// codes carry junk in their high bits, which both must ignore; rows are
+// written in two calls, the second at a nonzero first_row.
+TEST(QuantizedPack, Int4RowsAreByteIdenticalToThePerCodeWriter) {
+  random_source rng;
+  SCOPED_TRACE(rng.trace());
+  for (auto format : {weight_quantization::int4, weight_quantization::int4_asym}) {
+    for (std::int64_t rows : {1, 7, 13}) {
+      for (std::int64_t cols : {32, 96, 480, 512, 544, 1024, 2080}) {
+        const cpu::quantized_layout layout = cpu::layout_for(format, rows, cols);
+        const std::int64_t groups = cols / quant_group;
+        std::vector<std::uint8_t> codes(static_cast<std::size_t>(rows * cols));
+        for (auto& code : codes) code = static_cast<std::uint8_t>(rng.integer(0, 255));
+        std::vector<std::uint16_t> scales(static_cast<std::size_t>(rows * groups)), offsets(scales.size());
+        for (auto& scale : scales) scale = static_cast<std::uint16_t>(rng.integer(0, 0xffff));
+        for (auto& offset : offsets) offset = static_cast<std::uint16_t>(rng.integer(0, 0xffff));
+        std::vector<std::uint8_t> expected(layout.total_bytes, 0xa5), got(layout.total_bytes, 0xa5);
+        const std::int64_t split = rows / 2;
+        for (const auto& [first, count] : {std::pair{std::int64_t{0}, split}, std::pair{split, rows - split}}) {
+          const std::uint8_t* c = codes.data() + first * cols;
+          const std::uint16_t *s = scales.data() + first * groups, *o = offsets.data() + first * groups;
+          reference_pack_int4_rows(c, s, o, count, layout, expected.data(), first);
+          cpu::pack_int4_rows(c, s, o, count, layout, got.data(), first);
+        }
+        ASSERT_EQ(got, expected) << quantization_name(format) << " " << rows << " x " << cols;
+      }
+    }
+  }
+}
+
+// Every stored code, padding included, is the one the row's stored scale
+// (and offset) gives its weight: the rule quantize_rows documents, read
+// back one code at a time through interleaved_position.
+TEST(QuantizedPack, QuantizedRowsHoldEveryCodeWhereInterleavingPutsIt) {
+  random_source rng;
+  SCOPED_TRACE(rng.trace());
+  for (auto format : {weight_quantization::int8, weight_quantization::int4, weight_quantization::int4_asym}) {
+    for (std::int64_t cols : {32, 100, 512, 1000}) {
+      const std::int64_t rows = 3;
+      const std::vector<float> w = rng.floats(static_cast<std::size_t>(rows * cols));
+      const cpu::quantized_layout layout = cpu::layout_for(format, rows, cols);
+      std::vector<std::uint8_t> buffer(layout.total_bytes, 0xa5);
+      cpu::quantize_rows(w.data(), dtype::f32, rows, layout, buffer.data(), 0);
+      const cpu::quantized_matrix view = cpu::view_of(layout, buffer.data());
+      for (std::int64_t n = 0; n < rows; ++n) {
+        const float* row = w.data() + n * cols;
+        const float amax =
+            std::fabs(*std::max_element(row, row + cols, [](float a, float b) { return std::fabs(a) < std::fabs(b); }));
+        for (std::int64_t k = 0; k < layout.padded_cols; ++k) {
+          int expected = 0;
+          if (format == weight_quantization::int8) {
+            expected = k < cols ? static_cast<int>(std::rint(row[k] * (127.0f / amax))) + 128 : 128;
+          } else {
+            const std::int64_t group = n * layout.groups + k / quant_group;
+            const float scale = f16_to_float(view.group_scales[group]);
+            const float offset =
+                format == weight_quantization::int4_asym ? f16_to_float(view.group_offsets[group]) : -8.0f * scale;
+            const float value = k < cols ? row[k] : offset, inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
+            expected = static_cast<int>(std::clamp(std::rint((value - offset) * inverse), 0.0f, 15.0f));
+          }
+          ASSERT_EQ(cpu::stored_code(view, n, k), expected)
+              << quantization_name(format) << " row " << n << " col " << k << " of " << cols;
+        }
+      }
+    }
+  }
+}
+
+// int8 codes round half to even, as std::rint does: with a largest
+// magnitude of 127 the scale is 1, so these weights are exact ties.
+TEST(QuantizedPack, Int8TiesRoundToEven) {
+  const std::vector<float> w = {127.0f, 0.5f, -0.5f, 1.5f,   -1.5f,   2.5f,
+                                -2.5f,  3.5f, -3.5f, 126.5f, -126.5f, 0.49999997f};
+  const auto cols = static_cast<std::int64_t>(w.size());
+  const cpu::quantized_layout layout = cpu::layout_for(weight_quantization::int8, 1, cols);
+  std::vector<std::uint8_t> buffer(layout.total_bytes, 0);
+  cpu::quantize_rows(w.data(), dtype::f32, 1, layout, buffer.data(), 0);
+  const cpu::quantized_matrix view = cpu::view_of(layout, buffer.data());
+  ASSERT_EQ(view.row_scales[0], 1.0f);
+  for (std::int64_t k = 0; k < cols; ++k)
+    EXPECT_EQ(cpu::stored_code(view, 0, k) - 128, static_cast<int>(std::rint(w[static_cast<std::size_t>(k)])))
+        << "weight " << w[static_cast<std::size_t>(k)];
+}
+
+}  // namespace
+}  // namespace troupe
