@@ -3,9 +3,12 @@
 // groups of 32 inputs (GGUF Q4_0 / Q4_1, AWQ, GPTQ): the loader hands the
 // backend this reader instead of float data, and the backend repacks the
 // codes and scales into its own layout a few rows at a time, so nothing is
-// expanded to floats and no precision is lost.
+// expanded to floats and no precision is lost. GPTQ act-order checkpoints
+// group inputs out of order: their source reads the columns permuted so the
+// groups are contiguous, and the backend permutes the activations to match.
 
 #include <cstdint>
+#include <span>
 
 #include "kernels/quantization.hpp"
 
@@ -24,6 +27,11 @@ class int4_source {
   /// for int4_asym, `offsets` [count][cols / 32] (f16 bits; untouched for int4).
   virtual void read_rows(std::int64_t first, std::int64_t count, std::uint8_t* codes, std::uint16_t* scales,
                          std::uint16_t* offsets) const = 0;
+
+  /// The input order of read_rows' columns: column j is input feature P[j]
+  /// of the matrix (a permutation of 0..cols-1, so x · W^T = x[:, P] · W[:, P]^T);
+  /// empty when column j is input j.
+  virtual std::span<const std::int32_t> input_permutation() const { return {}; }
 };
 
 /// Inputs per group of an int4_source.

@@ -166,13 +166,18 @@ void checkpoint::add_hf_int4_weights(const checkpoint_options& options) {
   const std::optional<hf_int4_config> quant =
       parse_hf_int4_config(read_text_file(directory_ / "config.json", max_config_bytes, "config.json"));
   if (!quant) return;
-  std::vector<host_tensor> matrices = hf_int4_weights(*quant, config_, files_, tensors_);
-  if (options.keep_int4 && !matrices.empty()) stored_int4_ = quant->format();
+  std::vector<host_tensor> matrices = hf_int4_weights(*quant, config_, files_, tensors_, converted_bytes_);
+  if (quant->bits == 8) {
+    stored_8_bit_ = !matrices.empty();
+  } else if (options.keep_int4 && !matrices.empty()) {
+    stored_int4_ = quant->format();
+  }
   for (host_tensor& matrix : matrices) keep_or_expand(std::move(matrix), options.keep_int4);
 }
 
 void checkpoint::keep_or_expand(host_tensor tensor, bool keep) {
-  converted_.push_back(keep ? std::move(tensor) : expand_int4(tensor, converted_bytes_));
+  const bool expand = !keep && tensor.int4 != nullptr;
+  converted_.push_back(expand ? expand_int4(tensor, converted_bytes_) : std::move(tensor));
   tensors_.insert_or_assign(converted_.back().name, &converted_.back());
 }
 
@@ -236,6 +241,7 @@ void checkpoint::open_gguf(const std::filesystem::path& path, const checkpoint_o
   // llama.cpp's converter interleaves the RoPE halves of Llama's q and k rows.
   const bool interleaved = config_.architecture == model_architecture::llama;
   if (options.keep_int4) stored_int4_ = gguf_layers_int4_format(*gguf_);
+  stored_8_bit_ = gguf_layers_mostly_q8_0(*gguf_);
   for (const gguf_tensor& tensor : gguf_->tensors()) {
     const std::optional<std::string> name = gguf_hf_tensor_name(tensor.name);
     if (!name) continue;
@@ -309,14 +315,13 @@ quantized_checkpoint open_for_quantization(const std::filesystem::path& path, st
     requested = *parsed;
   }
   options.keep_int4 = quantized_kernels && (automatic || requested == weight_quantization::int4 ||
-                                       requested == weight_quantization::int4_asym);
+                                            requested == weight_quantization::int4_asym);
   quantized_checkpoint out{checkpoint::open(path, options), requested};
   const weight_quantization stored = out.weights.stored_quantization();
-  // Q8_0 has no exact home; per-row int8 decodes twice as fast as bf16 at
-  // about the same logits (docs/operations.md), so a CPU runs it as int8.
-  const gguf_file* gguf = out.weights.gguf();
-  if (automatic && quantized_kernels && gguf != nullptr && gguf_layers_mostly_q8_0(*gguf))
-    out.quantization = weight_quantization::int8;
+  // Q8_0 and 8-bit GPTQ have no exact home; per-row int8 decodes twice as
+  // fast as bf16 at about the same logits (docs/operations.md), so a CPU
+  // runs them as int8.
+  if (automatic && quantized_kernels && out.weights.stored_8_bit()) out.quantization = weight_quantization::int8;
   if (stored == weight_quantization::none) return out;
   if (automatic) {
     out.quantization = stored;

@@ -102,6 +102,9 @@ class checkpoint {
   /// int4_asym); none when checkpoint_options::keep_int4 was off or nothing
   /// was stored that way. Layers stored otherwise hold bf16 data.
   weight_quantization stored_quantization() const { return stored_int4_; }
+  /// True when the linear layers were stored as 8-bit codes (mostly GGUF
+  /// Q8_0, or GPTQ with bits 8) and are held expanded (bf16 / f16).
+  bool stored_8_bit() const { return stored_8_bit_; }
 
  private:
   checkpoint() = default;
@@ -121,6 +124,7 @@ class checkpoint {
   std::map<std::string, const host_tensor*, std::less<>> tensors_;
   model_weights weights_;
   weight_quantization stored_int4_ = weight_quantization::none;
+  bool stored_8_bit_ = false;
 };
 
 /// A checkpoint opened to run in one weight format, and that format.
@@ -133,8 +137,8 @@ struct quantized_checkpoint {
 /// on a backend that `quantized_kernels` says has int8/int4 kernels and
 /// reads int4_source weights (cpu). "auto": a checkpoint whose linear layers
 /// are stored in 4 bits (GGUF Q4_0 / Q4_1, AWQ, GPTQ) runs them in that
-/// format, a GGUF file of mostly Q8_0 layers runs as int8 (requantised per
-/// row), anything else as stored (none); without such kernels everything
+/// format, one stored in 8 bits (mostly Q8_0 GGUF, 8-bit GPTQ) as int8
+/// (requantised per row), anything else as stored (none); without such kernels everything
 /// runs as stored. A named format keeps the stored 4-bit form when it is
 /// that format and otherwise quantises the expanded weights to it ("none":
 /// bf16). Throws std::runtime_error for an unknown name.

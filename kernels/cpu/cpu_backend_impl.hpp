@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "kernels/backend.hpp"
@@ -32,6 +33,9 @@ class cpu_linear_weight final : public linear_weight {
   std::vector<float> bias;  ///< [rows] or empty
   bool quantized = false;
   quantized_matrix packed;  ///< the quantised layout when `quantized`
+  /// [cols] or empty: weight input j is x's column input_permutation[j]
+  /// (GPTQ act-order, int4_source::input_permutation); linear gathers x by it.
+  std::vector<std::int32_t> input_permutation;
 };
 
 /// The paged KV pool in host memory.
@@ -125,6 +129,8 @@ class cpu_backend final : public backend {
   /// The skinny GEMM, parallel over weight rows; `k_blocked` walks K in
   /// blocks (many rows, batch-invariant mode) with the same per-element order.
   void linear_skinny(tensor_view x, const cpu_linear_weight& w, tensor_view out, bool k_blocked);
+  /// x's columns gathered by `permutation` (into permuted_x_).
+  tensor_view permuted_columns(tensor_view x, std::span<const std::int32_t> permutation);
   /// Quantises x's rows to int8 and runs the quantised skinny GEMM.
   void linear_quantized(tensor_view x, const cpu_linear_weight& w, tensor_view out);
   /// bf16 copies of x's rows, `stride` elements apart, for the vdpbf16ps path.
@@ -146,6 +152,7 @@ class cpu_backend final : public backend {
   std::vector<std::uint16_t> activations_bf16_;
   std::vector<std::int8_t> activation_codes_;  ///< int8 activations of the quantised path
   std::vector<float> activation_scales_, activation_sums_;
+  std::vector<float> permuted_x_;  ///< [M][K] activations gathered for a permuted weight
 };
 
 /// Sizes of the rows a task of a row-parallel op covers: enough rows that

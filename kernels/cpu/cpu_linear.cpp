@@ -61,24 +61,89 @@ void check_int4_parts(std::span<const host_tensor> parts, weight_quantization fo
     if (part.shape[1] % int4_source_group != 0)
       throw std::invalid_argument("prepare_linear: weight " + part.name + " has " + std::to_string(part.shape[1]) +
                                   " input features, not whole groups of 32");
+    const std::size_t permuted = part.int4->input_permutation().size();
+    if (permuted != 0 && permuted != static_cast<std::size_t>(part.shape[1]))
+      throw std::invalid_argument("prepare_linear: weight " + part.name + " has an input permutation of " +
+                                  std::to_string(permuted) + " entries for " + std::to_string(part.shape[1]) +
+                                  " input features");
   }
 }
 
-// Rows [begin, begin + count) of `part` into the quantised `buffer` from row
-// `first_row` on: repacked from its 4-bit form, or quantised from its data.
-void quantize_part_rows(const host_tensor& part, std::int64_t begin, std::int64_t count, const quantized_layout& layout,
-                        void* buffer, std::int64_t first_row) {
+// The input order of a stacked weight: that of its first part kept in 4
+// bits (GPTQ act-order), whose codes are then packed as they are.
+std::vector<std::int32_t> stacked_permutation(std::span<const host_tensor> parts) {
+  for (const host_tensor& part : parts) {
+    if (part.int4 == nullptr) continue;
+    const std::span<const std::int32_t> permutation = part.int4->input_permutation();
+    return {permutation.begin(), permutation.end()};
+  }
+  return {};
+}
+
+// Rows [begin, begin + count) of `part` as f32 [count][cols] with every
+// weight at its natural input position (4-bit codes decoded).
+std::vector<float> natural_rows(const host_tensor& part, std::int64_t begin, std::int64_t count) {
+  const std::int64_t cols = part.shape[1];
+  std::vector<float> rows(static_cast<std::size_t>(count * cols));
   if (part.int4 == nullptr) {
+    const std::size_t row_bytes = static_cast<std::size_t>(cols) * dtype_size(part.type);
+    convert_elements(static_cast<const char*>(part.data) + static_cast<std::size_t>(begin) * row_bytes, part.type,
+                     rows.data(), dtype::f32, rows.size());
+    return rows;
+  }
+  const std::int64_t groups = cols / int4_source_group;
+  std::vector<std::uint8_t> codes(rows.size());
+  std::vector<std::uint16_t> scales(static_cast<std::size_t>(count * groups)), offsets(scales.size());
+  part.int4->read_rows(begin, count, codes.data(), scales.data(), offsets.data());
+  const bool asymmetric = part.int4->format() == weight_quantization::int4_asym;
+  const std::span<const std::int32_t> permutation = part.int4->input_permutation();
+  for (std::int64_t i = 0; i < count; ++i) {
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const auto g = static_cast<std::size_t>(i * groups + j / int4_source_group);
+      const float scale = f16_to_float(scales[g]);
+      const float offset = asymmetric ? f16_to_float(offsets[g]) : -8.0f * scale;
+      const std::int64_t k = permutation.empty() ? j : permutation[static_cast<std::size_t>(j)];
+      rows[static_cast<std::size_t>(i * cols + k)] = scale * codes[static_cast<std::size_t>(i * cols + j)] + offset;
+    }
+  }
+  return rows;
+}
+
+// Rows [begin, begin + count) of `part` into the quantised `buffer` from row
+// `first_row` on, whose inputs are in `order` (stacked_permutation): 4-bit
+// codes in that order are repacked as they are; anything else is quantised
+// to nearest, its columns gathered into that order first. A stacked part
+// whose act-order permutation differs from the first one's (AutoGPTQ
+// derives q/k/v's, and gate/up's, from the same input, so they agree) thus
+// costs requantisation, not a wrong result.
+void quantize_part_rows(const host_tensor& part, std::int64_t begin, std::int64_t count, const quantized_layout& layout,
+                        void* buffer, std::int64_t first_row, std::span<const std::int32_t> order) {
+  const auto in_order = [&](std::span<const std::int32_t> own) {
+    return std::equal(own.begin(), own.end(), order.begin(), order.end());
+  };
+  if (part.int4 != nullptr && in_order(part.int4->input_permutation())) {
+    const std::int64_t groups = layout.cols / int4_source_group;
+    std::vector<std::uint8_t> codes(static_cast<std::size_t>(count * layout.cols));
+    std::vector<std::uint16_t> scales(static_cast<std::size_t>(count * groups)), offsets(scales.size());
+    part.int4->read_rows(begin, count, codes.data(), scales.data(), offsets.data());
+    pack_int4_rows(codes.data(), scales.data(), offsets.data(), count, layout, buffer, first_row + begin);
+    return;
+  }
+  if (part.int4 == nullptr && order.empty()) {
     const std::size_t row_bytes = static_cast<std::size_t>(layout.cols) * dtype_size(part.type);
     quantize_rows(static_cast<const char*>(part.data) + static_cast<std::size_t>(begin) * row_bytes, part.type, count,
                   layout, buffer, first_row + begin);
     return;
   }
-  const std::int64_t groups = layout.cols / int4_source_group;
-  std::vector<std::uint8_t> codes(static_cast<std::size_t>(count * layout.cols));
-  std::vector<std::uint16_t> scales(static_cast<std::size_t>(count * groups)), offsets(scales.size());
-  part.int4->read_rows(begin, count, codes.data(), scales.data(), offsets.data());
-  pack_int4_rows(codes.data(), scales.data(), offsets.data(), count, layout, buffer, first_row + begin);
+  const std::vector<float> natural = natural_rows(part, begin, count);
+  std::vector<float> ordered(natural.size());
+  for (std::int64_t i = 0; i < count; ++i) {
+    for (std::int64_t j = 0; j < layout.cols; ++j) {
+      const std::int64_t k = order.empty() ? j : order[static_cast<std::size_t>(j)];
+      ordered[static_cast<std::size_t>(i * layout.cols + j)] = natural[static_cast<std::size_t>(i * layout.cols + k)];
+    }
+  }
+  quantize_rows(ordered.data(), dtype::f32, count, layout, buffer, first_row + begin);
 }
 
 std::vector<float> stacked_biases(std::span<const host_tensor> biases, std::int64_t rows) {
@@ -161,6 +226,7 @@ std::unique_ptr<linear_weight> cpu_backend::prepare_quantized_linear(std::span<c
   auto weight = std::make_unique<cpu_linear_weight>();
   weight->cols = parts.front().shape[1];
   for (const host_tensor& part : parts) weight->rows += part.shape[0];
+  weight->input_permutation = stacked_permutation(parts);
   const quantized_layout layout = layout_for(format, weight->rows, weight->cols);
   weight->storage = allocate(layout.total_bytes);
   zero_parallel(pool_, weight->storage.data(), layout.total_bytes);
@@ -169,7 +235,7 @@ std::unique_ptr<linear_weight> cpu_backend::prepare_quantized_linear(std::span<c
     const std::int64_t rows = part.shape[0];
     pool_.parallel_for(ceil_div(rows, quantize_task_rows), [&](std::int64_t task, int) {
       const std::int64_t begin = task * quantize_task_rows, count = std::min(quantize_task_rows, rows - begin);
-      quantize_part_rows(part, begin, count, layout, weight->storage.data(), first_row);
+      quantize_part_rows(part, begin, count, layout, weight->storage.data(), first_row, weight->input_permutation);
     });
     first_row += rows;
   }
@@ -189,6 +255,7 @@ void cpu_backend::linear(tensor_view x, const linear_weight& w, tensor_view out)
   require(out.cols == weight->rows, "linear", "out columns differ from the weight's out_features");
   require(x.rows == out.rows, "linear", "x and out differ in rows");
   if (x.rows == 0 || weight->rows == 0) return;
+  if (!weight->input_permutation.empty()) x = permuted_columns(x, weight->input_permutation);
   if (weight->quantized && (batch_invariant_ || x.rows <= quantized_gemv_max_rows)) {
     // Every output row is computed on its own in one fixed order, so this
     // path is batch-invariant as it stands.
@@ -268,6 +335,19 @@ void cpu_backend::linear_skinny(tensor_view x, const cpu_linear_weight& w, tenso
     if (k_blocked) slice.accumulators = scratch_.get(thread);
     kernels_.gemv(slice);
   });
+}
+
+tensor_view cpu_backend::permuted_columns(tensor_view x, std::span<const std::int32_t> permutation) {
+  permuted_x_.resize(x.element_count());
+  const std::int64_t per_task = rows_per_task(x.rows, x.cols, pool_.size());
+  pool_.parallel_for(ceil_div(x.rows, per_task), [&](std::int64_t task, int) {
+    for (std::int64_t r = task * per_task; r < std::min(x.rows, (task + 1) * per_task); ++r) {
+      const float* row = x.as<const float>() + r * x.row_stride;
+      float* gathered = permuted_x_.data() + r * x.cols;
+      for (std::int64_t j = 0; j < x.cols; ++j) gathered[j] = row[permutation[static_cast<std::size_t>(j)]];
+    }
+  });
+  return {permuted_x_.data(), dtype::f32, x.rows, x.cols, x.cols};
 }
 
 void cpu_backend::linear_quantized(tensor_view x, const cpu_linear_weight& w, tensor_view out) {

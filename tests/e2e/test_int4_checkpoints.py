@@ -1,7 +1,8 @@
 """Checkpoints stored in 4 bits served as they are: a GGUF Q4_0 file and an
 AWQ directory (tests/fixtures/) run in troupe's int4 formats by default
 (`--quantization auto`), answer completions, and `--quantization none`
-expands them to bf16 instead.
+expands them to bf16 instead. A GPTQ act-order directory (its activations
+permuted per layer) and an 8-bit GPTQ one (run as int8) answer chat.
 """
 
 import os
@@ -16,6 +17,8 @@ from conftest import LiveServer
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 Q4_0 = FIXTURES / "gguf" / "llama_tiny_q4_0.gguf"
 AWQ = FIXTURES / "int4" / "llama_tiny_awq"
+ACT_ORDER = FIXTURES / "int4" / "llama_tiny_gptq_act_order"
+GPTQ_8_BIT = FIXTURES / "int4" / "llama_tiny_gptq_8bit"
 
 
 def served_format(server):
@@ -47,6 +50,23 @@ def test_stored_4_bit_checkpoints_run_as_stored_by_default(model, expected):
         assert greedy(expanded)
     finally:
         expanded.stop()
+
+
+@pytest.mark.parametrize("model,expected", [(ACT_ORDER, "int4_asym"), (GPTQ_8_BIT, "int8")])
+def test_gptq_act_order_and_8_bit_checkpoints_answer_chat(model, expected):
+    server = LiveServer(["--model", str(model), "--threads", "1"])
+    try:
+        assert served_format(server) == expected
+        body = {"model": server.model()["id"], "messages": [{"role": "user", "content": "Hello there"}],
+                "max_tokens": 8, "temperature": 0, "ignore_eos": True}
+        reply = requests.post(server.base_url + "/v1/chat/completions", json=body, timeout=60)
+        assert reply.status_code == 200, reply.text
+        choice = reply.json()["choices"][0]
+        assert choice["message"]["role"] == "assistant"
+        assert choice["finish_reason"] == "length"
+        assert reply.json()["usage"]["completion_tokens"] == 8
+    finally:
+        server.stop()
 
 
 def test_a_broken_awq_config_fails_the_start_naming_the_field(tmp_path):

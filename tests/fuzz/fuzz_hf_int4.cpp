@@ -1,8 +1,9 @@
 // Fuzzes the reader of Hugging Face AWQ / GPTQ checkpoints: the input is a
 // config.json text, a NUL, then a .safetensors file. When the config holds
 // a quantization_config that parses, every quantised projection the reader
-// accepts is expanded to bf16 through its int4 source, so a code, zero or
-// scale read past a tensor trips AddressSanitizer. Only std::runtime_error
+// accepts is expanded (4 bits: to bf16 through its int4 source, with its
+// act-order permutation; 8 bits: to f16 by the reader itself), so a code,
+// zero, scale or g_idx read past a tensor trips AddressSanitizer. Only std::runtime_error
 // (naming the file and field) may escape.
 
 #include <cstddef>
@@ -30,8 +31,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     files.emplace_back(path);
     troupe::hf_tensor_map tensors;
     for (const troupe::host_tensor& tensor : files.front().tensors()) tensors.emplace(tensor.name, &tensor);
-    for (const troupe::host_tensor& matrix : troupe::hf_int4_weights(*quant, config, files, tensors)) {
-      std::vector<std::unique_ptr<std::byte[]>> storage;
+    std::vector<std::unique_ptr<std::byte[]>> storage;
+    for (const troupe::host_tensor& matrix : troupe::hf_int4_weights(*quant, config, files, tensors, storage)) {
+      if (matrix.int4 == nullptr && matrix.data == nullptr) __builtin_trap();
+      if (matrix.int4 == nullptr) continue;
       const troupe::host_tensor expanded = troupe::expand_int4(matrix, storage);
       if (expanded.data == nullptr || expanded.int4 || expanded.shape != matrix.shape) __builtin_trap();
     }

@@ -139,7 +139,7 @@ def safetensors_bytes(tensors):
     return struct.pack("<Q", len(text)) + text + data
 
 
-def packed_projection(method, out, inputs, group, sym, v2, act_order, salt):
+def packed_projection(method, out, inputs, group, sym, v2, act_order, salt, bits=4):
     """qweight, qzeros, scales (and g_idx) of one projection in AWQ's or GPTQ's layout."""
     words = lambda n, base: struct.pack(f"<{n}I", *[(base * 2654435761 + i * 40503 + salt) & 0xFFFFFFFF
                                                   for i in range(n)])
@@ -149,13 +149,15 @@ def packed_projection(method, out, inputs, group, sym, v2, act_order, salt):
         parts = {"qweight": ("I32", [inputs, out // 8], words(inputs * out // 8, 3)),
                  "qzeros": ("I32", [groups, out // 8], words(groups * out // 8, 5))}
     else:
-        zero_word = 0x88888888 if v2 else 0x77777777
-        zeros = struct.pack(f"<{groups * out // 8}I", *[zero_word] * (groups * out // 8)) if sym \
-            else words(groups * out // 8, 7)
-        parts = {"qweight": ("I32", [inputs // 8, out], words(inputs // 8 * out, 11)),
-                 "qzeros": ("I32", [groups, out // 8], zeros)}
-        if act_order:
-            parts["g_idx"] = ("I32", [inputs], struct.pack(f"<{inputs}i", *[(k // 32) % groups for k in range(inputs)]))
+        per_word = 32 // bits
+        zero_word = {(4, True): 0x88888888, (4, False): 0x77777777, (8, True): 0x80808080, (8, False): 0x7F7F7F7F}
+        zeros = struct.pack(f"<{groups * out // per_word}I", *[zero_word[bits, v2]] * (groups * out // per_word)) \
+            if sym else words(groups * out // per_word, 7)
+        parts = {"qweight": ("I32", [inputs // per_word, out], words(inputs // per_word * out, 11)),
+                 "qzeros": ("I32", [groups, out // per_word], zeros)}
+        if act_order:  # AutoGPTQ's act-order: group members scattered, group_size of each
+            parts["g_idx"] = ("I32", [inputs], struct.pack(f"<{inputs}i", *[(k * 37) % inputs // group
+                                                                            for k in range(inputs)]))
     parts["scales"] = ("F16", [groups, out], scales)
     return parts
 
@@ -174,7 +176,12 @@ def seeds_hf_int4():
                 ({"quant_method": "gptq", "bits": 4, "group_size": 64, "sym": False, "desc_act": True},
                  False, False, True),
                 ({"quant_method": "gptq", "bits": 4, "group_size": -1, "sym": True, "checkpoint_format": "gptq_v2"},
-                 True, True, False)]
+                 True, True, False),
+                ({"quant_method": "gptq", "bits": 4, "group_size": 32, "sym": False, "desc_act": True},
+                 False, False, True),
+                ({"quant_method": "gptq", "bits": 8, "group_size": 32, "sym": False, "desc_act": True},
+                 False, False, True),
+                ({"quant_method": "gptq", "bits": 8, "group_size": 64, "sym": True}, True, False, False)]
     seeds = []
     for index, (quant, sym, v2, act_order) in enumerate(variants):
         group = quant.get("group_size", quant.get("q_group_size"))
@@ -183,7 +190,7 @@ def seeds_hf_int4():
         for name, (out, inputs) in {"self_attn.q_proj": (64, 64), "self_attn.k_proj": (32, 64),
                                     "mlp.down_proj": (64, 64)}.items():
             for part, tensor in packed_projection(quant["quant_method"], out, inputs, group, sym, v2, act_order,
-                                                  index).items():
+                                                  index, quant.get("bits", 4)).items():
                 tensors[f"model.layers.0.{name}.{part}"] = tensor
         config = dict(base, quantization_config=quant)
         seeds.append(json.dumps(config).encode() + b"\x00" + safetensors_bytes(tensors))
