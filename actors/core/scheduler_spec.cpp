@@ -59,15 +59,21 @@ std::vector<const sequence*> scheduler::speculating_decodes(int cap) const {
   std::stable_sort(eligible.begin(), eligible.end(),
                    [](const sequence* a, const sequence* b) { return a->acceptance > b->acceptance; });
   std::vector<speculation_candidate> candidates;
-  for (const sequence* seq : eligible) candidates.push_back({seq->acceptance, wanted_slots(*seq)});
+  for (const sequence* seq : eligible) {
+    const std::int32_t width = seq->matcher ? 1 : std::max(1, config_.speculative_tree_width);
+    candidates.push_back(tree_candidate(seq->acceptance, wanted_slots(*seq), width, seq->fed_fraction));
+  }
   const auto plain = static_cast<std::int32_t>(decodes.size());
   const std::size_t chosen = speculation_costs_.worth_speculating(candidates, plain, plain);
-  // Past the chosen prefix only probes stay: sequences left plain for long.
+  // Past the chosen prefix only probes stay: sequences left plain for long,
+  // and those whose drafts were never verified (their acceptance and fill
+  // are still the optimistic start, not a measurement).
   const auto beyond = eligible.begin() + static_cast<std::ptrdiff_t>(chosen);
-  eligible.erase(
-      std::remove_if(beyond, eligible.end(),
-                     [](const sequence* seq) { return seq->decodes_since_slots < probe_after_plain_decodes; }),
-      eligible.end());
+  eligible.erase(std::remove_if(beyond, eligible.end(),
+                                [](const sequence* seq) {
+                                  return seq->drafts_verified && seq->decodes_since_slots < probe_after_plain_decodes;
+                                }),
+                 eligible.end());
   return eligible;
 }
 
@@ -123,6 +129,8 @@ std::string scheduler::set_drafts(scheduled_step& step, std::size_t sequence_ind
   request_state& request = *seq->request;
   const auto j = static_cast<std::int32_t>(tree.drafts.size());
   seq->num_drafts = j;
+  seq->fed_fraction = (1 - acceptance_smoothing) * seq->fed_fraction +
+                      acceptance_smoothing * static_cast<double>(j) / seq->unsettled_slots;
   std::vector<std::size_t> offsets(static_cast<std::size_t>(j), 0);
   if (tree.parents.empty()) {
     seq->draft_context.clear();
@@ -184,6 +192,7 @@ std::string scheduler::verify_problem(const in_flight_step& record, const step_r
 
 void scheduler::observe_verified(sequence& seq, std::int32_t accepted) {
   const std::int32_t drafts = seq.num_drafts;
+  seq.drafts_verified = true;
   ++metrics_.spec_drafts;
   metrics_.spec_draft_tokens += static_cast<std::uint64_t>(drafts);
   metrics_.spec_accepted_tokens += static_cast<std::uint64_t>(accepted);

@@ -63,21 +63,30 @@ double speculation_cost_model::draft_round_s(std::int32_t sequences, std::int32_
   return steps * draft_step_.estimate(sequences).value_or(0.0);
 }
 
+speculation_candidate tree_candidate(double acceptance, std::int32_t slots, std::int32_t width, double fed_fraction) {
+  const std::int32_t depth = width <= 1 ? slots : (slots + width - 1) / width;
+  const auto fed = static_cast<std::int32_t>(std::lround(std::clamp(fed_fraction, 0.0, 1.0) * slots));
+  return {acceptance, std::clamp(fed, std::min<std::int32_t>(1, slots), slots), depth};
+}
+
 std::size_t speculation_cost_model::worth_speculating(std::span<const speculation_candidate> candidates,
                                                       std::int32_t plain_tokens, std::int32_t plain_decodes) const {
   const std::optional<double> plain_s = target_.estimate(plain_tokens);
   if (!plain_s || overhead_s_ + *plain_s <= 0) return candidates.size();
   double best_rate = plain_decodes / (overhead_s_ + *plain_s);
   std::size_t best = 0;
-  std::int32_t tokens = plain_tokens, max_slots = 0;
+  std::int32_t tokens = plain_tokens, max_depth = 0;
   double expected = plain_decodes;
   for (std::size_t m = 1; m <= candidates.size(); ++m) {
     const speculation_candidate& c = candidates[m - 1];
+    const std::int32_t depth = c.depth > 0 ? c.depth : c.slots;
     tokens += c.slots;
-    max_slots = std::max(max_slots, c.slots);
-    expected += std::clamp(c.acceptance, 0.0, 1.0) * c.slots;
+    max_depth = std::max(max_depth, depth);
+    // Acceptance is measured against depth: a tree's siblings add to what
+    // is verified, not to how many drafts one round can have accepted.
+    expected += std::clamp(c.acceptance, 0.0, 1.0) * depth;
     const double seconds = overhead_s_ + target_.estimate(tokens).value_or(*plain_s) +
-                           draft_round_s(static_cast<std::int32_t>(m), max_slots);
+                           draft_round_s(static_cast<std::int32_t>(m), max_depth);
     if (seconds > 0 && expected / seconds > best_rate) {
       best_rate = expected / seconds;
       best = m;

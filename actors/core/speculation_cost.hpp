@@ -2,10 +2,12 @@
 // Whether speculation pays, from measured costs (docs/scheduling.md,
 // "Turn-down"). Two cost curves are learnt from what the engine measures:
 // the target's step time as a function of the tokens it feeds, and a draft
-// step's time as a function of the sequences it drafts for (a round of k
-// drafts runs k of them). With a sequence's recent acceptance a (accepted /
-// proposed drafts), k draft slots are expected to emit 1 + a·k tokens
-// instead of 1, for k more target tokens and its share of the draft round.
+// step's time as a function of the sequences it drafts for (a round k
+// drafts deep runs k of them). With a sequence's recent acceptance a
+// (accepted drafts / depth proposed), a round k deep is expected to emit
+// 1 + a·k tokens instead of 1, for the drafts it feeds (k for a chain; a
+// tree's branches add some) as more target tokens and its share of the
+// draft round.
 // The step speculates for the set of decodes that gives the most expected
 // tokens per second, which is never worse than decoding plainly as far as
 // the estimates go. Pure: no clock; callers pass measured seconds.
@@ -40,9 +42,20 @@ class cost_curve {
 
 /// One decoding sequence that may speculate.
 struct speculation_candidate {
-  double acceptance = 1;   ///< recent accepted / proposed drafts, 0..1
-  std::int32_t slots = 0;  ///< draft slots it would get (>= 1)
+  double acceptance = 1;   ///< recent accepted drafts / depth of what was proposed, 0..1
+  std::int32_t slots = 0;  ///< drafts the target would verify (>= 1)
+  /// Draft steps of its round, the most drafts it can have accepted (a
+  /// tree's depth); 0: a chain, `slots`.
+  std::int32_t depth = 0;
 };
+
+/// The candidate of a sequence granted `slots` draft slots for a tree of
+/// `width` branches: branches ceil(slots / width) deep (the draft steps a
+/// drafter runs, and the most drafts a round can have accepted), of which
+/// the target verifies `fed_fraction` (0..1; recent drafts fed / slots
+/// granted: an n-gram tree fills what its matches give, the draft model's
+/// tree is its chain plus width - 1 siblings), at least one.
+speculation_candidate tree_candidate(double acceptance, std::int32_t slots, std::int32_t width, double fed_fraction);
 
 /// The scheduler core's cost model for the turn-down decision.
 class speculation_cost_model {

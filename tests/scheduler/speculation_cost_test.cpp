@@ -103,6 +103,42 @@ TEST(SpeculationCost, OnlyTheSequencesWhoseDraftsAreAcceptedSpeculate) {
   EXPECT_EQ(model.worth_speculating(candidates, 4, 4), 2u);
 }
 
+TEST(SpeculationCost, ATreeIsValuedByItsDepthAndCostsTheSlotsItFills) {
+  const speculation_candidate chain = tree_candidate(0.5, 6, 1, 1.0);
+  EXPECT_EQ(chain.slots, 6);
+  EXPECT_EQ(chain.depth, 6);
+  const speculation_candidate tree = tree_candidate(0.5, 12, 3, 1.0);  // 3 branches of 4
+  EXPECT_EQ(tree.slots, 12);
+  EXPECT_EQ(tree.depth, 4);
+  const speculation_candidate trimmed = tree_candidate(0.5, 5, 4, 1.0);  // the scheduler cut the grant to 5
+  EXPECT_EQ(trimmed.slots, 5);
+  EXPECT_EQ(trimmed.depth, 2);
+  // The draft model's tree of 3 branches of 4 feeds its chain and 2 siblings: 6 of 12.
+  const speculation_candidate fed = tree_candidate(0.5, 12, 3, 0.5);
+  EXPECT_EQ(fed.slots, 6);
+  EXPECT_EQ(fed.depth, 4);
+  EXPECT_EQ(tree_candidate(0.5, 12, 3, 0.0).slots, 1) << "at least one draft";
+}
+
+TEST(SpeculationCost, ATreesBranchesCostVerificationButAddNoDepth) {
+  // 1 ms a step + 0.5 ms a token, acceptance 0.5 of the depth. A chain of
+  // 4: 3 tokens in 3.5 ms beats 1 in 1.5. Three branches of 4 verify 12
+  // drafts for the same depth: 3 tokens in 7.5 ms loses (counted as 12
+  // chained slots it would have looked like 7 tokens in 7.5 ms and won).
+  const speculation_cost_model model = linear_target(1 * ms, 0.5 * ms, 200);
+  EXPECT_EQ(model.worth_speculating(std::vector{tree_candidate(0.5, 4, 1, 1.0)}, 1, 1), 1u);
+  EXPECT_EQ(model.worth_speculating(std::vector{tree_candidate(0.5, 12, 3, 1.0)}, 1, 1), 0u);
+}
+
+TEST(SpeculationCost, ATreesDraftRoundRunsItsDepthInSteps) {
+  // 1 ms a step + 0.1 ms a token; a draft step costs 0.7 ms. Two branches
+  // of 4 at acceptance 0.9: 4.6 tokens in 1.9 ms + 4 draft steps (4.7 ms)
+  // beat 1 in 1.1; charged 8 draft steps (7.5 ms) they would not.
+  speculation_cost_model model = linear_target(1 * ms, 0.1 * ms, 200);
+  model.observe_draft_round(1, 4, 2.8 * ms);
+  EXPECT_EQ(model.worth_speculating(std::vector{tree_candidate(0.9, 8, 2, 1.0)}, 1, 1), 1u);
+}
+
 TEST(SpeculationCost, StepOverheadMakesSpeculationCheaperRelatively) {
   speculation_cost_model model = linear_target(0.1 * ms, 0.1 * ms, 200);
   // 1 token: 0.2 ms; with 4 drafts at 20%: 1.8 tokens in 0.6 ms — worse.

@@ -23,6 +23,18 @@ const scheduled_sequence& entry(const scheduled_step& step, request_handle reque
 /// Runs a planned step without drafts and applies its result.
 void run_plain(spec_driver& d, const scheduled_step& step) { d.deliver(d.execute(step)); }
 
+// Plans a step in which every decode, its acceptance not yet measured,
+// speculates whatever the costs say, and runs it with one draft each, so
+// from then on the cost model decides for them.
+void verify_one_round(spec_driver& d) {
+  scheduled_step s = d.plan();
+  for (std::size_t i = 0; i < s.sequences.size(); ++i) {
+    EXPECT_GT(s.sequences[i].draft_slots, 0) << "an unmeasured decode speculates once";
+    EXPECT_EQ(d.sched().set_drafts(s, i, {1}), "");
+  }
+  run_plain(d, s);
+}
+
 TEST(SpeculativePlanning, DecodesGetDraftSlotsAndPrefillsDoNot) {
   spec_driver d(spec_config(3), std::nullopt);
   const request_handle r = d.submit(make_spec({.prompt_len = 10, .max_tokens = 20}));
@@ -111,6 +123,7 @@ TEST(SpeculativePlanning, MeasuredStepCostsDecideWhetherDecodesSpeculate) {
   speculation_cost_model& costs = d.sched().speculation_costs();
   constexpr double ms = 1e-3;
   for (std::int32_t tokens = 1; tokens <= 64; ++tokens) costs.observe_target_step(tokens, tokens * ms);
+  verify_one_round(d);
   const scheduled_step compute_bound = d.plan();
   ASSERT_EQ(compute_bound.sequences.size(), 3u);
   for (const auto& s : compute_bound.sequences) EXPECT_EQ(s.draft_slots, 0) << "every draft costs a whole token";
@@ -129,6 +142,7 @@ TEST(SpeculativePlanning, ASequenceLeftPlainForLongIsProbedAgain) {
   run_plain(d, d.plan());
   for (std::int32_t tokens = 1; tokens <= 64; ++tokens)
     d.sched().speculation_costs().observe_target_step(tokens, tokens * 1e-3);
+  verify_one_round(d);
   for (int i = 0; i < 32; ++i) {
     const scheduled_step plain = d.plan();
     EXPECT_EQ(entry(plain, r).draft_slots, 0) << "decode " << i;
