@@ -37,4 +37,9 @@ class int4_source {
 /// Inputs per group of an int4_source.
 inline constexpr std::int64_t int4_source_group = 32;
 
+/// Rows [first, first + count) of `source`, a matrix of `cols` inputs, as
+/// f32 [count][cols] with every weight at its natural input position
+/// (input_permutation undone): scale · code + offset, offset −8 · scale for int4.
+void decode_int4_rows(const int4_source& source, std::int64_t first, std::int64_t count, std::int64_t cols, float* out);
+
 }  // namespace troupe

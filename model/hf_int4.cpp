@@ -66,14 +66,24 @@ host_tensor expand_8_bit(const hf_packed::reader& reader, const std::string& pre
   constexpr float f16_max = 65504.0f;
   std::vector<float> scales(static_cast<std::size_t>(parts.groups));
   std::vector<int> zeros(scales.size());
+  // Codes a block of rows at a time, read input by input (input_codes: one
+  // contiguous stretch of qweight each), then expanded row by row.
+  constexpr std::int64_t block_rows = 64;
+  std::vector<std::uint8_t> block(static_cast<std::size_t>(block_rows * parts.in));
   for (std::int64_t n = 0; n < parts.out; ++n) {
+    const std::int64_t row = n % block_rows;
+    if (row == 0) {
+      const std::int64_t count = std::min(block_rows, parts.out - n);
+      for (std::int64_t k = 0; k < parts.in; ++k) codes.input_codes(k, n, count, block.data() + k, parts.in);
+    }
     for (std::int64_t g = 0; g < parts.groups; ++g) {
       scales[static_cast<std::size_t>(g)] = f16_to_float(parts.scales[g * parts.out + n]);
       zeros[static_cast<std::size_t>(g)] = codes.zero(g, n);
     }
+    const std::uint8_t* row_codes = block.data() + row * parts.in;
     for (std::int64_t k = 0; k < parts.in; ++k) {
       const auto g = static_cast<std::size_t>(parts.group_of[static_cast<std::size_t>(k)]);
-      const float weight = scales[g] * static_cast<float>(codes.code(n, k) - zeros[g]);  // exact in f32
+      const float weight = scales[g] * static_cast<float>(row_codes[k] - zeros[g]);  // exact in f32
       if (!(std::fabs(weight) <= f16_max))
         reader.fail(prefix + ".scales", "group " + std::to_string(g) + " of output " + std::to_string(n) +
                                             " gives weight " + std::to_string(weight) + " at input " +
@@ -171,22 +181,13 @@ std::vector<host_tensor> hf_int4_weights(const hf_int4_config& quant, const mode
 }
 
 host_tensor expand_int4(const host_tensor& tensor, std::vector<std::unique_ptr<std::byte[]>>& storage) {
-  const std::int64_t rows = tensor.shape.at(0), cols = tensor.shape.at(1), groups = cols / int4_source_group;
-  const bool asymmetric = tensor.int4->format() == weight_quantization::int4_asym;
+  const std::int64_t rows = tensor.shape.at(0), cols = tensor.shape.at(1);
   auto buffer = std::make_unique<std::byte[]>(static_cast<std::size_t>(rows * cols) * 2);
   auto* bits = reinterpret_cast<std::uint16_t*>(buffer.get());
-  std::vector<std::uint8_t> codes(static_cast<std::size_t>(cols));
-  std::vector<std::uint16_t> scales(static_cast<std::size_t>(groups)), offsets(scales.size());
-  const std::span<const std::int32_t> permutation = tensor.int4->input_permutation();
+  std::vector<float> row(static_cast<std::size_t>(cols));
   for (std::int64_t n = 0; n < rows; ++n, bits += cols) {
-    tensor.int4->read_rows(n, 1, codes.data(), scales.data(), offsets.data());
-    for (std::int64_t j = 0; j < cols; ++j) {
-      const auto g = static_cast<std::size_t>(j / int4_source_group);
-      const float scale = f16_to_float(scales[g]);
-      const float offset = asymmetric ? f16_to_float(offsets[g]) : -8.0f * scale;
-      const std::int64_t k = permutation.empty() ? j : permutation[static_cast<std::size_t>(j)];
-      bits[k] = float_to_bf16(scale * static_cast<float>(codes[static_cast<std::size_t>(j)]) + offset);
-    }
+    decode_int4_rows(*tensor.int4, n, 1, cols, row.data());
+    for (std::int64_t k = 0; k < cols; ++k) bits[k] = float_to_bf16(row[static_cast<std::size_t>(k)]);
   }
   host_tensor out{tensor.name, dtype::bf16, tensor.shape, buffer.get()};
   storage.push_back(std::move(buffer));

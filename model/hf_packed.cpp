@@ -34,16 +34,6 @@ int codes::zero(std::int64_t g, std::int64_t n) const {
   return static_cast<int>(((static_cast<std::uint32_t>(word) >> (bits_ * field)) + zero_bias_) & mask_);
 }
 
-int codes::code(std::int64_t n, std::int64_t k) const {
-  const std::int64_t out = parts_.out;
-  if (awq_) {
-    const auto word = static_cast<std::uint32_t>(parts_.qweight->data[k * (out / 8) + n / 8]);
-    return static_cast<int>((word >> (4 * awq_nibble[n % 8])) & mask_);
-  }
-  const auto word = static_cast<std::uint32_t>(parts_.qweight->data[(k / per_word_) * out + n]);
-  return static_cast<int>((word >> (bits_ * (k % per_word_))) & mask_);
-}
-
 void codes::input_codes(std::int64_t k, std::int64_t first, std::int64_t count, std::uint8_t* out,
                         std::int64_t stride) const {
   const std::int64_t n_out = parts_.out;

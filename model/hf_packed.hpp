@@ -34,11 +34,10 @@ class codes {
   const parts& layout() const { return parts_; }
   /// The zero of (group g, output n), 0..2^bits-1 (the v1 bias added back).
   int zero(std::int64_t g, std::int64_t n) const;
-  /// The code of weight (output n, input k), 0..2^bits-1.
-  int code(std::int64_t n, std::int64_t k) const;
-  /// code(first + i, k) for i < count, to out[i * stride]: one contiguous
-  /// stretch of qweight, its word row and shift found once (the loader's
-  /// hot loop; code() per weight costs a division by the codes per word).
+  /// The codes (0..2^bits-1) of input k for outputs first .. first + count - 1,
+  /// to out[i * stride]: one contiguous stretch of qweight, its word row and
+  /// shift found once (the loaders' hot loop: per weight it would cost a
+  /// division by the codes per word and a column walk).
   void input_codes(std::int64_t k, std::int64_t first, std::int64_t count, std::uint8_t* out,
                    std::int64_t stride) const;
   /// Input j of the checkpoint's group order (parts::permutation).

@@ -91,21 +91,7 @@ std::vector<float> natural_rows(const host_tensor& part, std::int64_t begin, std
                      rows.data(), dtype::f32, rows.size());
     return rows;
   }
-  const std::int64_t groups = cols / int4_source_group;
-  std::vector<std::uint8_t> codes(rows.size());
-  std::vector<std::uint16_t> scales(static_cast<std::size_t>(count * groups)), offsets(scales.size());
-  part.int4->read_rows(begin, count, codes.data(), scales.data(), offsets.data());
-  const bool asymmetric = part.int4->format() == weight_quantization::int4_asym;
-  const std::span<const std::int32_t> permutation = part.int4->input_permutation();
-  for (std::int64_t i = 0; i < count; ++i) {
-    for (std::int64_t j = 0; j < cols; ++j) {
-      const auto g = static_cast<std::size_t>(i * groups + j / int4_source_group);
-      const float scale = f16_to_float(scales[g]);
-      const float offset = asymmetric ? f16_to_float(offsets[g]) : -8.0f * scale;
-      const std::int64_t k = permutation.empty() ? j : permutation[static_cast<std::size_t>(j)];
-      rows[static_cast<std::size_t>(i * cols + k)] = scale * codes[static_cast<std::size_t>(i * cols + j)] + offset;
-    }
-  }
+  decode_int4_rows(*part.int4, begin, count, cols, rows.data());
   return rows;
 }
 
