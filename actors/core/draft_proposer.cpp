@@ -122,9 +122,16 @@ void draft_proposer::draw(job_state& state, std::span<const float> logits_row) {
   const std::vector<float> q = processed_distribution(logits_row, row);
   const std::int32_t token = draw_from_distribution(q, draft_uniform(job.seed, index));
   const bool greedy = job.params.temperature == 0.0f || job.params.top_k == 1;
-  if (greedy && state.result.drafts.empty() && job.tree_width > 1) {
-    const auto wanted = static_cast<std::size_t>(std::min(job.tree_width - 1, job.slots - state.chain));
-    state.siblings = runners_up(logits_row, token, job.suppressed, wanted);
+  if (greedy && job.tree_width > 1) {
+    // The runners-up at this depth cost no draft step (they are leaves); the
+    // slots past the chain go to the shallowest depths first, which the
+    // verifier reaches most often.
+    std::int32_t used = 0;
+    for (const auto& depth : state.siblings) used += static_cast<std::int32_t>(depth.size());
+    const std::int32_t wanted = std::min(job.tree_width - 1, job.slots - state.chain - used);
+    state.siblings.push_back(wanted > 0
+                                 ? runners_up(logits_row, token, job.suppressed, static_cast<std::size_t>(wanted))
+                                 : std::vector<std::int32_t>{});
   }
   state.result.drafts.push_back(token);
   state.outputs.push_back(token);
@@ -169,13 +176,18 @@ void draft_proposer::remember(const job_state& state) {
 }
 
 void draft_proposer::attach_siblings(job_state& state) {
-  if (state.siblings.empty()) return;
   drafted& result = state.result;
   const auto chain = static_cast<std::int32_t>(result.drafts.size());
+  const auto count = static_cast<std::int32_t>(state.siblings.size());
+  if (std::all_of(state.siblings.begin(), state.siblings.end(), [](const auto& d) { return d.empty(); })) return;
   for (std::int32_t i = 0; i < chain; ++i) result.parents.push_back(i);
-  for (std::int32_t sibling : state.siblings) {
-    result.drafts.push_back(sibling);
-    result.parents.push_back(0);
+  // Depth-first numbering (draft_tree.hpp): the deepest alternatives follow
+  // the chain, the first draft's come last.
+  for (std::int32_t depth = std::min(chain, count); depth >= 1; --depth) {
+    for (std::int32_t sibling : state.siblings[static_cast<std::size_t>(depth - 1)]) {
+      result.drafts.push_back(sibling);
+      result.parents.push_back(depth - 1);
+    }
   }
 }
 

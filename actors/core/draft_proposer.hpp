@@ -43,7 +43,8 @@ struct draft_job {
   std::uint64_t token_index = 0;          ///< index among the choice's outputs of d1 (drawn from t0's row)
   std::vector<std::int32_t> suppressed;   ///< ids forced to -inf (eos before min_tokens)
   std::int32_t tree_width = 1;            ///< > 1: a chain of ceil(slots / width) drafts, and for a greedy
-                                          ///< request the next width - 1 likeliest first drafts beside d1
+                                          ///< request up to width - 1 runners-up beside each chain draft
+                                          ///< (leaves; the shallowest depths first while slots last)
 };
 
 /// What one round asks for.
@@ -56,7 +57,8 @@ struct drafted {
   std::size_t sequence_index = 0;  ///< as in its job
   std::vector<std::int32_t> drafts;
   std::vector<float> probs;           ///< [drafts * vocab] q rows; empty for greedy requests (point masses)
-  std::vector<std::int32_t> parents;  ///< a draft tree's (the chain, then siblings of d1), or empty: a chain
+  std::vector<std::int32_t> parents;  ///< a draft tree's (the chain, then each depth's runners-up, deepest
+                                      ///< first: depth-first order), or empty: a chain
 };
 
 /// The answer to a round.
@@ -104,17 +106,17 @@ class draft_proposer {
   };
   struct job_state {
     draft_job job;
-    std::vector<std::int32_t> outputs;   ///< outputs so far then the drafts drawn (penalty context)
-    std::int32_t fed_from = 0;           ///< first position this round writes
-    std::int32_t chain = 0;              ///< drafts drawn one per draft step
-    std::vector<std::int32_t> siblings;  ///< the first position's runners-up (a greedy tree)
+    std::vector<std::int32_t> outputs;                ///< outputs so far then the drafts drawn (penalty context)
+    std::int32_t fed_from = 0;                        ///< first position this round writes
+    std::int32_t chain = 0;                           ///< drafts drawn one per draft step
+    std::vector<std::vector<std::int32_t>> siblings;  ///< per chain depth, its runners-up (a greedy tree)
     drafted result;
   };
 
   scheduled_step next_step(bool first);
   void draw(job_state& state, std::span<const float> logits_row);
   void remember(const job_state& state);
-  /// Appends a tree's siblings of d1 after the chain, with the parents.
+  /// Appends a tree's runners-up after the chain in depth-first order, with the parents.
   static void attach_siblings(job_state& state);
 
   std::int32_t block_size_;

@@ -54,7 +54,7 @@ struct speculation_candidate {
 /// drafter runs, and the most drafts a round can have accepted), of which
 /// the target verifies `fed_fraction` (0..1; recent drafts fed / slots
 /// granted: an n-gram tree fills what its matches give, the draft model's
-/// tree is its chain plus width - 1 siblings), at least one.
+/// tree is its chain with width - 1 runners-up beside each draft), at least one.
 speculation_candidate tree_candidate(double acceptance, std::int32_t slots, std::int32_t width, double fed_fraction);
 
 /// The scheduler core's cost model for the turn-down decision.

@@ -101,15 +101,30 @@ void quantize_int8_row(const float* w, const quantized_layout& layout, std::uint
 
 // One group of int4. Symmetric: the value of largest magnitude becomes code
 // 0 (-8 · scale), so all 16 levels are used. Asymmetric: [min, max] spans 0..15.
-// Codes use the f16-rounded scale and offset the kernels will read.
+// Codes use the f16-rounded scale and offset the kernels will read. Every
+// loop runs the fixed group width over a local copy (a partial group padded
+// with its first weight, which moves no extreme), so each vectorises.
 void quantize_int4_group(const float* w, std::int64_t count, const quantized_layout& layout, std::uint8_t* codes,
                          std::int64_t first_k, std::uint16_t* scale_out, std::uint16_t* offset_out) {
-  float extreme = 0.0f, low = count > 0 ? w[0] : 0.0f, high = low;
-  for (std::int64_t t = 0; t < count; ++t) {
-    if (std::fabs(w[t]) > std::fabs(extreme)) extreme = w[t];
-    low = std::min(low, w[t]);
-    high = std::max(high, w[t]);
+  constexpr int lanes = 8;
+  float values[quant_group];
+  std::fill(std::copy_n(w, count, values), values + quant_group, count > 0 ? w[0] : 0.0f);
+  float lows[lanes], highs[lanes];
+  std::copy_n(values, lanes, lows);
+  std::copy_n(values, lanes, highs);
+  for (int v = lanes; v < quant_group; v += lanes) {
+    for (int j = 0; j < lanes; ++j) {
+      lows[j] = std::min(lows[j], values[v + j]);
+      highs[j] = std::max(highs[j], values[v + j]);
+    }
   }
+  const float low = *std::min_element(lows, lows + lanes), high = *std::max_element(highs, highs + lanes);
+  // The first weight of the largest magnitude (the order matters only when +m and -m both occur).
+  float extreme = high > -low ? high : low;
+  if (high == -low)
+    extreme = high == 0.0f
+                  ? 0.0f
+                  : *std::find_if(values, values + quant_group, [&](float x) { return x == high || x == low; });
   const bool asymmetric = layout.format == weight_quantization::int4_asym;
   *scale_out = float_to_f16(asymmetric ? (high - low) / 15.0f : extreme / -8.0f);
   const float scale = f16_to_float(*scale_out);
@@ -120,10 +135,9 @@ void quantize_int4_group(const float* w, std::int64_t count, const quantized_lay
   }
   const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
   std::uint8_t group[quant_group];
-  for (std::int64_t t = 0; t < quant_group; ++t) {
-    const float value = t < count ? w[t] : offset;
-    group[t] = static_cast<std::uint8_t>(std::clamp(std::rint((value - offset) * inverse), 0.0f, 15.0f));
-  }
+  for (int t = 0; t < quant_group; ++t)
+    group[t] = static_cast<std::uint8_t>(std::clamp(round_half_even((values[t] - offset) * inverse), 0, 15));
+  std::fill(group + count, group + quant_group, std::uint8_t{0});  // padding decodes to the offset
   store_group(group, layout, first_k, codes);
 }
 

@@ -172,7 +172,7 @@ void expect_lossless(const std::string& fixture, const std::string& proposer, co
   EXPECT_GT(end.spec_decode_num_drafts, 0u) << "no round had drafts";
   // Random weights make lookup and layer-skip acceptance luck; a model
   // drafting for itself must be accepted every time.
-  // A model drafting for itself is always right (a tree's siblings of d1 never are).
+  // (In a tree its chain always is, and the runners-up beside it never are.)
   if (proposer == "draft" && tree_width == 1) {
     EXPECT_EQ(end.spec_decode_num_accepted_tokens, end.spec_decode_num_draft_tokens)
         << "a model drafting for itself is always right";

@@ -114,6 +114,58 @@ TEST(QuantizedPack, QuantizedRowsHoldEveryCodeWhereInterleavingPutsIt) {
   }
 }
 
+// A group's scale (and offset) follow from its extremes: symmetric, the
+// first weight of the largest magnitude over -8 (so +m before -m gives a
+// negative scale, -m before +m a positive one); asymmetric, (max - min) / 15
+// from min; a partial group's padding moves neither; an all-zero group has
+// scale -0 (0 / -8). Ties of the codes round to even, as std::rint does.
+TEST(QuantizedPack, Int4ScalesComeFromTheFirstExtremeOfEachGroup) {
+  std::vector<float> w(32 + 32 + 32 + 20, 0.0f);
+  w[3] = 4.0f, w[9] = -4.0f, w[20] = 1.0f;                                       // group 0: +4 first
+  w[32 + 5] = -4.0f, w[32 + 30] = 4.0f;                                          // group 1: -4 first
+  w[64 + 7] = 0.0f;                                                              // group 2: all zero
+  for (int t = 0; t < 20; ++t) w[96 + t] = 1.0f + 0.5f * static_cast<float>(t);  // group 3: 20 of 32, 1 .. 10.5
+  const auto cols = static_cast<std::int64_t>(w.size());
+  for (auto format : {weight_quantization::int4, weight_quantization::int4_asym}) {
+    const cpu::quantized_layout layout = cpu::layout_for(format, 1, cols);
+    std::vector<std::uint8_t> buffer(layout.total_bytes, 0xa5);
+    cpu::quantize_rows(w.data(), dtype::f32, 1, layout, buffer.data(), 0);
+    const cpu::quantized_matrix view = cpu::view_of(layout, buffer.data());
+    if (format == weight_quantization::int4) {
+      EXPECT_EQ(view.group_scales[0], float_to_f16(-0.5f));
+      EXPECT_EQ(view.group_scales[1], float_to_f16(0.5f));
+      EXPECT_EQ(view.group_scales[2], float_to_f16(-0.0f));
+      EXPECT_EQ(view.group_scales[3], float_to_f16(10.5f / -8.0f));
+      EXPECT_EQ(cpu::stored_code(view, 0, 3), 0) << "+4 at scale -0.5 is the bottom level";
+      EXPECT_EQ(cpu::stored_code(view, 0, 9), 15) << "-4 at scale -0.5 is level 16, clamped to the top";
+      EXPECT_EQ(cpu::stored_code(view, 0, 20), 6) << "8 - 1 / 0.5";
+      EXPECT_EQ(cpu::stored_code(view, 0, 32 + 5), 0);
+    } else {
+      EXPECT_EQ(view.group_scales[0], float_to_f16(8.0f / 15.0f));
+      EXPECT_EQ(view.group_offsets[0], float_to_f16(-4.0f));
+      EXPECT_EQ(view.group_scales[2], float_to_f16(0.0f));
+      EXPECT_EQ(view.group_scales[3], float_to_f16(9.5f / 15.0f));
+      EXPECT_EQ(view.group_offsets[3], float_to_f16(1.0f));
+    }
+    for (std::int64_t k = 96 + 20; k < 128; ++k) EXPECT_EQ(cpu::stored_code(view, 0, k), 0) << "padding at " << k;
+  }
+  // Exact ties: weights -8 .. 7 and the half steps between, at scale 1 (the
+  // group's first extreme is -8); x + 8 = n + 0.5 rounds to the even n.
+  std::vector<float> ties(32);
+  ties[0] = -8.0f;
+  for (int t = 1; t < 32; ++t) ties[static_cast<std::size_t>(t)] = -8.0f + 0.5f * static_cast<float>(t - 1);
+  const cpu::quantized_layout layout = cpu::layout_for(weight_quantization::int4, 1, 32);
+  std::vector<std::uint8_t> buffer(layout.total_bytes, 0);
+  cpu::quantize_rows(ties.data(), dtype::f32, 1, layout, buffer.data(), 0);
+  const cpu::quantized_matrix view = cpu::view_of(layout, buffer.data());
+  ASSERT_EQ(f16_to_float(view.group_scales[0]), 1.0f);
+  for (std::int64_t k = 0; k < 32; ++k) {
+    const float shifted = ties[static_cast<std::size_t>(k)] + 8.0f;
+    EXPECT_EQ(cpu::stored_code(view, 0, k), std::min(15, static_cast<int>(std::rint(shifted))))
+        << "weight " << shifted - 8;
+  }
+}
+
 // int8 codes round half to even, as std::rint does: with a largest
 // magnitude of 127 the scale is 1, so these weights are exact ties.
 TEST(QuantizedPack, Int8TiesRoundToEven) {

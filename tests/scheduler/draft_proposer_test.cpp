@@ -4,6 +4,8 @@
 
 #include "actors/core/draft_proposer.hpp"
 
+#include "kernels/step_batch.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -216,27 +218,49 @@ TEST(DraftProposer, MalformedJobsAreRefused) {
       << "slots past the block table";
 }
 
-TEST(DraftProposer, AGreedyTreeAddsTheRunnersUpOfTheFirstDraftAsItsSiblings) {
-  draft_proposer proposer(kBlockSize, kVocab);
-  fake_draft_model model;
-  const std::vector<std::int32_t> tokens = {5, 9, 13, 2, 8, 1, 4};
-  draft_job job = greedy_job(1, tokens, 6, blocks_from(0, 4));
-  job.tree_width = 3;  // a chain of 2, then 2 siblings of d1
-  const draft_reply reply = run_round(proposer, model, {{job}});
-  const drafted& out = reply.sequences[0];
-  const std::vector<std::int32_t> chain = expected_chain(tokens, 2);
-  ASSERT_EQ(out.drafts.size(), 4u);
-  EXPECT_EQ(std::vector<std::int32_t>(out.drafts.begin(), out.drafts.begin() + 2), chain);
-  EXPECT_EQ(out.parents, (std::vector<std::int32_t>{0, 1, 0, 0}));
-  // The runners-up by logit: sin(0.3 v) is largest at v = 5, then 26 and 47 (period ~20.9), d1 excluded.
+// The fake model's runners-up to `chosen` by logit: sin(0.3 v), largest at v = 5, then 26, 47, ...
+std::vector<std::int32_t> runners_up_of(std::int32_t chosen, std::size_t count) {
   std::vector<std::int32_t> by_logit(kVocab);
   std::iota(by_logit.begin(), by_logit.end(), 0);
   std::stable_sort(by_logit.begin(), by_logit.end(),
                    [](std::int32_t a, std::int32_t b) { return std::sin(0.3f * a) > std::sin(0.3f * b); });
-  std::erase(by_logit, chain[0]);
-  EXPECT_EQ(out.drafts[2], by_logit[0]);
-  EXPECT_EQ(out.drafts[3], by_logit[1]);
-  EXPECT_EQ(reply.steps, 2) << "siblings cost no draft step";
+  std::erase(by_logit, chosen);
+  by_logit.resize(count);
+  return by_logit;
+}
+
+TEST(DraftProposer, AGreedyTreePutsTheRunnersUpBesideEveryChainDraft) {
+  draft_proposer proposer(kBlockSize, kVocab);
+  fake_draft_model model;
+  const std::vector<std::int32_t> tokens = {5, 9, 13, 2, 8, 1, 4};
+  draft_job job = greedy_job(1, tokens, 6, blocks_from(0, 4));
+  job.tree_width = 3;  // a chain of 2, two runners-up beside each
+  const draft_reply reply = run_round(proposer, model, {{job}});
+  const drafted& out = reply.sequences[0];
+  const std::vector<std::int32_t> chain = expected_chain(tokens, 2);
+  ASSERT_EQ(out.drafts.size(), 6u) << "the tree fills every slot";
+  EXPECT_EQ(std::vector<std::int32_t>(out.drafts.begin(), out.drafts.begin() + 2), chain);
+  // Depth first: d1, d2, d2's two alternatives (children of d1), then d1's (children of t0).
+  EXPECT_EQ(out.parents, (std::vector<std::int32_t>{0, 1, 1, 1, 0, 0}));
+  EXPECT_EQ(std::vector<std::int32_t>(out.drafts.begin() + 2, out.drafts.begin() + 4), runners_up_of(chain[1], 2));
+  EXPECT_EQ(std::vector<std::int32_t>(out.drafts.begin() + 4, out.drafts.end()), runners_up_of(chain[0], 2));
+  EXPECT_EQ(draft_tree_problem(out.drafts, out.parents), "");
+  EXPECT_EQ(reply.steps, 2) << "runners-up cost no draft step";
+}
+
+TEST(DraftProposer, SlotsCutShortGoToTheShallowestRunnersUp) {
+  draft_proposer proposer(kBlockSize, kVocab);
+  fake_draft_model model;
+  const std::vector<std::int32_t> tokens = {5, 9, 13, 2, 8, 1, 4};
+  draft_job job = greedy_job(1, tokens, 5, blocks_from(0, 4));
+  job.tree_width = 3;  // a chain of ceil(5 / 3) = 2: three slots left, two beside d1, one beside d2
+  const draft_reply reply = run_round(proposer, model, {{job}});
+  const drafted& out = reply.sequences[0];
+  const std::vector<std::int32_t> chain = expected_chain(tokens, 2);
+  ASSERT_EQ(out.drafts.size(), 5u);
+  EXPECT_EQ(out.parents, (std::vector<std::int32_t>{0, 1, 1, 0, 0}));
+  EXPECT_EQ(out.drafts[2], runners_up_of(chain[1], 1)[0]);
+  EXPECT_EQ(std::vector<std::int32_t>(out.drafts.begin() + 3, out.drafts.end()), runners_up_of(chain[0], 2));
 }
 
 TEST(DraftProposer, ASampledRequestsTreeStaysAChain) {
