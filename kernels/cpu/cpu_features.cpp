@@ -48,7 +48,9 @@ isa_level detect() {
   if (!zmm_state || !avx512) return isa_level::avx2;
   const cpuid_regs leaf7_1 = query(7, 1);
   // Every CPU with AVX512_BF16 also has AVX512_VNNI; the level needs both.
-  return bit(leaf7_1.eax, 5) && bit(leaf7.ecx, 11) ? isa_level::avx512_bf16 : isa_level::avx512;
+  // VNNI without BF16 (Cascade Lake, Ice Lake) is a level of its own.
+  if (!bit(leaf7.ecx, 11)) return isa_level::avx512;
+  return bit(leaf7_1.eax, 5) ? isa_level::avx512_bf16 : isa_level::avx512_vnni;
 }
 #else
 isa_level detect() { return isa_level::scalar; }
@@ -69,6 +71,8 @@ std::string_view isa_name(isa_level level) {
       return "avx2";
     case isa_level::avx512:
       return "avx512";
+    case isa_level::avx512_vnni:
+      return "avx512_vnni";
     case isa_level::avx512_bf16:
       return "avx512_bf16";
   }
@@ -76,7 +80,8 @@ std::string_view isa_name(isa_level level) {
 }
 
 std::optional<isa_level> parse_isa(std::string_view name) {
-  for (isa_level level : {isa_level::scalar, isa_level::avx2, isa_level::avx512, isa_level::avx512_bf16}) {
+  for (isa_level level :
+       {isa_level::scalar, isa_level::avx2, isa_level::avx512, isa_level::avx512_vnni, isa_level::avx512_bf16}) {
     if (isa_name(level) == name) return level;
   }
   return std::nullopt;
@@ -90,6 +95,8 @@ const isa_kernels& kernels_for(isa_level level) {
       return isa_kernels_avx2();
     case isa_level::avx512:
       return isa_kernels_avx512();
+    case isa_level::avx512_vnni:
+      return isa_kernels_avx512_vnni();
     case isa_level::avx512_bf16:
       return isa_kernels_avx512_bf16();
   }

@@ -12,13 +12,14 @@ enum class isa_level : int {
   scalar = 0,       ///< baseline x86-64, no vector kernels beyond what the compiler emits
   avx2 = 1,         ///< AVX2 + FMA + F16C
   avx512 = 2,       ///< AVX-512 F/BW/VL/DQ (+ AVX2 set)
-  avx512_bf16 = 3,  ///< AVX-512 plus AVX512_BF16 (vdpbf16ps) and AVX512_VNNI (vpdpbusd)
+  avx512_vnni = 3,  ///< AVX-512 plus AVX512_VNNI (vpdpbusd: the int8/int4 kernels at full width)
+  avx512_bf16 = 4,  ///< AVX-512 plus AVX512_BF16 (vdpbf16ps) and AVX512_VNNI
 };
 
 /// The best level this CPU and OS support (computed once, then cached).
 isa_level detected_isa();
 
-/// Lower-case name ("scalar", "avx2", "avx512", "avx512_bf16").
+/// Lower-case name ("scalar", "avx2", "avx512", "avx512_vnni", "avx512_bf16").
 std::string_view isa_name(isa_level level);
 
 /// Parses an isa_name() string.

@@ -199,6 +199,7 @@ struct isa_kernels {
 const isa_kernels& isa_kernels_scalar();
 const isa_kernels& isa_kernels_avx2();
 const isa_kernels& isa_kernels_avx512();
+const isa_kernels& isa_kernels_avx512_vnni();
 const isa_kernels& isa_kernels_avx512_bf16();
 
 }  // namespace troupe::cpu

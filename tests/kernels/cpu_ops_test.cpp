@@ -4,7 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <iterator>
+#include <string_view>
 
+#include "kernels/cpu/cpu_features.hpp"
+#include "kernels/cpu/isa_kernels.hpp"
 #include "tests/kernels/paged_scenario.hpp"
 
 namespace troupe {
@@ -233,6 +237,24 @@ TEST(CpuBackend, AllocationsAreAlignedAndUploadsConvertVectors) {
   EXPECT_THROW(b->upload(host_tensor{"conv", dtype::f32, {2, 2, 2}, values.data()}), std::invalid_argument);
   EXPECT_EQ(b->name(), "cpu");
   EXPECT_EQ(b->activation_type(), dtype::f32);
+}
+
+// Each dispatch level parses back from its name and runs the kernel table
+// built for it (a table mixed up between levels would pass every numeric
+// test on a machine that runs both); the levels nest in the order detection
+// assumes: VNNI without BF16 sits between plain AVX-512 and BF16.
+TEST(CpuFeatures, EveryLevelHasItsOwnTableAndName) {
+  const cpu::isa_level levels[] = {cpu::isa_level::scalar, cpu::isa_level::avx2, cpu::isa_level::avx512,
+                                   cpu::isa_level::avx512_vnni, cpu::isa_level::avx512_bf16};
+  for (std::size_t i = 0; i < std::size(levels); ++i) {
+    const std::string_view name = cpu::isa_name(levels[i]);
+    EXPECT_EQ(cpu::parse_isa(name), levels[i]) << name;
+    EXPECT_EQ(std::string_view(cpu::kernels_for(levels[i]).name), name);
+    if (i > 0) EXPECT_LT(static_cast<int>(levels[i - 1]), static_cast<int>(levels[i])) << name;
+  }
+  EXPECT_EQ(cpu::parse_isa("avx512vnni"), std::nullopt);
+  EXPECT_TRUE(cpu::kernels_for(cpu::isa_level::avx512_bf16).bf16_dot);
+  EXPECT_FALSE(cpu::kernels_for(cpu::isa_level::avx512_vnni).bf16_dot);
 }
 
 TEST(CpuBackend, FactoryNamesWhatIsUnavailable) {

@@ -47,8 +47,8 @@ class random_source {
 /// Every dispatch level this machine can run, scalar first.
 inline std::vector<cpu::isa_level> supported_levels() {
   std::vector<cpu::isa_level> levels;
-  for (auto level :
-       {cpu::isa_level::scalar, cpu::isa_level::avx2, cpu::isa_level::avx512, cpu::isa_level::avx512_bf16}) {
+  for (auto level : {cpu::isa_level::scalar, cpu::isa_level::avx2, cpu::isa_level::avx512, cpu::isa_level::avx512_vnni,
+                     cpu::isa_level::avx512_bf16}) {
     if (cpu::isa_supported(level)) levels.push_back(level);
   }
   return levels;

@@ -353,7 +353,7 @@ void setup(CLI::App& root) {
   auto args = std::make_shared<bench_arguments>();
   CLI::App* command = root.add_subcommand("bench-kernels", "Measure the CPU backend's kernels against copy bandwidth");
   command->add_option("--threads", args->threads, "Threads per op (0 = all cores)")->capture_default_str();
-  command->add_option("--isa", args->isa, "Cap the kernel level: scalar, avx2, avx512, avx512_bf16");
+  command->add_option("--isa", args->isa, "Cap the kernel level: scalar, avx2, avx512, avx512_vnni, avx512_bf16");
   command->add_option("--repeats", args->repeats, "Timed runs per case (the median is shown)")->capture_default_str();
   command->add_option("--copy-mib", args->copy_mib, "Size of the memcpy measurement in MiB")->capture_default_str();
   command->add_flag("--skip-mapped", args->skip_mapped, "Skip the in-place (file-mapped) weight runs");

@@ -48,7 +48,9 @@ isa_flags+=(-mavx2 -mfma -mf16c)
 g++ "${flags[@]}" "${isa_flags[@]}" -c "$repo_root/kernels/cpu/isa_avx2.cpp" -o "$build/obj/c_isa_avx2.o"
 isa_flags+=(-mavx512f -mavx512bw -mavx512vl -mavx512dq)
 g++ "${flags[@]}" "${isa_flags[@]}" -c "$repo_root/kernels/cpu/isa_avx512.cpp" -o "$build/obj/c_isa_avx512.o"
-g++ "${flags[@]}" "${isa_flags[@]}" -mavx512bf16 -c "$repo_root/kernels/cpu/isa_avx512bf16.cpp" \
+g++ "${flags[@]}" "${isa_flags[@]}" -mavx512vnni -c "$repo_root/kernels/cpu/isa_avx512vnni.cpp" \
+    -o "$build/obj/c_isa_avx512vnni.o"
+g++ "${flags[@]}" "${isa_flags[@]}" -mavx512bf16 -mavx512vnni -c "$repo_root/kernels/cpu/isa_avx512bf16.cpp" \
     -o "$build/obj/c_isa_avx512bf16.o"
 libs=()
 if [ -n "${TROUPE_EMULATOR_LIBS:-}" ]; then
