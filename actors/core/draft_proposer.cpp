@@ -176,14 +176,13 @@ void draft_proposer::remember(const job_state& state) {
 }
 
 void draft_proposer::attach_siblings(job_state& state) {
+  if (std::all_of(state.siblings.begin(), state.siblings.end(), [](const auto& d) { return d.empty(); })) return;
   drafted& result = state.result;
   const auto chain = static_cast<std::int32_t>(result.drafts.size());
-  const auto count = static_cast<std::int32_t>(state.siblings.size());
-  if (std::all_of(state.siblings.begin(), state.siblings.end(), [](const auto& d) { return d.empty(); })) return;
   for (std::int32_t i = 0; i < chain; ++i) result.parents.push_back(i);
   // Depth-first numbering (draft_tree.hpp): the deepest alternatives follow
-  // the chain, the first draft's come last.
-  for (std::int32_t depth = std::min(chain, count); depth >= 1; --depth) {
+  // the chain, the first draft's come last; draw keeps one list per chain draft.
+  for (auto depth = static_cast<std::int32_t>(state.siblings.size()); depth >= 1; --depth) {
     for (std::int32_t sibling : state.siblings[static_cast<std::size_t>(depth - 1)]) {
       result.drafts.push_back(sibling);
       result.parents.push_back(depth - 1);
