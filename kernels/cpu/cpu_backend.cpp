@@ -54,6 +54,8 @@ cpu_backend::cpu_backend(const cpu_backend_options& options)
       kernels_(kernels_for(isa_)),
       placement_(options.weights),
       gemv_max_rows_(options.gemv_max_rows),
+      quantized_gemv_max_rows_(options.quantized_gemv_max_rows >= 0 ? options.quantized_gemv_max_rows
+                                                                    : default_quantized_gemv_max_rows(isa_)),
       batch_invariant_(options.batch_invariant),
       pool_(options.threads),
       scratch_(pool_.size()),

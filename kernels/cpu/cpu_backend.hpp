@@ -21,6 +21,9 @@ struct cpu_backend_options {
   std::optional<isa_level> max_isa;  ///< cap on the kernel dispatch level (tests force each path); default: detected
   weight_placement weights = weight_placement::copy;
   int gemv_max_rows = -1;  ///< linear uses the skinny GEMM for M <= this, oneDNN above; -1 = default
+  /// Quantised weights: the integer GEMV / GEMM for M <= this, dequantised
+  /// oneDNN panels above; -1 = default_quantized_gemv_max_rows(level).
+  int quantized_gemv_max_rows = -1;
   /// Every op computes each output row in one fixed order whatever the row
   /// count, the batch and the chunking (linear: the skinny GEMM for every M,
   /// gemv_max_rows ignored). See README.md for what it guarantees and costs.
@@ -36,5 +39,8 @@ std::unique_ptr<backend> make_cpu_backend(const cpu_backend_options& options = {
 /// bf16 (AVX-512 BF16), and everything else (f32, f16, widened bf16).
 inline constexpr int default_gemv_max_rows_bf16 = 16;
 inline constexpr int default_gemv_max_rows_other = 32;
+
+/// The quantised path's row limit when cpu_backend_options::quantized_gemv_max_rows is -1.
+int default_quantized_gemv_max_rows(isa_level level);
 
 }  // namespace troupe::cpu

@@ -143,6 +143,7 @@ class cpu_backend final : public backend {
   const isa_kernels& kernels_;
   weight_placement placement_;
   int gemv_max_rows_;  ///< -1: per weight type
+  int quantized_gemv_max_rows_;
   bool batch_invariant_;
   thread_pool pool_;
   per_thread_scratch scratch_;
@@ -150,8 +151,11 @@ class cpu_backend final : public backend {
   std::vector<std::unique_ptr<sampler_scratch>> sampler_scratch_;
   std::vector<float> attention_partials_;
   std::vector<std::uint16_t> activations_bf16_;
-  std::vector<std::int8_t> activation_codes_;  ///< int8 activations of the quantised path
+  /// int8 activations of the quantised path, 64 bytes spare so that the codes
+  /// can start on a cache line (each kernel load is one 64-byte line).
+  std::vector<std::int8_t> activation_codes_;
   std::vector<float> activation_scales_, activation_sums_;
+  std::vector<std::int32_t> activation_code_sums_;
   std::vector<float> permuted_x_;  ///< [M][K] activations gathered for a permuted weight
 };
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -148,10 +149,6 @@ std::vector<float> stacked_biases(std::span<const host_tensor> biases, std::int6
 // several passes (prefill): they stay in L2 while every pass reads them.
 constexpr std::int64_t quantized_panel_bytes = std::int64_t{256} << 10;
 
-// Above this many activation rows quantised weights are dequantised to bf16
-// panels for oneDNN (prefill); at or below it the integer GEMV runs.
-constexpr std::int64_t quantized_gemv_max_rows = 96;
-
 // Rows of a weight that one quantisation task converts.
 constexpr std::int64_t quantize_task_rows = 64;
 
@@ -242,7 +239,7 @@ void cpu_backend::linear(tensor_view x, const linear_weight& w, tensor_view out)
   require(x.rows == out.rows, "linear", "x and out differ in rows");
   if (x.rows == 0 || weight->rows == 0) return;
   if (!weight->input_permutation.empty()) x = permuted_columns(x, weight->input_permutation);
-  if (weight->quantized && (batch_invariant_ || x.rows <= quantized_gemv_max_rows)) {
+  if (weight->quantized && (batch_invariant_ || x.rows <= quantized_gemv_max_rows_)) {
     // Every output row is computed on its own in one fixed order, so this
     // path is batch-invariant as it stands.
     linear_quantized(x, *weight, out);
@@ -257,6 +254,24 @@ void cpu_backend::linear(tensor_view x, const linear_weight& w, tensor_view out)
     linear_skinny(x, *weight, out, false);
   } else {
     matmuls_->run(pool_, kernels_, x, *weight, out);
+  }
+}
+
+int default_quantized_gemv_max_rows(isa_level level) {
+  // Where the integer kernels hand over to dequantised oneDNN panels: the
+  // crossovers `troupe bench-kernels --sections quantized` measured (it prints
+  // both paths). With VNNI and no bf16 arithmetic (oneDNN computes in f32) the
+  // integer GEMM wins at every row count; without VNNI (maddubs) the f32 GEMM
+  // wins past about 128 rows. 96 at AVX-512 BF16 was measured on Zen 5 before
+  // the GEMM tiles, and stands until it is measured again.
+  switch (level) {
+    case isa_level::avx512_vnni:
+      return std::numeric_limits<int>::max();
+    case isa_level::avx2:
+    case isa_level::avx512:
+      return 128;
+    default:
+      return 96;
   }
 }
 
@@ -338,17 +353,20 @@ tensor_view cpu_backend::permuted_columns(tensor_view x, std::span<const std::in
 
 void cpu_backend::linear_quantized(tensor_view x, const cpu_linear_weight& w, tensor_view out) {
   const std::int64_t padded = w.packed.padded_cols, groups = padded / quant_group;
-  activation_codes_.resize(static_cast<std::size_t>(x.rows * padded));
+  activation_codes_.resize(static_cast<std::size_t>(x.rows * padded + 64));
   activation_scales_.resize(static_cast<std::size_t>(x.rows * groups));
   activation_sums_.resize(static_cast<std::size_t>(x.rows * groups));
+  activation_code_sums_.resize(static_cast<std::size_t>(x.rows * groups));
+  std::int8_t* codes = activation_codes_.data() + (-reinterpret_cast<std::uintptr_t>(activation_codes_.data()) & 63);
   const std::int64_t per_task = rows_per_task(x.rows, x.cols, pool_.size());
   pool_.parallel_for(ceil_div(x.rows, per_task), [&](std::int64_t task, int) {
     for (std::int64_t r = task * per_task; r < std::min(x.rows, (task + 1) * per_task); ++r)
-      kernels_.quantize_row(x.as<const float>() + r * x.row_stride, x.cols, padded,
-                            activation_codes_.data() + r * padded, activation_scales_.data() + r * groups,
-                            activation_sums_.data() + r * groups);
+      kernels_.quantize_row(x.as<const float>() + r * x.row_stride, x.cols, padded, codes + r * padded,
+                            activation_scales_.data() + r * groups, activation_sums_.data() + r * groups,
+                            activation_code_sums_.data() + r * groups);
   });
-  const quantized_rows rows{activation_codes_.data(), activation_scales_.data(), activation_sums_.data(), padded};
+  const quantized_rows rows{codes, activation_scales_.data(), activation_sums_.data(), activation_code_sums_.data(),
+                            padded};
   qgemv_args args;
   args.weights = &w.packed;
   args.x = &rows;

@@ -77,6 +77,10 @@ struct quantized_rows {
   const std::int8_t* codes = nullptr;  ///< [m][padded_cols]
   const float* scales = nullptr;       ///< [m][groups]
   const float* sums = nullptr;         ///< [m][groups]: scale[g] * Σ codes of group g
+  /// [m][groups]: Σ codes of group g. The kernels start each group's integer
+  /// dot product at −c · Σ codes, which takes out a weight code offset c
+  /// (int8's + 128, int4's 8) exactly before anything is rounded.
+  const std::int32_t* code_sums = nullptr;
   std::int64_t padded_cols = 0;
 };
 
@@ -182,9 +186,10 @@ struct isa_kernels {
   /// Quantised GEMV/small-batch GEMM (int8 activations × int8/int4 weights).
   void (*qgemv)(const qgemv_args& args);
   /// Quantises one activation row x[0..cols), zero-padded to padded_cols:
-  /// codes [padded_cols] in interleaved order, scales and sums [padded_cols / 32].
+  /// codes [padded_cols] in interleaved order, scales, sums and code_sums
+  /// [padded_cols / 32] (quantized_rows).
   void (*quantize_row)(const float* x, std::int64_t cols, std::int64_t padded_cols, std::int8_t* codes, float* scales,
-                       float* sums);
+                       float* sums, std::int32_t* code_sums);
   /// Weight rows [row_begin, row_end) of `w` as bf16 in natural order:
   /// [row_end - row_begin][w.cols] at `out` (the prefill GEMM's panels).
   void (*dequantize_rows)(const quantized_matrix& w, std::int64_t row_begin, std::int64_t row_end, std::uint16_t* out);

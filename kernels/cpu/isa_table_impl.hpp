@@ -4,7 +4,7 @@
 #include "kernels/cpu/attention_impl.hpp"
 #include "kernels/cpu/elementwise_impl.hpp"
 #include "kernels/cpu/gemv_impl.hpp"
-#include "kernels/cpu/qgemv_impl.hpp"
+#include "kernels/cpu/qgemm_impl.hpp"
 
 namespace troupe::cpu::TROUPE_ISA_NS {
 

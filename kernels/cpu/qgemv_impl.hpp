@@ -31,7 +31,7 @@ inline float half_to_float(std::uint16_t bits) {
 }
 
 inline void quantize_row(const float* x, std::int64_t cols, std::int64_t padded_cols, std::int8_t* codes, float* scales,
-                         float* sums) {
+                         float* sums, std::int32_t* code_sums) {
   for (std::int64_t g = 0; g < padded_cols / quant_group; ++g) {
     float values[quant_group];
     float amax = 0.0f;
@@ -50,6 +50,7 @@ inline void quantize_row(const float* x, std::int64_t cols, std::int64_t padded_
     }
     scales[g] = amax / 127.0f;
     sums[g] = scales[g] * static_cast<float>(sum);
+    code_sums[g] = sum;
   }
 }
 
@@ -65,6 +66,11 @@ inline vi low_nibbles(vi v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0f))
 inline vi high_nibbles(vi v) { return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0f)); }
 inline vi int_zero() { return _mm512_setzero_si512(); }
 inline vi int_add(vi a, vi b) { return _mm512_add_epi32(a, b); }
+/// −(v << shift) per 32-bit lane.
+template <int Shift>
+inline vi negated_shifted(vi v) {
+  return _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(v, Shift));
+}
 /// acc + Σ over each lane's 4 bytes of w (u8, < 16 for int4) × x (s8).
 inline vi dot_nibbles(vi acc, vi w, vi x) { return _mm512_dpbusd_epi32(acc, w, x); }
 inline vi dot_int8(vi acc, vi w, vi x) { return _mm512_dpbusd_epi32(acc, w, x); }
@@ -80,7 +86,29 @@ inline qf qload(const float* p) { return _mm512_loadu_ps(p); }
 inline qf qadd(qf a, qf b) { return _mm512_add_ps(a, b); }
 inline qf qmul(qf a, qf b) { return _mm512_mul_ps(a, b); }
 inline qf qfma(qf a, qf b, qf c) { return _mm512_fmadd_ps(a, b, c); }
-inline float qsum(qf v) { return _mm512_reduce_add_ps(v); }
+/// Σ of the lanes as a halving tree: lanes (l, l + 8), then (l, l + 4),
+/// (l, l + 2), (0, 1). Spelled out, because qsum4 must pair the same lanes.
+inline float qsum(qf v) {
+  const __m256 s1 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  const __m128 s2 = _mm_add_ps(_mm256_castps256_ps128(s1), _mm256_extractf128_ps(s1, 1));
+  const __m128 s3 = _mm_add_ps(s2, _mm_movehl_ps(s2, s2));
+  return _mm_cvtss_f32(_mm_add_ss(s3, _mm_movehdup_ps(s3)));
+}
+/// qsum of v[0..4) at once into out[0..4): the same pairs, so the same bits,
+/// in a quarter of the shuffles.
+inline void qsum4(const qf* v, float* out) {
+  const qf s1_ab = _mm512_add_ps(_mm512_shuffle_f32x4(v[0], v[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                 _mm512_shuffle_f32x4(v[0], v[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const qf s1_cd = _mm512_add_ps(_mm512_shuffle_f32x4(v[2], v[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                 _mm512_shuffle_f32x4(v[2], v[3], _MM_SHUFFLE(3, 2, 3, 2)));
+  // One 128-bit block per vector from here on.
+  const qf s2 = _mm512_add_ps(_mm512_shuffle_f32x4(s1_ab, s1_cd, _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm512_shuffle_f32x4(s1_ab, s1_cd, _MM_SHUFFLE(3, 1, 3, 1)));
+  const qf s3 = _mm512_add_ps(s2, _mm512_permute_ps(s2, _MM_SHUFFLE(1, 0, 3, 2)));
+  const qf s4 = _mm512_add_ps(s3, _mm512_permute_ps(s3, _MM_SHUFFLE(2, 3, 0, 1)));
+  _mm_storeu_ps(out, _mm512_castps512_ps128(_mm512_permutexvar_ps(
+                         _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), s4)));
+}
 
 #elif defined(__AVX2__)
 
@@ -96,6 +124,10 @@ inline vi low_nibbles(vi v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0f))
 inline vi high_nibbles(vi v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0f)); }
 inline vi int_zero() { return _mm256_setzero_si256(); }
 inline vi int_add(vi a, vi b) { return _mm256_add_epi32(a, b); }
+template <int Shift>
+inline vi negated_shifted(vi v) {
+  return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(v, Shift));
+}
 inline vi dot_nibbles(vi acc, vi w, vi x) {
   return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1)));
 }
@@ -122,12 +154,51 @@ inline float qsum(qf v) {
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
+inline void qsum4(const qf* v, float* out) {
+  for (int i = 0; i < 4; ++i) out[i] = qsum(v[i]);
+}
 
 #endif
 
 #if defined(__AVX512VNNI__) || defined(__AVX2__)
 
 constexpr int max_rows_per_pass = 8;
+
+/// −c · Σ codes of the activation groups [g0, g0 + lanes) of one row: where
+/// a group's integer dot product starts, so that it comes out as Σ (w code −
+/// c) · x code exactly. c is int8's + 128 on the unsigned dot, int4's 8, and
+/// 0 where the codes carry no offset (int4_asym, int8 made signed on AVX2).
+template <qformat F>
+[[gnu::always_inline]] inline vi initial_dot(const std::int32_t* code_sums) {
+  if constexpr (F == qformat::int8 && int8_dot_unsigned) return negated_shifted<7>(load_codes(code_sums));
+  if constexpr (F == qformat::int4) return negated_shifted<3>(load_codes(code_sums));
+  return int_zero();
+}
+
+/// One output of weight row `n` from its lane-wise sums: `acc` (the scaled
+/// group dot products) and, for int4_asym, `offsets` (offset × the
+/// activations' group sums). The tiled GEMM (qgemm_impl.hpp) finishes through
+/// this too, so both give the same bits.
+template <qformat F>
+[[gnu::always_inline]] inline float finished_dot(const quantized_matrix& w, std::int64_t n, qf acc, qf offsets) {
+  if constexpr (F == qformat::int8) return w.row_scales[n] * qsum(acc);
+  if constexpr (F == qformat::int4) return qsum(acc);
+  return qsum(acc) + qsum(offsets);
+}
+
+/// finished_dot for four accumulators of weight row `n` at once (qsum4).
+template <qformat F>
+[[gnu::always_inline]] inline void finished_dots4(const quantized_matrix& w, std::int64_t n, const qf* acc,
+                                                  const qf* offsets, float* out) {
+  qsum4(acc, out);
+  if constexpr (F == qformat::int8) {
+    for (int j = 0; j < 4; ++j) out[j] = w.row_scales[n] * out[j];
+  } else if constexpr (F == qformat::int4_asym) {
+    float offset_sums[4];
+    qsum4(offsets, offset_sums);
+    for (int j = 0; j < 4; ++j) out[j] += offset_sums[j];
+  }
+}
 
 /// One output row `n` for activation rows [m0, m0 + mr): returns the dot
 /// products through `result` (before bias).
@@ -158,16 +229,13 @@ template <qformat F, int MR>
         for (int r = 0; r < 8; ++r) wv[r] = load_codes(base + 64 * r);
       }
       const std::int64_t g0 = sb * groups_per_superblock + h * lanes;
-      qf scale = qzero(), offset = qzero();
-      if constexpr (nibbles) {
-        scale = load_halfs(w.group_scales + n * groups + g0);
-        offset = F == qformat::int4_asym ? load_halfs(w.group_offsets + n * groups + g0) : qmul(scale, qset1(-8.0f));
-      }
+      qf scale = qzero();
+      if constexpr (nibbles) scale = load_halfs(w.group_scales + n * groups + g0);
 #pragma GCC unroll 8
       for (int i = 0; i < mr; ++i) {
         const std::int8_t* xc = x.codes + (m0 + i) * x.padded_cols + sb * quant_superblock + h * vector_bytes;
         // Two chains, so consecutive dot-product instructions do not wait on each other.
-        vi dot = int_zero(), dot_odd = int_zero();
+        vi dot = initial_dot<F>(x.code_sums + (m0 + i) * groups + g0), dot_odd = int_zero();
 #pragma GCC unroll 4
         for (int r = 0; r < 8; r += 2) {
           dot = nibbles ? dot_nibbles(dot, wv[r], load_codes(xc + 64 * r))
@@ -177,26 +245,14 @@ template <qformat F, int MR>
         }
         dot = int_add(dot, dot_odd);
         const qf x_scale = qload(x.scales + (m0 + i) * groups + g0);
-        const qf x_sums = qload(x.sums + (m0 + i) * groups + g0);
-        if constexpr (nibbles) {
-          acc[i] = qfma(to_float(dot), qmul(x_scale, scale), acc[i]);
-          offsets[i] = qfma(offset, x_sums, offsets[i]);
-        } else {
-          acc[i] = qfma(to_float(dot), x_scale, acc[i]);
-          if (int8_dot_unsigned) offsets[i] = qadd(offsets[i], x_sums);
-        }
+        acc[i] = qfma(to_float(dot), nibbles ? qmul(x_scale, scale) : x_scale, acc[i]);
+        if constexpr (F == qformat::int4_asym)
+          offsets[i] =
+              qfma(load_halfs(w.group_offsets + n * groups + g0), qload(x.sums + (m0 + i) * groups + g0), offsets[i]);
       }
     }
   }
-  for (int i = 0; i < mr; ++i) {
-    if constexpr (nibbles) {
-      result[i] = qsum(acc[i]) + qsum(offsets[i]);
-    } else {
-      // Codes are q + 128; the unsigned dot counted 128 · Σ x once too many.
-      const float excess = int8_dot_unsigned ? 128.0f * qsum(offsets[i]) : 0.0f;
-      result[i] = w.row_scales[n] * (qsum(acc[i]) - excess);
-    }
-  }
+  for (int i = 0; i < mr; ++i) result[i] = finished_dot<F>(w, n, acc[i], offsets[i]);
 }
 
 #else  // scalar
@@ -225,14 +281,14 @@ inline void qgemv_row(const quantized_matrix& w, const quantized_rows& x, std::i
       for (int r = 0; r < 8; ++r) {
         for (int t = 0; t < 4; ++t) dot += weight_code(w, n, base + 64 * r + t) * xc[base + 64 * r + t];
       }
+      if constexpr (F == qformat::int4) dot -= 8 * x.code_sums[(m0 + i) * groups + g];  // codes stand for code − 8
       const float x_scale = x.scales[(m0 + i) * groups + g];
       if constexpr (F == qformat::int8) {
         acc += static_cast<float>(dot) * x_scale;
       } else {
-        const float scale = half_to_float(w.group_scales[n * groups + g]);
-        const float offset = F == qformat::int4_asym ? half_to_float(w.group_offsets[n * groups + g]) : -8.0f * scale;
-        acc += static_cast<float>(dot) * (x_scale * scale);
-        offsets += offset * x.sums[(m0 + i) * groups + g];
+        acc += static_cast<float>(dot) * (x_scale * half_to_float(w.group_scales[n * groups + g]));
+        if constexpr (F == qformat::int4_asym)
+          offsets += half_to_float(w.group_offsets[n * groups + g]) * x.sums[(m0 + i) * groups + g];
       }
     }
     result[i] = F == qformat::int8 ? w.row_scales[n] * acc : acc + offsets;
@@ -243,47 +299,12 @@ inline void qgemv_row(const quantized_matrix& w, const quantized_rows& x, std::i
 
 /// Output rows [n_begin, n_end) for the MR activation rows from m0.
 template <qformat F, int MR>
-void qgemv_pass(const qgemv_args& args, std::int64_t m0) {
+void qgemv_pass(const qgemv_args& args, std::int64_t m0, std::int64_t n_begin, std::int64_t n_end) {
   float result[MR];
-  for (std::int64_t n = args.n_begin; n < args.n_end; ++n) {
+  for (std::int64_t n = n_begin; n < n_end; ++n) {
     qgemv_row<F, MR>(*args.weights, *args.x, n, m0, result);
     const float bias = args.bias != nullptr ? args.bias[n] : 0.0f;
     for (int i = 0; i < MR; ++i) args.out[(m0 + i) * args.out_stride + n] = result[i] + bias;
-  }
-}
-
-template <qformat F>
-inline void qgemv_rows(const qgemv_args& args) {
-  // Activation rows outer: a pass's 8 rows of codes stay in L1 while the
-  // task's weight rows (sized to stay in L2) stream past them. The row count
-  // is a template argument so the accumulators stay in registers.
-  for (std::int64_t m0 = 0; m0 < args.m_rows; m0 += max_rows_per_pass) {
-    switch (args.m_rows - m0 < max_rows_per_pass ? args.m_rows - m0 : max_rows_per_pass) {
-      case 1:
-        qgemv_pass<F, 1>(args, m0);
-        break;
-      case 2:
-        qgemv_pass<F, 2>(args, m0);
-        break;
-      case 3:
-        qgemv_pass<F, 3>(args, m0);
-        break;
-      case 4:
-        qgemv_pass<F, 4>(args, m0);
-        break;
-      case 5:
-        qgemv_pass<F, 5>(args, m0);
-        break;
-      case 6:
-        qgemv_pass<F, 6>(args, m0);
-        break;
-      case 7:
-        qgemv_pass<F, 7>(args, m0);
-        break;
-      default:
-        qgemv_pass<F, 8>(args, m0);
-        break;
-    }
   }
 }
 
@@ -353,20 +374,6 @@ inline void dequantize_rows(const quantized_matrix& w, std::int64_t row_begin, s
         dequantize_row<qformat::int4_asym>(w, n, row);
         break;
     }
-  }
-}
-
-inline void qgemv(const qgemv_args& args) {
-  switch (args.weights->format) {
-    case qformat::int8:
-      qgemv_rows<qformat::int8>(args);
-      break;
-    case qformat::int4:
-      qgemv_rows<qformat::int4>(args);
-      break;
-    case qformat::int4_asym:
-      qgemv_rows<qformat::int4_asym>(args);
-      break;
   }
 }
 

@@ -260,6 +260,7 @@ reference_rows quantize_rows_reference(const float* x, std::int64_t m, std::int6
   out.codes.assign(static_cast<std::size_t>(m * padded_cols), 0);
   out.scales.assign(static_cast<std::size_t>(m * groups), 0.0f);
   out.sums.assign(static_cast<std::size_t>(m * groups), 0.0f);
+  out.code_sums.assign(static_cast<std::size_t>(m * groups), 0);
   for (std::int64_t r = 0; r < m; ++r) {
     for (std::int64_t g = 0; g < groups; ++g) {
       float amax = 0.0f;
@@ -274,6 +275,7 @@ reference_rows quantize_rows_reference(const float* x, std::int64_t m, std::int6
       }
       out.scales[static_cast<std::size_t>(r * groups + g)] = amax / 127.0f;
       out.sums[static_cast<std::size_t>(r * groups + g)] = amax / 127.0f * static_cast<float>(sum);
+      out.code_sums[static_cast<std::size_t>(r * groups + g)] = sum;
     }
   }
   return out;

@@ -63,9 +63,10 @@ std::int64_t interleaved_position(std::int64_t k);
 struct reference_rows {
   std::vector<std::int8_t> codes;
   std::vector<float> scales, sums;
+  std::vector<std::int32_t> code_sums;
   std::int64_t padded_cols = 0;
   /// The view the kernels take.
-  quantized_rows view() const { return {codes.data(), scales.data(), sums.data(), padded_cols}; }
+  quantized_rows view() const { return {codes.data(), scales.data(), sums.data(), code_sums.data(), padded_cols}; }
 };
 
 /// Quantises x [m][cols] (row stride `stride`) for a matrix of `padded_cols` inputs.

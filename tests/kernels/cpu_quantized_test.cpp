@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "kernels/cpu/cpu_features.hpp"
@@ -119,10 +120,13 @@ TEST(QuantizedFormat, ActivationRowsMatchTheReferenceAtEveryLevel) {
   for (auto level : test::supported_levels()) {
     std::vector<std::int8_t> codes(padded, 99);
     std::vector<float> scales(padded / quant_group), sums(padded / quant_group);
-    cpu::kernels_for(level).quantize_row(x.data(), cols, padded, codes.data(), scales.data(), sums.data());
+    std::vector<std::int32_t> code_sums(padded / quant_group, 99);
+    cpu::kernels_for(level).quantize_row(x.data(), cols, padded, codes.data(), scales.data(), sums.data(),
+                                         code_sums.data());
     EXPECT_EQ(codes, want.codes) << cpu::isa_name(level);
     EXPECT_EQ(scales, want.scales) << cpu::isa_name(level);
     EXPECT_EQ(sums, want.sums) << cpu::isa_name(level);
+    EXPECT_EQ(code_sums, want.code_sums) << cpu::isa_name(level);
   }
 }
 
@@ -182,6 +186,96 @@ TEST(QuantizedGemv, EveryLevelMatchesTheReference) {
   }
 }
 
+// Above one GEMV pass the kernel runs register tiles of weight rows ×
+// activation rows; each output must be the GEMV's own bits (a lone row, same
+// level), including the rows left over at both edges of the tiles.
+TEST(QuantizedGemm, TilesGiveTheGemvBitsAtEveryLevel) {
+  random_source rng;
+  SCOPED_TRACE(rng.trace());
+  const std::int64_t rows = 23, m = 14;
+  for (std::int64_t cols : {200, 1100}) {
+    const std::vector<float> w = rng.floats(static_cast<std::size_t>(rows * cols));
+    const std::vector<float> x = rng.floats(static_cast<std::size_t>(m * cols), -3.0f, 3.0f);
+    for (auto format : all_formats) {
+      const quantized_buffer q = quantize(w, format, rows, cols);
+      const cpu::quantized_matrix view = q.view();
+      const cpu::reference_rows xq = cpu::quantize_rows_reference(x.data(), m, cols, cols, view.padded_cols);
+      const cpu::quantized_rows all = xq.view();
+      for (auto level : test::supported_levels()) {
+        std::vector<float> out(static_cast<std::size_t>(m * rows), std::nanf(""));
+        cpu::qgemv_args args;
+        args.weights = &view;
+        args.x = &all;
+        args.m_rows = m;
+        args.out = out.data();
+        args.out_stride = rows;
+        args.n_begin = 1;
+        args.n_end = rows;
+        cpu::kernels_for(level).qgemv(args);
+        for (std::int64_t i = 0; i < m; ++i) {
+          const std::int64_t groups = view.padded_cols / quant_group;
+          cpu::quantized_rows one = all;
+          one.codes += i * view.padded_cols;
+          one.scales += i * groups;
+          one.sums += i * groups;
+          one.code_sums += i * groups;
+          std::vector<float> lone(static_cast<std::size_t>(rows), std::nanf(""));
+          cpu::qgemv_args single = args;
+          single.x = &one;
+          single.m_rows = 1;
+          single.out = lone.data();
+          cpu::kernels_for(level).qgemv(single);
+          for (std::int64_t n = 1; n < rows; ++n) {
+            const float got = out[static_cast<std::size_t>(i * rows + n)];
+            ASSERT_EQ(std::bit_cast<std::uint32_t>(got),
+                      std::bit_cast<std::uint32_t>(lone[static_cast<std::size_t>(n)]))
+                << quantization_name(format) << " at " << cpu::isa_name(level) << " cols " << cols << " row " << i
+                << " out " << n << ": " << got << " vs " << lone[static_cast<std::size_t>(n)];
+          }
+        }
+      }
+    }
+  }
+}
+
+// int8 codes are stored as q + 128 and int4's as q + 8; the kernels take the
+// offset out of each group's integer sum, before any rounding. A row whose
+// weights are all tiny beside one outlier has codes near the offset, so
+// removing it in floating point afterwards (128 · Σ x) would cancel large
+// terms and leave an error far above this bound.
+TEST(QuantizedGemv, CodeOffsetsLeaveNoCancellationError) {
+  random_source rng;
+  SCOPED_TRACE(rng.trace());
+  const std::int64_t rows = 5, cols = 2048, m = 12;
+  std::vector<float> w = rng.floats(static_cast<std::size_t>(rows * cols), -0.01f, 0.01f);
+  for (std::int64_t n = 0; n < rows; ++n) w[static_cast<std::size_t>(n * cols + 3 * n)] = 100.0f;
+  const std::vector<float> x = rng.floats(static_cast<std::size_t>(m * cols), 1.0f, 2.0f);
+  for (auto format : {weight_quantization::int8, weight_quantization::int4}) {
+    const quantized_buffer q = quantize(w, format, rows, cols);
+    const cpu::quantized_matrix view = q.view();
+    const cpu::reference_rows xq = cpu::quantize_rows_reference(x.data(), m, cols, cols, view.padded_cols);
+    const cpu::quantized_rows xs = xq.view();
+    for (auto level : test::supported_levels()) {
+      std::vector<float> out(static_cast<std::size_t>(m * rows));
+      cpu::qgemv_args args;
+      args.weights = &view;
+      args.x = &xs;
+      args.m_rows = m;
+      args.out = out.data();
+      args.out_stride = rows;
+      args.n_end = rows;
+      cpu::kernels_for(level).qgemv(args);
+      for (std::int64_t i = 0; i < m; ++i) {
+        for (std::int64_t n = 0; n < rows; ++n) {
+          const double want = cpu::quantized_dot_reference(view, xq, i, n);
+          ASSERT_NEAR(out[static_cast<std::size_t>(i * rows + n)], want, 4e-6 * std::fabs(want))
+              << quantization_name(format) << " at " << cpu::isa_name(level) << " row " << i << " out " << n;
+        }
+      }
+    }
+  }
+}
+
 TEST(QuantizedGemv, DequantisedPanelsMatchTheReferenceAtEveryLevel) {
   random_source rng;
   SCOPED_TRACE(rng.trace());
@@ -206,7 +300,8 @@ TEST(QuantizedGemv, DequantisedPanelsMatchTheReferenceAtEveryLevel) {
 }
 
 // linear() end to end: stacked bf16 parts with biases, through the integer
-// GEMV (few rows) and the dequantised oneDNN panels (many rows), against the
+// GEMV (few rows), its GEMM tiles (more) and the dequantised oneDNN panels
+// (forced by a row limit of 0), against the
 // dequantised weights times the exact activations. The bound allows each
 // activation its int8 step (GEMV) or its and the weight's bf16 rounding (GEMM).
 TEST(QuantizedLinear, StackedPartsWithBiasesAtEveryLevelAndRowCount) {
@@ -230,8 +325,8 @@ TEST(QuantizedLinear, StackedPartsWithBiasesAtEveryLevelAndRowCount) {
   for (auto format : all_formats) {
     const quantized_buffer q = quantize(all_weights, format, n_total, k);
     const cpu::quantized_matrix view = q.view();
-    for (auto level : test::supported_levels()) {
-      auto device = test::make_backend_at(level);
+    for (auto [level, integer_rows] : test::supported_levels_times({-1, 0})) {
+      auto device = test::make_backend_at(level, {.quantized_gemv_max_rows = integer_rows});
       const auto weight = device->prepare_quantized_linear(parts, bias_tensors, format);
       ASSERT_EQ(weight->out_features(), n_total);
       for (std::int64_t m : {1, 5, 40}) {
@@ -257,8 +352,8 @@ TEST(QuantizedLinear, StackedPartsWithBiasesAtEveryLevelAndRowCount) {
               bound += std::fabs(wv) * (group_max / 127.0 * 0.5 + std::fabs(xv) * 0x1p-7) + 1e-4 * std::fabs(wv * xv);
             }
             ASSERT_NEAR(got[static_cast<std::size_t>(i * n_total + n)], want, bound)
-                << quantization_name(format) << " at " << cpu::isa_name(level) << " m " << m << " row " << i << " out "
-                << n;
+                << quantization_name(format) << " at " << cpu::isa_name(level) << " integer rows " << integer_rows
+                << " m " << m << " row " << i << " out " << n;
           }
         }
       }

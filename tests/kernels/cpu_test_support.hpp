@@ -8,10 +8,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/backend.hpp"
@@ -54,10 +56,20 @@ inline std::vector<cpu::isa_level> supported_levels() {
   return levels;
 }
 
+/// Every supported level paired with each of `settings`.
+inline std::vector<std::pair<cpu::isa_level, int>> supported_levels_times(std::initializer_list<int> settings) {
+  std::vector<std::pair<cpu::isa_level, int>> pairs;
+  for (auto level : supported_levels()) {
+    for (int setting : settings) pairs.emplace_back(level, setting);
+  }
+  return pairs;
+}
+
 /// The CPU backend settings the tests vary besides the dispatch level.
 struct backend_knobs {
   int gemv_max_rows = -1;  ///< rows up to which linear() takes the skinny GEMM (-1: the backend's default)
   int threads = 2;
+  int quantized_gemv_max_rows = -1;  ///< rows up to which quantised weights take the integer kernels
 };
 
 /// A CPU backend dispatching at most at `level`.
@@ -66,6 +78,7 @@ inline std::unique_ptr<backend> make_backend_at(cpu::isa_level level, const back
   options.threads = knobs.threads;
   options.max_isa = level;
   options.gemv_max_rows = knobs.gemv_max_rows;
+  options.quantized_gemv_max_rows = knobs.quantized_gemv_max_rows;
   return cpu::make_cpu_backend(options);
 }
 

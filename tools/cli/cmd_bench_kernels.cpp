@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <random>
 #include <stdexcept>
 #include <vector>
@@ -100,11 +101,12 @@ constexpr double streamed_bytes = 512e6;
 int copies_for(double matrix_bytes) { return std::max(1, static_cast<int>(streamed_bytes / matrix_bytes + 0.5)); }
 
 std::unique_ptr<backend> make_bench_backend(const bench_arguments& args, cpu::weight_placement placement,
-                                            int gemv_max_rows = -1) {
+                                            int gemv_max_rows = -1, int quantized_gemv_max_rows = -1) {
   cpu::cpu_backend_options options;
   options.threads = args.threads;
   options.weights = placement;
   options.gemv_max_rows = gemv_max_rows;
+  options.quantized_gemv_max_rows = quantized_gemv_max_rows;
   if (!args.isa.empty()) {
     options.max_isa = cpu::parse_isa(args.isa);
     if (!options.max_isa) throw std::runtime_error("--isa: unknown level '" + args.isa + "'");
@@ -171,8 +173,13 @@ void bench_gemv(const bench_arguments& args) {
 }
 
 void bench_quantized(const bench_arguments& args) {
-  std::printf("Quantised weights (8192x2048, weights streamed from memory), GFLOP/s and weight GB/s:\n");
-  auto backend = make_bench_backend(args, cpu::weight_placement::copy);
+  std::printf(
+      "Quantised weights (8192x2048, weights streamed from memory), GFLOP/s and weight GB/s;\n"
+      "from 64 rows both quantised paths (the default takes the integer one up to %d rows):\n",
+      cpu::default_quantized_gemv_max_rows(args.isa.empty() ? cpu::detected_isa()
+                                                            : cpu::parse_isa(args.isa).value_or(cpu::detected_isa())));
+  const auto integer = make_bench_backend(args, cpu::weight_placement::copy, -1, std::numeric_limits<int>::max());
+  const auto dequantised = make_bench_backend(args, cpu::weight_placement::copy, -1, 0);
   const std::int64_t n = 8192, k = 2048;
   const auto values = random_bf16(static_cast<std::size_t>(n * k));
   const host_tensor tensor{"w", dtype::bf16, {n, k}, values.data()};
@@ -183,10 +190,15 @@ void bench_quantized(const bench_arguments& args) {
                                                                             : 0.5625;
       const double bytes = bytes_per_weight * static_cast<double>(n * k);
       const std::vector<host_tensor> copies(static_cast<std::size_t>(m > 32 ? 1 : copies_for(bytes)), tensor);
-      const double t = time_linear(*backend, copies, m, m > 32 ? 3 : args.repeats, format);
-      const std::string shape = std::to_string(m) + "x8192x2048 " + std::string(quantization_name(format));
-      std::printf("  %-28s %-28s %9.3f ms %9.1f GFLOP/s %7.1f GB/s\n", "linear", shape.c_str(), t * 1e3,
-                  2.0 * m * n * k / t / 1e9, bytes / t / 1e9);
+      const bool both = m >= 64 && format != weight_quantization::none;
+      for (backend* path : {integer.get(), dequantised.get()}) {
+        if (path == dequantised.get() && !both) continue;
+        const double t = time_linear(*path, copies, m, m > 32 ? 3 : args.repeats, format);
+        const std::string shape = std::to_string(m) + "x8192x2048 " + std::string(quantization_name(format));
+        const char* name = !both ? "linear" : path == integer.get() ? "linear integer" : "linear dequantised";
+        std::printf("  %-28s %-28s %9.3f ms %9.1f GFLOP/s %7.1f GB/s\n", name, shape.c_str(), t * 1e3,
+                    2.0 * m * n * k / t / 1e9, bytes / t / 1e9);
+      }
     }
   }
 }
