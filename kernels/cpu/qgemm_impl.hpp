@@ -143,33 +143,12 @@ inline void qgemv_rows(const qgemv_args& args) {
     for (; m0 + tile_activation_rows <= args.m_rows; m0 += tile_activation_rows) qgemm_pass<F>(args, m0);
   }
 #endif
+  using pass = void (*)(const qgemv_args&, std::int64_t, std::int64_t, std::int64_t);
+  constexpr pass passes[max_rows_per_pass] = {qgemv_pass<F, 1>, qgemv_pass<F, 2>, qgemv_pass<F, 3>, qgemv_pass<F, 4>,
+                                              qgemv_pass<F, 5>, qgemv_pass<F, 6>, qgemv_pass<F, 7>, qgemv_pass<F, 8>};
   for (; m0 < args.m_rows; m0 += max_rows_per_pass) {
-    switch (args.m_rows - m0 < max_rows_per_pass ? args.m_rows - m0 : max_rows_per_pass) {
-      case 1:
-        qgemv_pass<F, 1>(args, m0, args.n_begin, args.n_end);
-        break;
-      case 2:
-        qgemv_pass<F, 2>(args, m0, args.n_begin, args.n_end);
-        break;
-      case 3:
-        qgemv_pass<F, 3>(args, m0, args.n_begin, args.n_end);
-        break;
-      case 4:
-        qgemv_pass<F, 4>(args, m0, args.n_begin, args.n_end);
-        break;
-      case 5:
-        qgemv_pass<F, 5>(args, m0, args.n_begin, args.n_end);
-        break;
-      case 6:
-        qgemv_pass<F, 6>(args, m0, args.n_begin, args.n_end);
-        break;
-      case 7:
-        qgemv_pass<F, 7>(args, m0, args.n_begin, args.n_end);
-        break;
-      default:
-        qgemv_pass<F, 8>(args, m0, args.n_begin, args.n_end);
-        break;
-    }
+    const std::int64_t rows = args.m_rows - m0 < max_rows_per_pass ? args.m_rows - m0 : max_rows_per_pass;
+    passes[rows - 1](args, m0, args.n_begin, args.n_end);
   }
 }
 

@@ -141,6 +141,24 @@ double magnitude(const cpu::quantized_matrix& w, const cpu::reference_rows& x, s
   return total;
 }
 
+// qgemv at `level` of m activation rows by weight rows [n_begin, w.rows):
+// out [m][w.rows], NaN where nothing was written.
+std::vector<float> run_qgemv(cpu::isa_level level, const cpu::quantized_matrix& w, const cpu::quantized_rows& x,
+                             std::int64_t m, std::int64_t n_begin, const float* bias = nullptr) {
+  std::vector<float> out(static_cast<std::size_t>(m * w.rows), std::nanf(""));
+  cpu::qgemv_args args;
+  args.weights = &w;
+  args.x = &x;
+  args.bias = bias;
+  args.m_rows = m;
+  args.out = out.data();
+  args.out_stride = w.rows;
+  args.n_begin = n_begin;
+  args.n_end = w.rows;
+  cpu::kernels_for(level).qgemv(args);
+  return out;
+}
+
 TEST(QuantizedGemv, EveryLevelMatchesTheReference) {
   random_source rng;
   SCOPED_TRACE(rng.trace());
@@ -156,17 +174,8 @@ TEST(QuantizedGemv, EveryLevelMatchesTheReference) {
         const cpu::quantized_rows rows_view = xq.view();
         const std::vector<float> bias = rng.floats(static_cast<std::size_t>(rows));
         for (auto level : test::supported_levels()) {
-          std::vector<float> out(static_cast<std::size_t>(m * rows), std::nanf(""));
-          cpu::qgemv_args args;
-          args.weights = &view;
-          args.x = &rows_view;
-          args.bias = bias.data();
-          args.m_rows = m;
-          args.out = out.data();
-          args.out_stride = rows;
-          args.n_begin = 2;  // rows before n_begin stay untouched
-          args.n_end = rows;
-          cpu::kernels_for(level).qgemv(args);
+          // Outputs before n_begin = 2 stay untouched.
+          const std::vector<float> out = run_qgemv(level, view, rows_view, m, 2, bias.data());
           for (std::int64_t i = 0; i < m; ++i) {
             for (std::int64_t n = 0; n < rows; ++n) {
               const float got = out[static_cast<std::size_t>(i * rows + n)];
@@ -202,16 +211,7 @@ TEST(QuantizedGemm, TilesGiveTheGemvBitsAtEveryLevel) {
       const cpu::reference_rows xq = cpu::quantize_rows_reference(x.data(), m, cols, cols, view.padded_cols);
       const cpu::quantized_rows all = xq.view();
       for (auto level : test::supported_levels()) {
-        std::vector<float> out(static_cast<std::size_t>(m * rows), std::nanf(""));
-        cpu::qgemv_args args;
-        args.weights = &view;
-        args.x = &all;
-        args.m_rows = m;
-        args.out = out.data();
-        args.out_stride = rows;
-        args.n_begin = 1;
-        args.n_end = rows;
-        cpu::kernels_for(level).qgemv(args);
+        const std::vector<float> out = run_qgemv(level, view, all, m, 1);
         for (std::int64_t i = 0; i < m; ++i) {
           const std::int64_t groups = view.padded_cols / quant_group;
           cpu::quantized_rows one = all;
@@ -219,12 +219,7 @@ TEST(QuantizedGemm, TilesGiveTheGemvBitsAtEveryLevel) {
           one.scales += i * groups;
           one.sums += i * groups;
           one.code_sums += i * groups;
-          std::vector<float> lone(static_cast<std::size_t>(rows), std::nanf(""));
-          cpu::qgemv_args single = args;
-          single.x = &one;
-          single.m_rows = 1;
-          single.out = lone.data();
-          cpu::kernels_for(level).qgemv(single);
+          const std::vector<float> lone = run_qgemv(level, view, one, 1, 1);
           for (std::int64_t n = 1; n < rows; ++n) {
             const float got = out[static_cast<std::size_t>(i * rows + n)];
             ASSERT_EQ(std::bit_cast<std::uint32_t>(got),
@@ -256,15 +251,7 @@ TEST(QuantizedGemv, CodeOffsetsLeaveNoCancellationError) {
     const cpu::reference_rows xq = cpu::quantize_rows_reference(x.data(), m, cols, cols, view.padded_cols);
     const cpu::quantized_rows xs = xq.view();
     for (auto level : test::supported_levels()) {
-      std::vector<float> out(static_cast<std::size_t>(m * rows));
-      cpu::qgemv_args args;
-      args.weights = &view;
-      args.x = &xs;
-      args.m_rows = m;
-      args.out = out.data();
-      args.out_stride = rows;
-      args.n_end = rows;
-      cpu::kernels_for(level).qgemv(args);
+      const std::vector<float> out = run_qgemv(level, view, xs, m, 0);
       for (std::int64_t i = 0; i < m; ++i) {
         for (std::int64_t n = 0; n < rows; ++n) {
           const double want = cpu::quantized_dot_reference(view, xq, i, n);
