@@ -1,7 +1,8 @@
 #pragma once
-// Quantised GEMV / small-batch GEMM: int8 activations (per group of 32,
-// quantised on the fly) times int8 (per output row) or int4 (per group of 32)
-// weights, integer dot products per group, f32 accumulation across groups.
+// Quantised GEMV (up to 8 activation rows; more run the tiles of
+// qgemm_impl.hpp): int8 activations (per group of 32, quantised on the fly)
+// times int8 (per output row) or int4 (per group of 32) weights, integer dot
+// products per group, f32 accumulation across groups.
 // Included only by the ISA units. Layouts: isa_kernels.hpp.
 //
 // Each 64-byte vector of a superblock carries 16 groups in its 32-bit lanes
