@@ -57,6 +57,7 @@ cpu_backend::cpu_backend(const cpu_backend_options& options)
       quantized_gemv_max_rows_(options.quantized_gemv_max_rows >= 0 ? options.quantized_gemv_max_rows
                                                                     : default_quantized_gemv_max_rows(isa_)),
       batch_invariant_(options.batch_invariant),
+      bf16_panels_(options.bf16_panels),
       pool_(options.threads),
       scratch_(pool_.size()),
       matmuls_(std::make_unique<onednn_matmuls>(pool_.size(), isa_ >= isa_level::avx512_bf16)) {

@@ -28,6 +28,11 @@ struct cpu_backend_options {
   /// count, the batch and the chunking (linear: the skinny GEMM for every M,
   /// gemv_max_rows ignored). See README.md for what it guarantees and costs.
   bool batch_invariant = false;
+  /// Copied bf16 weights are packed into output panels where the level has
+  /// the panel GEMM (AVX-512 without bf16 arithmetic): linear then runs it
+  /// for every M (gemv_max_rows does not apply), and it is batch-invariant
+  /// by construction. Off: row-major, skinny GEMM and oneDNN as for f32.
+  bool bf16_panels = true;
 };
 
 /// Creates a CPU backend. Throws std::invalid_argument when max_isa exceeds
@@ -39,6 +44,9 @@ std::unique_ptr<backend> make_cpu_backend(const cpu_backend_options& options = {
 /// bf16 (AVX-512 BF16), and everything else (f32, f16, widened bf16).
 inline constexpr int default_gemv_max_rows_bf16 = 16;
 inline constexpr int default_gemv_max_rows_other = 32;
+
+/// Whether copied bf16 weights go into panels at `level` (cpu_backend_options::bf16_panels).
+bool bf16_panels_at(isa_level level);
 
 /// The quantised path's row limit when cpu_backend_options::quantized_gemv_max_rows is -1.
 int default_quantized_gemv_max_rows(isa_level level);

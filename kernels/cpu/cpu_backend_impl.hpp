@@ -32,6 +32,8 @@ class cpu_linear_weight final : public linear_weight {
   device_buffer storage;
   std::vector<float> bias;  ///< [rows] or empty
   bool quantized = false;
+  /// bf16 in output panels (isa_kernels.hpp, bf16_panel_rows) instead of row-major.
+  bool panels = false;
   quantized_matrix packed;  ///< the quantised layout when `quantized`
   /// [cols] or empty: weight input j is x's column input_permutation[j]
   /// (GPTQ act-order, int4_source::input_permutation); linear gathers x by it.
@@ -129,6 +131,10 @@ class cpu_backend final : public backend {
   /// The skinny GEMM, parallel over weight rows; `k_blocked` walks K in
   /// blocks (many rows, batch-invariant mode) with the same per-element order.
   void linear_skinny(tensor_view x, const cpu_linear_weight& w, tensor_view out, bool k_blocked);
+  /// Packs bf16 `parts` (stacked) into `weight`'s panels, in parallel.
+  void pack_panels(std::span<const host_tensor> parts, cpu_linear_weight& weight);
+  /// The panel GEMM, parallel over panels (and row blocks when they are few).
+  void linear_panels(tensor_view x, const cpu_linear_weight& w, tensor_view out);
   /// x's columns gathered by `permutation` (into permuted_x_).
   tensor_view permuted_columns(tensor_view x, std::span<const std::int32_t> permutation);
   /// Quantises x's rows to int8 and runs the quantised skinny GEMM.
@@ -145,6 +151,7 @@ class cpu_backend final : public backend {
   int gemv_max_rows_;  ///< -1: per weight type
   int quantized_gemv_max_rows_;
   bool batch_invariant_;
+  bool bf16_panels_;
   thread_pool pool_;
   per_thread_scratch scratch_;
   std::unique_ptr<onednn_matmuls> matmuls_;

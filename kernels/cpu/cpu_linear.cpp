@@ -182,6 +182,8 @@ std::unique_ptr<linear_weight> cpu_backend::prepare_linear(std::span<const host_
   for (const host_tensor& part : parts) weight->rows += part.shape[0];
   if (placement_ == weight_placement::mapped && parts.size() == 1) {
     weight->data = parts.front().data;
+  } else if (weight->type == dtype::bf16 && bf16_panels_ && kernels_.bf16_panel_gemm != nullptr) {
+    pack_panels(parts, *weight);
   } else {
     const std::size_t row_bytes = static_cast<std::size_t>(weight->cols) * dtype_size(weight->type);
     weight->storage = allocate(static_cast<std::size_t>(weight->rows) * row_bytes);
@@ -245,6 +247,8 @@ void cpu_backend::linear(tensor_view x, const linear_weight& w, tensor_view out)
     linear_quantized(x, *weight, out);
   } else if (weight->quantized) {
     matmuls_->run(pool_, kernels_, x, *weight, out);  // dequantised to bf16 panels
+  } else if (weight->panels) {
+    linear_panels(x, *weight, out);  // batch-invariant as it stands
   } else if (batch_invariant_) {
     // The skinny GEMM computes every output element in the same order
     // whatever the row count, the row's place in a tile, the tile shape, the

@@ -44,6 +44,32 @@ struct gemv_args {
 /// weight rows: one vector of partial sums per (activation row of a pass, weight row).
 inline std::size_t gemv_accumulator_floats(std::int64_t n) { return static_cast<std::size_t>(n) * 8 * 16; }
 
+/// bf16 weights in output panels (cpu_backend_options::bf16_panels): panel p
+/// holds weight rows [64 p, 64 p + 64) as [k_pairs][64][2] bf16, element
+/// (row r, input c) at panel p + (c / 2) * 128 + (r % 64) * 2 + c % 2. So one
+/// 64-byte vector carries inputs 2 j and 2 j + 1 of 16 rows, the even ones
+/// as the low halves of its 32-bit lanes. Rows past out_features and the
+/// odd half past an odd in_features are zero.
+constexpr std::int64_t bf16_panel_rows = 64;
+
+/// out[m, n] = x[m, :] · w[n, :] (+ bias[n]) for m < m_rows and the rows n
+/// of panels [panel_begin, panel_end) below n_rows, w in bf16 panels. Each
+/// output accumulates over the inputs in order, one f32 fma per input, from
+/// zero, then adds its bias: the same bits whatever m_rows, the row's place
+/// in it, or how the panels and rows are split into calls.
+struct panel_gemm_args {
+  const std::uint16_t* panels = nullptr;  ///< the weight's panels (layout above)
+  std::int64_t k = 0;                     ///< in_features
+  std::int64_t n_rows = 0;                ///< out_features: outputs at or past it are not written
+  const float* bias = nullptr;            ///< [n_rows] or null
+  const float* x = nullptr;               ///< [m_rows][k], row stride x_stride (floats)
+  std::int64_t x_stride = 0;
+  std::int64_t m_rows = 0;
+  float* out = nullptr;  ///< [m_rows][n_rows], row stride out_stride (floats); holds partial sums between K blocks
+  std::int64_t out_stride = 0;
+  std::int64_t panel_begin = 0, panel_end = 0;
+};
+
 /// Weight-only quantised formats (values of troupe::weight_quantization, kernels/quantized.hpp).
 enum class qformat : std::uint8_t { int8 = 1, int4 = 2, int4_asym = 3 };
 
@@ -166,6 +192,9 @@ struct isa_kernels {
   /// True when bf16 weights want gemv_args::x_bf16 (vdpbf16ps path).
   bool bf16_dot;
   void (*gemv)(const gemv_args& args);
+  /// bf16 weights in panels (panel_gemm_args); null at levels without it,
+  /// where bf16 weights stay row-major for gemv and oneDNN.
+  void (*bf16_panel_gemm)(const panel_gemm_args& args);
   /// dst[i] = type(src[i]) with round-to-nearest-even.
   void (*from_f32)(const float* src, void* dst, elem type, std::int64_t count);
   /// dst[i] = float(src[i]), exact.

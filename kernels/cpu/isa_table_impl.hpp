@@ -4,9 +4,16 @@
 #include "kernels/cpu/attention_impl.hpp"
 #include "kernels/cpu/elementwise_impl.hpp"
 #include "kernels/cpu/gemv_impl.hpp"
+#include "kernels/cpu/panel_gemm_impl.hpp"
 #include "kernels/cpu/qgemm_impl.hpp"
 
 namespace troupe::cpu::TROUPE_ISA_NS {
+
+#if defined(TROUPE_HAVE_PANEL_GEMM)
+constexpr void (*panel_gemm_entry)(const panel_gemm_args&) = bf16_panel_gemm;
+#else
+constexpr void (*panel_gemm_entry)(const panel_gemm_args&) = nullptr;
+#endif
 
 constexpr isa_kernels make_table(const char* name) {
   return isa_kernels {
@@ -16,10 +23,11 @@ constexpr isa_kernels make_table(const char* name) {
 #else
     .bf16_dot = false,
 #endif
-    .gemv = gemv, .from_f32 = from_f32, .to_f32 = to_f32, .rms_norm_row = rms_norm_row,
-    .add_rms_norm_row = add_rms_norm_row, .silu_mul_row = silu_mul_row, .rope_row = rope_row, .attention = attention,
-    .attention_merge = attention_merge, .qgemv = qgemv, .quantize_row = quantize_row,
-    .dequantize_rows = dequantize_rows, .row_max = row_max, .sum_exp = sum_exp, .exp_scaled = exp_scaled,
+    .gemv = gemv, .bf16_panel_gemm = panel_gemm_entry, .from_f32 = from_f32, .to_f32 = to_f32,
+    .rms_norm_row = rms_norm_row, .add_rms_norm_row = add_rms_norm_row, .silu_mul_row = silu_mul_row,
+    .rope_row = rope_row, .attention = attention, .attention_merge = attention_merge, .qgemv = qgemv,
+    .quantize_row = quantize_row, .dequantize_rows = dequantize_rows, .row_max = row_max, .sum_exp = sum_exp,
+    .exp_scaled = exp_scaled,
   };
 }
 

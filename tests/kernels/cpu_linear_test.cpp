@@ -1,6 +1,7 @@
 // linear(): the skinny GEMM at every dispatch level and the oneDNN path,
 // for f32/bf16/f16 weights, biases and stacked parts, against a double
-// precision reference on the exact stored weight values.
+// precision reference on the exact stored weight values. bf16 weights stay
+// row-major here (bf16_panels off); cpu_panel_gemm_test.cpp covers panels.
 
 #include <gtest/gtest.h>
 
@@ -114,7 +115,7 @@ class LinearAtLevel : public ::testing::TestWithParam<cpu::isa_level> {};
 TEST_P(LinearAtLevel, SkinnyGemmMatchesReferenceForEveryRowCount) {
   random_source rng;
   SCOPED_TRACE(rng.trace());
-  auto b = test::make_backend_at(GetParam(), {.gemv_max_rows = 1000});
+  auto b = test::make_backend_at(GetParam(), {.gemv_max_rows = 1000, .bf16_panels = false});
   for (dtype type : {dtype::f32, dtype::bf16, dtype::f16}) {
     for (std::int64_t m = 1; m <= 300; m += (m < 40 ? 1 : 37))
       check_linear(*b, GetParam(), rng, {.type = type, .m = m, .k = 45, .outs = {37}, .with_bias = true});
@@ -128,7 +129,7 @@ TEST_P(LinearAtLevel, SkinnyGemmMatchesReferenceForEveryRowCount) {
 TEST_P(LinearAtLevel, OneDnnPathMatchesReference) {
   random_source rng;
   SCOPED_TRACE(rng.trace());
-  auto b = test::make_backend_at(GetParam(), {.gemv_max_rows = 0});
+  auto b = test::make_backend_at(GetParam(), {.gemv_max_rows = 0, .bf16_panels = false});
   for (dtype type : {dtype::f32, dtype::bf16, dtype::f16}) {
     for (std::int64_t m : {1, 2, 9, 64, 300})
       check_linear(*b, GetParam(), rng, {.type = type, .m = m, .k = 45, .outs = {37}, .with_bias = true});
@@ -140,7 +141,7 @@ TEST_P(LinearAtLevel, StackedPartsWithBiasesMatchTheConcatenatedMatrix) {
   random_source rng;
   SCOPED_TRACE(rng.trace());
   for (int gemv_rows : {1000, 0}) {
-    auto b = test::make_backend_at(GetParam(), {.gemv_max_rows = gemv_rows});
+    auto b = test::make_backend_at(GetParam(), {.gemv_max_rows = gemv_rows, .bf16_panels = false});
     for (dtype type : {dtype::f32, dtype::bf16, dtype::f16}) {
       check_linear(*b, GetParam(), rng,
                    {.type = type, .m = 4, .k = 64, .outs = {64, 16, 16}, .with_bias = true});  // fused q, k, v
@@ -157,8 +158,8 @@ TEST(Linear, EveryRowCountFromOneTo300OnBothPaths) {
   random_source rng;
   SCOPED_TRACE(rng.trace());
   const cpu::isa_level best = cpu::detected_isa();
-  auto skinny = test::make_backend_at(best, {.gemv_max_rows = 1000});
-  auto onednn = test::make_backend_at(best, {.gemv_max_rows = 0});
+  auto skinny = test::make_backend_at(best, {.gemv_max_rows = 1000, .bf16_panels = false});
+  auto onednn = test::make_backend_at(best, {.gemv_max_rows = 0, .bf16_panels = false});
   for (std::int64_t m = 1; m <= 300; ++m) {
     const dtype type = m % 3 == 0 ? dtype::f32 : m % 3 == 1 ? dtype::bf16 : dtype::f16;
     check_linear(*skinny, best, rng, {.type = type, .m = m, .k = 24, .outs = {19}, .with_bias = m % 2 == 0});

@@ -70,6 +70,7 @@ struct backend_knobs {
   int gemv_max_rows = -1;  ///< rows up to which linear() takes the skinny GEMM (-1: the backend's default)
   int threads = 2;
   int quantized_gemv_max_rows = -1;  ///< rows up to which quantised weights take the integer kernels
+  bool bf16_panels = true;           ///< pack bf16 weights into panels where the level has the panel GEMM
 };
 
 /// A CPU backend dispatching at most at `level`.
@@ -79,6 +80,7 @@ inline std::unique_ptr<backend> make_backend_at(cpu::isa_level level, const back
   options.max_isa = level;
   options.gemv_max_rows = knobs.gemv_max_rows;
   options.quantized_gemv_max_rows = knobs.quantized_gemv_max_rows;
+  options.bf16_panels = knobs.bf16_panels;
   return cpu::make_cpu_backend(options);
 }
 

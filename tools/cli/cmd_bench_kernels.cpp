@@ -100,13 +100,20 @@ constexpr double streamed_bytes = 512e6;
 
 int copies_for(double matrix_bytes) { return std::max(1, static_cast<int>(streamed_bytes / matrix_bytes + 0.5)); }
 
+/// The dispatch level the benchmark runs at (--isa or the detected one).
+cpu::isa_level bench_level(const bench_arguments& args) {
+  return args.isa.empty() ? cpu::detected_isa() : cpu::parse_isa(args.isa).value_or(cpu::detected_isa());
+}
+
 std::unique_ptr<backend> make_bench_backend(const bench_arguments& args, cpu::weight_placement placement,
-                                            int gemv_max_rows = -1, int quantized_gemv_max_rows = -1) {
+                                            int gemv_max_rows = -1, int quantized_gemv_max_rows = -1,
+                                            bool bf16_panels = true) {
   cpu::cpu_backend_options options;
   options.threads = args.threads;
   options.weights = placement;
   options.gemv_max_rows = gemv_max_rows;
   options.quantized_gemv_max_rows = quantized_gemv_max_rows;
+  options.bf16_panels = bf16_panels;
   if (!args.isa.empty()) {
     options.max_isa = cpu::parse_isa(args.isa);
     if (!options.max_isa) throw std::runtime_error("--isa: unknown level '" + args.isa + "'");
@@ -140,7 +147,9 @@ void bench_gemv(const bench_arguments& args) {
               streamed_bytes / 1e6);
   const std::pair<std::int64_t, std::int64_t> shapes[] = {{3072, 2048}, {2048, 8192}, {8192, 2048}, {128256, 2048}};
   auto copied = make_bench_backend(args, cpu::weight_placement::copy);
+  auto row_major = make_bench_backend(args, cpu::weight_placement::copy, -1, -1, false);
   auto in_place = make_bench_backend(args, cpu::weight_placement::mapped);
+  const bool panels = cpu::bf16_panels_at(bench_level(args));
   for (auto [n, k] : shapes) {
     const auto values = random_bf16(static_cast<std::size_t>(n * k));
     const std::string shape = std::to_string(n) + "x" + std::to_string(k) + " bf16";
@@ -149,7 +158,11 @@ void bench_gemv(const bench_arguments& args) {
     const std::vector<host_tensor> tensors(static_cast<std::size_t>(copies),
                                            host_tensor{"w", dtype::bf16, {n, k}, values.data()});
     double t = time_linear(*copied, tensors, 1, args.repeats);
-    print_row("gemv copied+hugepages", shape, t, bytes / t / 1e9, "GB/s");
+    print_row(panels ? "gemv panels+hugepages" : "gemv copied+hugepages", shape, t, bytes / t / 1e9, "GB/s");
+    if (panels) {
+      t = time_linear(*row_major, tensors, 1, args.repeats);
+      print_row("gemv copied+hugepages", shape, t, bytes / t / 1e9, "GB/s");
+    }
     if (!args.skip_mapped) {
       const mapped_weights file(values, copies);
       std::vector<host_tensor> mapped;
@@ -176,8 +189,7 @@ void bench_quantized(const bench_arguments& args) {
   std::printf(
       "Quantised weights (8192x2048, weights streamed from memory), GFLOP/s and weight GB/s;\n"
       "from 64 rows both quantised paths (the default takes the integer one up to %d rows):\n",
-      cpu::default_quantized_gemv_max_rows(args.isa.empty() ? cpu::detected_isa()
-                                                            : cpu::parse_isa(args.isa).value_or(cpu::detected_isa())));
+      cpu::default_quantized_gemv_max_rows(bench_level(args)));
   const auto integer = make_bench_backend(args, cpu::weight_placement::copy, -1, std::numeric_limits<int>::max());
   const auto dequantised = make_bench_backend(args, cpu::weight_placement::copy, -1, 0);
   const std::int64_t n = 8192, k = 2048;
@@ -208,9 +220,11 @@ std::string gemm_shape(std::int64_t m, std::int64_t n, std::int64_t k, dtype typ
 }
 
 void bench_gemm(const bench_arguments& args) {
-  std::printf("GEMM (oneDNN above the skinny-GEMM limit) and the skinny GEMM, GFLOP/s:\n");
-  auto onednn = make_bench_backend(args, cpu::weight_placement::copy, 0);
-  auto skinny = make_bench_backend(args, cpu::weight_placement::copy, 1 << 20);
+  std::printf("GEMM: oneDNN, the skinny GEMM and (bf16, where the level has it) the panel GEMM, GFLOP/s:\n");
+  auto onednn = make_bench_backend(args, cpu::weight_placement::copy, 0, -1, false);
+  auto skinny = make_bench_backend(args, cpu::weight_placement::copy, 1 << 20, -1, false);
+  auto panels =
+      cpu::bf16_panels_at(bench_level(args)) ? make_bench_backend(args, cpu::weight_placement::copy) : nullptr;
   const std::pair<std::int64_t, std::int64_t> shapes[] = {{2048, 2048}, {8192, 2048}};
   for (dtype type : {dtype::bf16, dtype::f32}) {
     for (auto [n, k] : shapes) {
@@ -218,8 +232,13 @@ void bench_gemm(const bench_arguments& args) {
       std::vector<std::uint8_t> bytes(values.size() * dtype_size(type));
       convert_elements(values.data(), dtype::bf16, bytes.data(), type, values.size());
       const host_tensor tensor{"w", type, {n, k}, bytes.data()};
-      const double t = time_linear(*onednn, tensor, 512, std::max(3, args.repeats / 3));
+      const bool paneled = panels != nullptr && type == dtype::bf16;
+      double t = time_linear(*onednn, tensor, 512, std::max(3, args.repeats / 3));
       print_row("gemm onednn", gemm_shape(512, n, k, type), t, 2.0 * 512 * n * k / t / 1e9, "GFLOP/s");
+      if (paneled) {
+        t = time_linear(*panels, tensor, 512, std::max(3, args.repeats / 3));
+        print_row("panel gemm", gemm_shape(512, n, k, type), t, 2.0 * 512 * n * k / t / 1e9, "GFLOP/s");
+      }
       if (n != 8192) continue;
       // Where the skinny GEMM hands over to oneDNN (weights streamed from memory).
       const std::vector<host_tensor> copies(static_cast<std::size_t>(copies_for(static_cast<double>(bytes.size()))),
@@ -229,6 +248,10 @@ void bench_gemm(const bench_arguments& args) {
         print_row("skinny gemm", gemm_shape(m, n, k, type), ts, 2.0 * m * n * k / ts / 1e9, "GFLOP/s");
         ts = time_linear(*onednn, copies, m, args.repeats);
         print_row("gemm onednn", gemm_shape(m, n, k, type), ts, 2.0 * m * n * k / ts / 1e9, "GFLOP/s");
+        if (paneled) {
+          ts = time_linear(*panels, copies, m, args.repeats);
+          print_row("panel gemm", gemm_shape(m, n, k, type), ts, 2.0 * m * n * k / ts / 1e9, "GFLOP/s");
+        }
       }
     }
   }

@@ -1,0 +1,143 @@
+#pragma once
+// GEMM on bf16 weights in output panels (isa_kernels.hpp, bf16_panel_rows)
+// for AVX-512 without bf16 arithmetic. A tile is up to 6 activation rows ×
+// one panel's 64 output rows: 24 f32 accumulators. Per input pair it widens
+// 4 weight vectors twice (even inputs: the low halves shifted up; odd
+// inputs: loaded with the low halves masked to zero) and broadcasts each
+// activation once for 4 fmas. The dot-product GEMV instead reloads every
+// activation vector for each weight row and reduces every output across
+// lanes, which kept it at a third of the fma throughput from 8 rows up.
+// Included only by the ISA units.
+
+#include "kernels/cpu/isa_kernels.hpp"
+#include "kernels/cpu/simd.hpp"
+
+namespace troupe::cpu::TROUPE_ISA_NS {
+
+#if defined(__AVX512F__) && !defined(__AVX512BF16__)
+#define TROUPE_HAVE_PANEL_GEMM 1
+
+/// Input pairs one pass over a panel covers (a 256 KiB slice of it, held in
+/// L2 while every row tile passes over it). A constant, so every output sees
+/// the same stores and reloads of its partial sum whatever the call.
+constexpr std::int64_t panel_block_pairs = 1024;
+constexpr int panel_tile_rows = 6;
+/// How far ahead (input pairs, 256 bytes each) the first row tile of a pass
+/// prefetches: the hardware prefetcher stops at every 4 KiB page, and the
+/// first tile is the one that streams the panel from memory.
+constexpr std::int64_t panel_prefetch_pairs = 32;
+constexpr int panel_vectors = static_cast<int>(bf16_panel_rows / 16);
+
+/// acc[i][v] += x[i][c] · w(c) then x[i][c + 1] · w(c + 1) (the latter only
+/// when `Odd`), for the input pair at `pair` (128 bf16: 4 vectors).
+template <int MR, bool Odd>
+[[gnu::always_inline]] inline void panel_pair_step(__m512 (&acc)[MR][panel_vectors], const std::uint16_t* pair,
+                                                   const float* const (&x)[MR], std::int64_t c) {
+  __m512 w[panel_vectors];
+#pragma GCC unroll 4
+  for (int v = 0; v < panel_vectors; ++v)
+    w[v] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_loadu_si512(pair + 32 * v), 16));
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    const __m512 xv = _mm512_set1_ps(x[i][c]);
+#pragma GCC unroll 4
+    for (int v = 0; v < panel_vectors; ++v) acc[i][v] = _mm512_fmadd_ps(xv, w[v], acc[i][v]);
+  }
+  if constexpr (Odd) {
+    // The odd inputs are the high halves: a load that zeroes the low ones
+    // (a mask register, where an AND would hold a constant in a vector one).
+#pragma GCC unroll 4
+    for (int v = 0; v < panel_vectors; ++v)
+      w[v] = _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(__mmask32(0xaaaaaaaau), pair + 32 * v));
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const __m512 xv = _mm512_set1_ps(x[i][c + 1]);
+#pragma GCC unroll 4
+      for (int v = 0; v < panel_vectors; ++v) acc[i][v] = _mm512_fmadd_ps(xv, w[v], acc[i][v]);
+    }
+  }
+}
+
+/// Rows [m0, m0 + MR) × panel `p` over input pairs [pair_begin, pair_end):
+/// starts from zero or from the partial sums parked in `out`, and parks
+/// them there again unless the pass reaches the end of K (then adds bias).
+/// A non-null `stream_end` (the end of the call's panels) makes it prefetch
+/// ahead up to there.
+template <int MR>
+void panel_tile(const panel_gemm_args& a, std::int64_t p, std::int64_t m0, std::int64_t pair_begin,
+                std::int64_t pair_end, const std::uint16_t* stream_end) {
+  const std::int64_t n0 = p * bf16_panel_rows, k_pairs = (a.k + 1) / 2;
+  const std::uint16_t* panel = a.panels + p * k_pairs * 2 * bf16_panel_rows;
+  const std::int64_t valid = a.n_rows - n0 < bf16_panel_rows ? a.n_rows - n0 : bf16_panel_rows;
+  __mmask16 mask[panel_vectors];
+#pragma GCC unroll 4
+  for (int v = 0; v < panel_vectors; ++v) {
+    const std::int64_t lanes = valid - 16 * v;
+    mask[v] = lanes >= 16 ? __mmask16(0xffff) : lanes <= 0 ? __mmask16(0) : tail_mask(static_cast<int>(lanes));
+  }
+  const float* x[MR];
+  float* out[MR];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    x[i] = a.x + (m0 + i) * a.x_stride;
+    out[i] = a.out + (m0 + i) * a.out_stride + n0;
+  }
+  __m512 acc[MR][panel_vectors];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < panel_vectors; ++v)
+      acc[i][v] = pair_begin == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask[v], out[i] + 16 * v);
+  const std::int64_t whole_pairs = a.k / 2;  // an odd K ends on a lone even input
+  const std::int64_t whole_end = pair_end < whole_pairs ? pair_end : whole_pairs;
+  for (std::int64_t j = pair_begin; j < whole_end; ++j) {
+    const std::uint16_t* pair = panel + j * 2 * bf16_panel_rows;
+    if (stream_end != nullptr) {
+      const std::uint16_t* ahead = pair + panel_prefetch_pairs * 2 * bf16_panel_rows;
+#pragma GCC unroll 4
+      for (int v = 0; v < panel_vectors; ++v)
+        if (ahead + 32 * v < stream_end) prefetch(ahead + 32 * v);
+    }
+    panel_pair_step<MR, true>(acc, pair, x, 2 * j);
+  }
+  if (pair_end > whole_end) panel_pair_step<MR, false>(acc, panel + whole_end * 2 * bf16_panel_rows, x, 2 * whole_end);
+  const bool last = pair_end == k_pairs;
+#pragma GCC unroll 4
+  for (int v = 0; v < panel_vectors; ++v) {
+    const __m512 bias =
+        last && a.bias != nullptr ? _mm512_maskz_loadu_ps(mask[v], a.bias + n0 + 16 * v) : _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i)
+      _mm512_mask_storeu_ps(out[i] + 16 * v, mask[v], last ? _mm512_add_ps(acc[i][v], bias) : acc[i][v]);
+  }
+}
+
+/// Rows [m0, m0 + rows), rows <= MAX, against one panel's input pairs.
+template <int MAX>
+void panel_rows(const panel_gemm_args& a, std::int64_t p, std::int64_t m0, std::int64_t rows, std::int64_t pair_begin,
+                std::int64_t pair_end, const std::uint16_t* stream_end) {
+  if constexpr (MAX > 1) {
+    if (rows < MAX) {
+      panel_rows<MAX - 1>(a, p, m0, rows, pair_begin, pair_end, stream_end);
+      return;
+    }
+  }
+  panel_tile<MAX>(a, p, m0, pair_begin, pair_end, stream_end);
+}
+
+inline void bf16_panel_gemm(const panel_gemm_args& a) {
+  const std::int64_t k_pairs = (a.k + 1) / 2;
+  const std::uint16_t* stream_end = a.panels + a.panel_end * k_pairs * 2 * bf16_panel_rows;
+  for (std::int64_t p = a.panel_begin; p < a.panel_end; ++p) {
+    for (std::int64_t pair = 0; pair < k_pairs; pair += panel_block_pairs) {
+      const std::int64_t pair_end = k_pairs - pair < panel_block_pairs ? k_pairs : pair + panel_block_pairs;
+      for (std::int64_t m0 = 0; m0 < a.m_rows; m0 += panel_tile_rows) {
+        const std::int64_t rows = a.m_rows - m0 < panel_tile_rows ? a.m_rows - m0 : panel_tile_rows;
+        panel_rows<panel_tile_rows>(a, p, m0, rows, pair, pair_end, m0 == 0 ? stream_end : nullptr);
+      }
+    }
+  }
+}
+#endif
+
+}  // namespace troupe::cpu::TROUPE_ISA_NS
