@@ -14,8 +14,7 @@ constexpr std::int64_t pairs_per_sweep = 32;
 }  // namespace
 
 std::size_t bf16_panel_bytes(std::int64_t rows, std::int64_t cols) {
-  return static_cast<std::size_t>(bf16_panel_count(rows) * pair_count(cols) * 2 * bf16_panel_rows) *
-         sizeof(std::uint16_t);
+  return static_cast<std::size_t>(bf16_panel_count(rows) * bf16_panel_elements(cols)) * sizeof(std::uint16_t);
 }
 
 void pack_bf16_panel(std::span<const std::uint16_t* const> rows, std::int64_t cols, std::uint16_t* panel) {
@@ -36,7 +35,8 @@ void pack_bf16_panel(std::span<const std::uint16_t* const> rows, std::int64_t co
 
 std::uint16_t bf16_panel_element(const std::uint16_t* panels, std::int64_t cols, std::int64_t row, std::int64_t col) {
   const std::int64_t panel = row / bf16_panel_rows;
-  return panels[(panel * pair_count(cols) + col / 2) * 2 * bf16_panel_rows + row % bf16_panel_rows * 2 + col % 2];
+  return panels[panel * bf16_panel_elements(cols) + col / 2 * 2 * bf16_panel_rows + row % bf16_panel_rows * 2 +
+                col % 2];
 }
 
 }  // namespace troupe::cpu

@@ -14,6 +14,9 @@ namespace troupe::cpu {
 /// Panels of a weight with `rows` output rows.
 inline std::int64_t bf16_panel_count(std::int64_t rows) { return (rows + bf16_panel_rows - 1) / bf16_panel_rows; }
 
+/// bf16 elements of one panel of a weight with `cols` inputs (cols padded to even).
+inline std::int64_t bf16_panel_elements(std::int64_t cols) { return (cols + 1) / 2 * 2 * bf16_panel_rows; }
+
 /// Bytes of a rows × cols bf16 weight in panels (rows padded to whole
 /// panels, cols to an even count).
 std::size_t bf16_panel_bytes(std::int64_t rows, std::int64_t cols);

@@ -170,6 +170,9 @@ class cpu_backend final : public backend {
 /// dispatch cost is amortised, few enough that every thread gets work.
 std::int64_t rows_per_task(std::int64_t rows, std::int64_t cols, int threads);
 
+/// a / b rounded up, for positive a and b.
+inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
 /// Throws std::invalid_argument("<op>: <what>") unless `ok`.
 void require(bool ok, const char* op, const char* what);
 

@@ -49,8 +49,6 @@ constexpr std::int64_t invariant_slice_bytes = std::int64_t{32} << 10;
 // them. Both measured best on Zen 5 at M = 512 (kernels/cpu/README.md).
 constexpr std::int64_t invariant_panel_bytes = std::int64_t{512} << 10;
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-
 // A part kept in its checkpoint's 4-bit form can only become that format.
 void check_int4_parts(std::span<const host_tensor> parts, weight_quantization format) {
   for (const host_tensor& part : parts) {

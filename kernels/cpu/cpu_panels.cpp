@@ -11,8 +11,6 @@
 namespace troupe::cpu {
 namespace {
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-
 // Rows of one row block when the panels alone are too few to go round: a
 // multiple of the kernel's 6-row tile.
 constexpr std::int64_t row_block_multiple = 6;
@@ -31,8 +29,7 @@ void cpu_backend::pack_panels(std::span<const host_tensor> parts, cpu_linear_wei
   const std::size_t bytes = bf16_panel_bytes(weight.rows, weight.cols);
   weight.storage = allocate(bytes);
   auto* panels = static_cast<std::uint16_t*>(weight.storage.data());
-  const std::size_t panel_elements =
-      bytes / sizeof(std::uint16_t) / static_cast<std::size_t>(bf16_panel_count(weight.rows));
+  const auto panel_elements = static_cast<std::size_t>(bf16_panel_elements(weight.cols));
   pool_.parallel_for(bf16_panel_count(weight.rows), [&](std::int64_t p, int) {
     const std::int64_t first = p * bf16_panel_rows, count = std::min(bf16_panel_rows, weight.rows - first);
     pack_bf16_panel(std::span(rows).subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(count)),

@@ -28,6 +28,18 @@ constexpr int panel_tile_rows = 6;
 constexpr std::int64_t panel_prefetch_pairs = 32;
 constexpr int panel_vectors = static_cast<int>(bf16_panel_rows / 16);
 
+/// acc[i][v] += x[i][c] · w[v] for every tile row i.
+template <int MR>
+[[gnu::always_inline]] inline void panel_input_step(__m512 (&acc)[MR][panel_vectors], const __m512 (&w)[panel_vectors],
+                                                    const float* const (&x)[MR], std::int64_t c) {
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    const __m512 xv = _mm512_set1_ps(x[i][c]);
+#pragma GCC unroll 4
+    for (int v = 0; v < panel_vectors; ++v) acc[i][v] = _mm512_fmadd_ps(xv, w[v], acc[i][v]);
+  }
+}
+
 /// acc[i][v] += x[i][c] · w(c) then x[i][c + 1] · w(c + 1) (the latter only
 /// when `Odd`), for the input pair at `pair` (128 bf16: 4 vectors).
 template <int MR, bool Odd>
@@ -37,24 +49,14 @@ template <int MR, bool Odd>
 #pragma GCC unroll 4
   for (int v = 0; v < panel_vectors; ++v)
     w[v] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_loadu_si512(pair + 32 * v), 16));
-#pragma GCC unroll 8
-  for (int i = 0; i < MR; ++i) {
-    const __m512 xv = _mm512_set1_ps(x[i][c]);
-#pragma GCC unroll 4
-    for (int v = 0; v < panel_vectors; ++v) acc[i][v] = _mm512_fmadd_ps(xv, w[v], acc[i][v]);
-  }
+  panel_input_step<MR>(acc, w, x, c);
   if constexpr (Odd) {
     // The odd inputs are the high halves: a load that zeroes the low ones
     // (a mask register, where an AND would hold a constant in a vector one).
 #pragma GCC unroll 4
     for (int v = 0; v < panel_vectors; ++v)
       w[v] = _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(__mmask32(0xaaaaaaaau), pair + 32 * v));
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; ++i) {
-      const __m512 xv = _mm512_set1_ps(x[i][c + 1]);
-#pragma GCC unroll 4
-      for (int v = 0; v < panel_vectors; ++v) acc[i][v] = _mm512_fmadd_ps(xv, w[v], acc[i][v]);
-    }
+    panel_input_step<MR>(acc, w, x, c + 1);
   }
 }
 
