@@ -29,9 +29,9 @@ struct cpu_backend_options {
   /// gemv_max_rows ignored). See README.md for what it guarantees and costs.
   bool batch_invariant = false;
   /// Copied bf16 weights are packed into output panels where the level has
-  /// the panel GEMM (AVX-512 without bf16 arithmetic): linear then runs it
-  /// for every M (gemv_max_rows does not apply), and it is batch-invariant
-  /// by construction. Off: row-major, skinny GEMM and oneDNN as for f32.
+  /// the panel GEMM (the AVX-512 levels): linear then runs it for every M
+  /// (gemv_max_rows does not apply), and it is batch-invariant by
+  /// construction. Off: row-major, skinny GEMM and oneDNN as for f32.
   bool bf16_panels = true;
 };
 

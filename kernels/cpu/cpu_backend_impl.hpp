@@ -139,8 +139,9 @@ class cpu_backend final : public backend {
   tensor_view permuted_columns(tensor_view x, std::span<const std::int32_t> permutation);
   /// Quantises x's rows to int8 and runs the quantised skinny GEMM.
   void linear_quantized(tensor_view x, const cpu_linear_weight& w, tensor_view out);
-  /// bf16 copies of x's rows, `stride` elements apart, for the vdpbf16ps path.
-  const std::uint16_t* round_rows_to_bf16(tensor_view x, std::int64_t stride);
+  /// bf16 copies of x's rows for the vdpbf16ps paths: the first row, and
+  /// the elements between rows (`stride`).
+  const std::uint16_t* round_rows_to_bf16(tensor_view x, std::int64_t& stride);
   /// Largest M that `linear` runs on the skinny GEMM for weights of `type`.
   int skinny_row_limit(dtype type) const;
   void merge_attention_partials(const cpu_step_plan& plan, tensor_view out);

@@ -262,18 +262,16 @@ void cpu_backend::linear(tensor_view x, const linear_weight& w, tensor_view out)
 int default_quantized_gemv_max_rows(isa_level level) {
   // Where the integer kernels hand over to dequantised oneDNN panels: the
   // crossovers `troupe bench-kernels --sections quantized` measured (it prints
-  // both paths). With VNNI and no bf16 arithmetic (oneDNN computes in f32) the
-  // integer GEMM wins at every row count; without VNNI (maddubs) the f32 GEMM
-  // wins past about 128 rows. 96 at AVX-512 BF16 was measured on Zen 5 before
-  // the GEMM tiles, and stands until it is measured again.
+  // both paths). With VNNI the integer GEMM wins at every row count, against
+  // oneDNN in f32 (Cascade Lake) and in bf16 (Zen 4: 1.4-1.5× at 512 rows,
+  // 2.2-3.5× at 64-128); without VNNI (maddubs) the f32 GEMM wins past about
+  // 128 rows.
   switch (level) {
     case isa_level::avx512_vnni:
+    case isa_level::avx512_bf16:
       return std::numeric_limits<int>::max();
-    case isa_level::avx2:
-    case isa_level::avx512:
-      return 128;
     default:
-      return 96;
+      return 128;
   }
 }
 
@@ -283,7 +281,10 @@ int cpu_backend::skinny_row_limit(dtype weights) const {
   return onednn_bf16 ? default_gemv_max_rows_bf16 : default_gemv_max_rows_other;
 }
 
-const std::uint16_t* cpu_backend::round_rows_to_bf16(tensor_view x, std::int64_t stride) {
+const std::uint16_t* cpu_backend::round_rows_to_bf16(tensor_view x, std::int64_t& stride) {
+  // Rows one cache line longer than whole lines: rows a multiple of 4 KiB
+  // apart would all fall in one L1 set, and a pass reads 8 of them at once.
+  stride = ceil_div(x.cols, 32) * 32 + 32;
   activations_bf16_.resize(static_cast<std::size_t>(x.rows * stride));
   const std::int64_t per_task = rows_per_task(x.rows, x.cols, pool_.size());
   pool_.parallel_for(ceil_div(x.rows, per_task), [&](std::int64_t task, int) {
@@ -304,12 +305,7 @@ void cpu_backend::linear_skinny(tensor_view x, const cpu_linear_weight& w, tenso
   args.x_stride = x.row_stride;
   args.out = out.as<float>();
   args.out_stride = out.row_stride;
-  if (w.type == dtype::bf16 && kernels_.bf16_dot) {
-    // Rows one cache line longer than whole lines: rows a multiple of 4 KiB
-    // apart would all fall in one L1 set, and a pass reads 8 of them at once.
-    args.x_bf16_stride = ceil_div(w.cols, 32) * 32 + 32;
-    args.x_bf16 = round_rows_to_bf16(x, args.x_bf16_stride);
-  }
+  if (w.type == dtype::bf16 && kernels_.bf16_dot) args.x_bf16 = round_rows_to_bf16(x, args.x_bf16_stride);
   // Tasks: contiguous runs of weight rows, a few per thread so a stalled
   // thread is covered. Blocked runs are sized to stay in L2 and, when they
   // are too few to go round, the activation rows are split into blocks too.

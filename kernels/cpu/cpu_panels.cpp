@@ -40,14 +40,15 @@ void cpu_backend::pack_panels(std::span<const host_tensor> parts, cpu_linear_wei
 }
 
 void cpu_backend::linear_panels(tensor_view x, const cpu_linear_weight& w, tensor_view out) {
-  const panel_gemm_args args{.panels = static_cast<const std::uint16_t*>(w.data),
-                             .k = w.cols,
-                             .n_rows = w.rows,
-                             .bias = w.bias.empty() ? nullptr : w.bias.data(),
-                             .x = x.as<const float>(),
-                             .x_stride = x.row_stride,
-                             .out = out.as<float>(),
-                             .out_stride = out.row_stride};
+  panel_gemm_args args{.panels = static_cast<const std::uint16_t*>(w.data),
+                       .k = w.cols,
+                       .n_rows = w.rows,
+                       .bias = w.bias.empty() ? nullptr : w.bias.data(),
+                       .x = x.as<const float>(),
+                       .x_stride = x.row_stride,
+                       .out = out.as<float>(),
+                       .out_stride = out.row_stride};
+  if (kernels_.bf16_dot) args.x_bf16 = round_rows_to_bf16(x, args.x_bf16_stride);
   // Tasks: runs of panels, a few per thread so a stalled thread is covered;
   // when the panels are fewer than that, blocks of activation rows as well.
   const std::int64_t wanted = 4 * pool_.size(), panels = bf16_panel_count(w.rows);
@@ -61,6 +62,7 @@ void cpu_backend::linear_panels(tensor_view x, const cpu_linear_weight& w, tenso
     const std::int64_t first_row = task % blocks * block_rows, run = task / blocks;
     panel_gemm_args slice = args;
     slice.x += first_row * x.row_stride;
+    if (slice.x_bf16 != nullptr) slice.x_bf16 += first_row * args.x_bf16_stride;
     slice.out += first_row * out.row_stride;
     slice.m_rows = std::min(block_rows, x.rows - first_row);
     slice.panel_begin = run * run_length;

@@ -54,9 +54,11 @@ constexpr std::int64_t bf16_panel_rows = 64;
 
 /// out[m, n] = x[m, :] · w[n, :] (+ bias[n]) for m < m_rows and the rows n
 /// of panels [panel_begin, panel_end) below n_rows, w in bf16 panels. Each
-/// output accumulates over the inputs in order, one f32 fma per input, from
-/// zero, then adds its bias: the same bits whatever m_rows, the row's place
-/// in it, or how the panels and rows are split into calls.
+/// output accumulates over the inputs in order from zero, then adds its
+/// bias: one f32 fma per input, or with bf16 arithmetic (isa_kernels::bf16_dot)
+/// one vdpbf16ps per input pair of x rounded to bf16. So it is the same bits
+/// whatever m_rows, the row's place in it, or how the panels and rows are
+/// split into calls.
 struct panel_gemm_args {
   const std::uint16_t* panels = nullptr;  ///< the weight's panels (layout above)
   std::int64_t k = 0;                     ///< in_features
@@ -64,6 +66,9 @@ struct panel_gemm_args {
   const float* bias = nullptr;            ///< [n_rows] or null
   const float* x = nullptr;               ///< [m_rows][k], row stride x_stride (floats)
   std::int64_t x_stride = 0;
+  /// [m_rows][k] bf16 copy of x, read instead of x where isa_kernels::bf16_dot.
+  const std::uint16_t* x_bf16 = nullptr;
+  std::int64_t x_bf16_stride = 0;  ///< elements between rows of x_bf16 (even)
   std::int64_t m_rows = 0;
   float* out = nullptr;  ///< [m_rows][n_rows], row stride out_stride (floats); holds partial sums between K blocks
   std::int64_t out_stride = 0;
@@ -189,7 +194,8 @@ struct attention_merge_args {
 /// Kernels of one dispatch level. Rows are contiguous float arrays unless noted.
 struct isa_kernels {
   const char* name;
-  /// True when bf16 weights want gemv_args::x_bf16 (vdpbf16ps path).
+  /// True when bf16 weights want gemv_args::x_bf16 and panel_gemm_args::x_bf16
+  /// (the vdpbf16ps paths).
   bool bf16_dot;
   void (*gemv)(const gemv_args& args);
   /// bf16 weights in panels (panel_gemm_args); null at levels without it,

@@ -1,20 +1,23 @@
 #pragma once
 // GEMM on bf16 weights in output panels (isa_kernels.hpp, bf16_panel_rows)
-// for AVX-512 without bf16 arithmetic. A tile is up to 6 activation rows ×
-// one panel's 64 output rows: 24 f32 accumulators. Per input pair it widens
-// 4 weight vectors twice (even inputs: the low halves shifted up; odd
-// inputs: loaded with the low halves masked to zero) and broadcasts each
-// activation once for 4 fmas. The dot-product GEMV instead reloads every
-// activation vector for each weight row and reduces every output across
-// lanes, which kept it at a third of the fma throughput from 8 rows up.
-// Included only by the ISA units.
+// at the AVX-512 levels. A tile is up to 6 activation rows × one panel's 64
+// output rows: 24 f32 accumulators. Per input pair it loads the panel's 4
+// weight vectors once for all the tile's rows. With AVX-512 BF16 each
+// activation pair (rounded to bf16, panel_gemm_args::x_bf16) is broadcast
+// as one 32-bit word and `vdpbf16ps` multiplies it into the pair layout as
+// it lies. Without it the weights are widened twice (even inputs: the low
+// halves shifted up; odd inputs: loaded with the low halves masked to zero)
+// and each f32 activation is broadcast once for 4 fmas. The dot-product
+// GEMV instead reloads every activation vector for each weight row and
+// reduces every output across lanes, which kept it at a third of the fma
+// throughput from 8 rows up. Included only by the ISA units.
 
 #include "kernels/cpu/isa_kernels.hpp"
 #include "kernels/cpu/simd.hpp"
 
 namespace troupe::cpu::TROUPE_ISA_NS {
 
-#if defined(__AVX512F__) && !defined(__AVX512BF16__)
+#if defined(__AVX512F__)
 #define TROUPE_HAVE_PANEL_GEMM 1
 
 /// Input pairs one pass over a panel covers (a 256 KiB slice of it, held in
@@ -28,10 +31,41 @@ constexpr int panel_tile_rows = 6;
 constexpr std::int64_t panel_prefetch_pairs = 32;
 constexpr int panel_vectors = static_cast<int>(bf16_panel_rows / 16);
 
+#if defined(__AVX512BF16__)
+/// The activations the kernel reads: x rounded to bf16.
+using panel_activation = std::uint16_t;
+
+inline const panel_activation* panel_x_row(const panel_gemm_args& a, std::int64_t m) {
+  return a.x_bf16 + m * a.x_bf16_stride;
+}
+
+/// acc[i][v] += x[i][c + 1] · w(c + 1), then += x[i][c] · w(c), each an
+/// fma (vdpbf16ps as the SDM states it), one instruction per (row, vector)
+/// for the input pair at `pair` (128 bf16: 4 vectors); with `Odd` false the
+/// pair's odd half (zero in the panel) meets a zero input.
+template <int MR, bool Odd>
+[[gnu::always_inline]] inline void panel_pair_step(__m512 (&acc)[MR][panel_vectors], const std::uint16_t* pair,
+                                                   const panel_activation* const (&x)[MR], std::int64_t c) {
+  __m512bh w[panel_vectors];
+#pragma GCC unroll 4
+  for (int v = 0; v < panel_vectors; ++v) w[v] = (__m512bh)_mm512_loadu_si512(pair + 32 * v);
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    const __m512i xv = Odd ? _mm512_broadcastd_epi32(_mm_loadu_si32(x[i] + c)) : _mm512_set1_epi32(x[i][c]);
+#pragma GCC unroll 4
+    for (int v = 0; v < panel_vectors; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], (__m512bh)xv, w[v]);
+  }
+}
+#else
+/// The activations the kernel reads: x as it is.
+using panel_activation = float;
+
+inline const panel_activation* panel_x_row(const panel_gemm_args& a, std::int64_t m) { return a.x + m * a.x_stride; }
+
 /// acc[i][v] += x[i][c] · w[v] for every tile row i.
 template <int MR>
 [[gnu::always_inline]] inline void panel_input_step(__m512 (&acc)[MR][panel_vectors], const __m512 (&w)[panel_vectors],
-                                                    const float* const (&x)[MR], std::int64_t c) {
+                                                    const panel_activation* const (&x)[MR], std::int64_t c) {
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
     const __m512 xv = _mm512_set1_ps(x[i][c]);
@@ -44,7 +78,7 @@ template <int MR>
 /// when `Odd`), for the input pair at `pair` (128 bf16: 4 vectors).
 template <int MR, bool Odd>
 [[gnu::always_inline]] inline void panel_pair_step(__m512 (&acc)[MR][panel_vectors], const std::uint16_t* pair,
-                                                   const float* const (&x)[MR], std::int64_t c) {
+                                                   const panel_activation* const (&x)[MR], std::int64_t c) {
   __m512 w[panel_vectors];
 #pragma GCC unroll 4
   for (int v = 0; v < panel_vectors; ++v)
@@ -59,6 +93,7 @@ template <int MR, bool Odd>
     panel_input_step<MR>(acc, w, x, c + 1);
   }
 }
+#endif
 
 /// Rows [m0, m0 + MR) × panel `p` over input pairs [pair_begin, pair_end):
 /// starts from zero or from the partial sums parked in `out`, and parks
@@ -77,11 +112,11 @@ void panel_tile(const panel_gemm_args& a, std::int64_t p, std::int64_t m0, std::
     const std::int64_t lanes = valid - 16 * v;
     mask[v] = lanes >= 16 ? __mmask16(0xffff) : lanes <= 0 ? __mmask16(0) : tail_mask(static_cast<int>(lanes));
   }
-  const float* x[MR];
+  const panel_activation* x[MR];
   float* out[MR];
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
-    x[i] = a.x + (m0 + i) * a.x_stride;
+    x[i] = panel_x_row(a, m0 + i);
     out[i] = a.out + (m0 + i) * a.out_stride + n0;
   }
   __m512 acc[MR][panel_vectors];

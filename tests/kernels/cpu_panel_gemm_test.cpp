@@ -2,9 +2,9 @@
 // layout says and zeroes the padding; linear() on a packed weight gives,
 // for every row count, tile position, panel tail, K block and thread
 // count, exactly the bits of the documented order (one f32 fma per input
-// from zero, then + bias), which also makes it batch-invariant; levels
-// without the panel GEMM keep row-major bf16 and still match a double
-// reference.
+// from zero, then + bias; with bf16 arithmetic, vdpbf16ps's order on x
+// rounded to bf16), which also makes it batch-invariant; levels without the
+// panel GEMM keep row-major bf16 and still match a double reference.
 
 #include <gtest/gtest.h>
 
@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "kernels/cpu/bf16_panels.hpp"
+#include "kernels/cpu/cpu_features.hpp"
 #include "tests/kernels/cpu_test_support.hpp"
 
 namespace troupe {
@@ -71,13 +72,26 @@ struct bf16_weight {
 };
 
 /// The panel GEMM's documented arithmetic for one output, in scalar code.
-float documented_order(const float* x, const float* w, std::int64_t k, float bias) {
+/// With bf16 arithmetic (`bf16_dot`): x rounded to bf16, and per input pair
+/// the odd product, then the even one, each one fma, as the SDM states
+/// vdpbf16ps (a lone last input meets a zero pair half). Without: one fma
+/// per input in order.
+float documented_order(const float* x, const float* w, std::int64_t k, float bias, bool bf16_dot) {
   float acc = 0.0f;
-  for (std::int64_t c = 0; c < k; ++c) acc = std::fma(x[c], w[c], acc);
+  if (!bf16_dot) {
+    for (std::int64_t c = 0; c < k; ++c) acc = std::fma(x[c], w[c], acc);
+    return acc + bias;
+  }
+  for (std::int64_t c = 0; c < k; c += 2) {
+    const bool odd = c + 1 < k;
+    acc = std::fma(odd ? test::round_to_bf16(x[c + 1]) : 0.0f, odd ? w[c + 1] : 0.0f, acc);
+    acc = std::fma(test::round_to_bf16(x[c]), w[c], acc);
+  }
   return acc + bias;
 }
 
-void check_against_order(backend& b, bool panels, random_source& rng, std::int64_t m, std::int64_t k,
+/// `panels`: `b` runs the panel GEMM; `bf16_dot`: at a level with bf16 arithmetic.
+void check_against_order(backend& b, bool panels, bool bf16_dot, random_source& rng, std::int64_t m, std::int64_t k,
                          const std::vector<std::int64_t>& outs, bool with_bias) {
   const bf16_weight w(rng, k, outs, with_bias);
   auto weight = b.prepare_linear(w.tensors, w.bias_tensors);
@@ -92,7 +106,7 @@ void check_against_order(backend& b, bool panels, random_source& rng, std::int64
     for (std::int64_t j = 0; j < w.n(); ++j) {
       const float got = out.at(i, j), bias = w.bias[static_cast<std::size_t>(j)];
       if (panels) {
-        const float want = documented_order(row, w.rows[static_cast<std::size_t>(j)], k, bias);
+        const float want = documented_order(row, w.rows[static_cast<std::size_t>(j)], k, bias, bf16_dot);
         ASSERT_EQ(std::memcmp(&got, &want, sizeof(float)), 0) << "m=" << m << " k=" << k << " n=" << w.n() << " at ("
                                                               << i << ", " << j << "): got " << got << " want " << want;
       } else {
@@ -118,15 +132,16 @@ TEST_P(PanelGemmAtLevel, EveryOutputHasTheBitsOfTheDocumentedOrder) {
   random_source rng;
   SCOPED_TRACE(rng.trace());
   const cpu::isa_level level = GetParam();
-  const bool panels = cpu::bf16_panels_at(level);
+  const bool panels = cpu::bf16_panels_at(level), bf16_dot = cpu::kernels_for(level).bf16_dot;
   for (int threads : {1, 2}) {
     auto b = test::make_backend_at(level, {.threads = threads});
-    for (std::int64_t m = 1; m <= 40; ++m) check_against_order(*b, panels, rng, m, 45, {37}, m % 2 == 0);
-    for (std::int64_t m : {64, 131}) check_against_order(*b, panels, rng, m, 33, {130}, true);
-    for (std::int64_t k : {1, 2, 3, 31, 32, 33, 100}) check_against_order(*b, panels, rng, 7, k, {65}, true);
-    for (std::int64_t n : {1, 15, 16, 17, 63, 64, 65}) check_against_order(*b, panels, rng, 6, 20, {n}, false);
-    check_against_order(*b, panels, rng, 5, 24, {40, 70, 9}, true);  // fused parts across panel edges
-    check_against_order(*b, panels, rng, 9, 4101, {70}, true);       // three K blocks, the last one odd
+    for (std::int64_t m = 1; m <= 40; ++m) check_against_order(*b, panels, bf16_dot, rng, m, 45, {37}, m % 2 == 0);
+    for (std::int64_t m : {64, 131}) check_against_order(*b, panels, bf16_dot, rng, m, 33, {130}, true);
+    for (std::int64_t k : {1, 2, 3, 31, 32, 33, 100}) check_against_order(*b, panels, bf16_dot, rng, 7, k, {65}, true);
+    for (std::int64_t n : {1, 15, 16, 17, 63, 64, 65})
+      check_against_order(*b, panels, bf16_dot, rng, 6, 20, {n}, false);
+    check_against_order(*b, panels, bf16_dot, rng, 5, 24, {40, 70, 9}, true);  // fused parts across panel edges
+    check_against_order(*b, panels, bf16_dot, rng, 9, 4101, {70}, true);       // three K blocks, the last one odd
   }
 }
 
@@ -141,7 +156,8 @@ TEST_P(PanelGemmAtLevel, BatchInvariantModeGivesTheSameBits) {
   options.max_isa = level;
   options.batch_invariant = true;
   auto b = cpu::make_cpu_backend(options);
-  check_against_order(*b, cpu::bf16_panels_at(level), rng, 300, 2100, {100, 30}, true);
+  check_against_order(*b, cpu::bf16_panels_at(level), cpu::kernels_for(level).bf16_dot, rng, 300, 2100, {100, 30},
+                      true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, PanelGemmAtLevel, ::testing::ValuesIn(test::supported_levels()),
@@ -158,7 +174,7 @@ TEST(PanelGemm, MappedOrDisabledWeightsStayRowMajor) {
     options.weights = mapped ? cpu::weight_placement::mapped : cpu::weight_placement::copy;
     options.bf16_panels = mapped;  // mapped with panels on, or copied with panels off
     auto b = cpu::make_cpu_backend(options);
-    check_against_order(*b, false, rng, 9, 70, {66}, true);
+    check_against_order(*b, false, false, rng, 9, 70, {66}, true);
   }
 }
 
