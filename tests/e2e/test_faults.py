@@ -48,22 +48,11 @@ def post_stream(sock, body):
                  b"Content-Length: " + str(len(payload)).encode() + b"\r\n\r\n" + payload)
 
 
-def read_first_event(sock):
-    """Reads an SSE response until its first event has arrived; returns what was read (for read_stream)."""
-    buffer = b""
-    while b"data: {" not in buffer:
-        data = sock.recv(65536)
-        if not data:
-            break
-        buffer += data
-    return buffer
-
-
-def read_stream(sock, buffer=b""):
-    """Reads an SSE response to its end, after `buffer` already read: (events as parsed JSON, time of each
-    text chunk read here)."""
+def read_stream(sock, buffer=b"", until=b"data: [DONE]"):
+    """Reads an SSE response, after `buffer` already read, until `until` has arrived (by default its end):
+    (events as parsed JSON, time of each text chunk read here, everything read)."""
     chunk_times = []
-    while b"data: [DONE]" not in buffer:
+    while until not in buffer:
         data = sock.recv(65536)
         if not data:
             break
@@ -71,7 +60,7 @@ def read_stream(sock, buffer=b""):
         buffer += data
         chunk_times += [time.monotonic()] * (buffer.count(b"data: {") - before)
     events = [json.loads(line[6:]) for line in buffer.split(b"\n") if line.startswith(b"data: {")]
-    return events, chunk_times
+    return events, chunk_times, buffer
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +77,7 @@ def test_a_hung_executor_fails_its_request_and_health_within_two_seconds(hanging
     body = {"model": server.model()["id"], "prompt": "Keep going", "max_tokens": 200, "ignore_eos": True}
     with open_raw(server.port) as s:
         post_stream(s, body)
-        events, chunk_times = read_stream(s)
+        events, chunk_times, _ = read_stream(s)
     assert chunk_times, "no token before the hang"
     errors = [event["error"] for event in events if "error" in event]
     assert errors, f"the stream ended without an error event: {events[-2:]}"
@@ -129,11 +118,11 @@ def test_a_step_that_throws_fails_its_request_only_and_the_engine_serves_on(thro
         post_stream(s, failing)
         # Its first token says it runs (polling the running gauge missed the
         # few milliseconds a fast build needs for the 60 steps).
-        first = read_first_event(s)
-        assert b"data: {" in first, first
+        started, _, read = read_stream(s, until=b"}\n\n")  # one whole event
+        assert started, read
         beside = threading.Thread(target=second)
         beside.start()
-        events, _ = read_stream(s, first)
+        events, _, _ = read_stream(s, read)
     beside.join(timeout=60)
     assert any("error" not in event for event in events), "no token before the failing step"
     errors = [event["error"] for event in events if "error" in event]
@@ -237,7 +226,7 @@ def test_a_client_that_never_reads_is_aborted_and_frees_its_blocks(small_queue_s
     def bystander():
         with open_raw(server.port) as s:
             post_stream(s, normal)
-            result["events"], _ = read_stream(s)
+            result["events"], _, _ = read_stream(s)
 
     reader = threading.Thread(target=bystander)
     try:
