@@ -25,8 +25,9 @@ struct cpu_backend_options {
   /// oneDNN panels above; -1 = default_quantized_gemv_max_rows(level).
   int quantized_gemv_max_rows = -1;
   /// Every op computes each output row in one fixed order whatever the row
-  /// count, the batch and the chunking (linear: the skinny GEMM for every M,
-  /// gemv_max_rows ignored). See README.md for what it guarantees and costs.
+  /// count, the batch and the chunking (linear: the panel, integer or skinny
+  /// GEMM for every M, never oneDNN; gemv_max_rows ignored). See README.md
+  /// for what it guarantees and costs.
   bool batch_invariant = false;
   /// Copied bf16 weights are packed into output panels where the level has
   /// the panel GEMM (the AVX-512 levels): linear then runs it for every M
