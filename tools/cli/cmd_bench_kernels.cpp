@@ -16,6 +16,7 @@
 #include <limits>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/copy_bandwidth.hpp"
@@ -186,10 +187,14 @@ void bench_gemv(const bench_arguments& args) {
 }
 
 void bench_quantized(const bench_arguments& args) {
+  const int integer_rows = cpu::default_quantized_gemv_max_rows(bench_level(args));
+  const std::string handover = integer_rows == std::numeric_limits<int>::max()
+                                   ? std::string("at every row count")
+                                   : "up to " + std::to_string(integer_rows) + " rows";
   std::printf(
       "Quantised weights (8192x2048, weights streamed from memory), GFLOP/s and weight GB/s;\n"
-      "from 64 rows both quantised paths (the default takes the integer one up to %d rows):\n",
-      cpu::default_quantized_gemv_max_rows(bench_level(args)));
+      "from 64 rows both quantised paths (the default takes the integer one %s):\n",
+      handover.c_str());
   const auto integer = make_bench_backend(args, cpu::weight_placement::copy, -1, std::numeric_limits<int>::max());
   const auto dequantised = make_bench_backend(args, cpu::weight_placement::copy, -1, 0);
   const std::int64_t n = 8192, k = 2048;
