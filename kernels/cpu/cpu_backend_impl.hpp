@@ -174,6 +174,16 @@ std::int64_t rows_per_task(std::int64_t rows, std::int64_t cols, int threads);
 /// a / b rounded up, for positive a and b.
 inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
+/// Narrows a kernel call (gemv_args, panel_gemm_args) to its activation rows
+/// [first_row, first_row + rows): x, x's bf16 copy when there is one, and out.
+template <class RowArgs>
+void select_rows(RowArgs& args, std::int64_t first_row, std::int64_t rows) {
+  args.x += first_row * args.x_stride;
+  if (args.x_bf16 != nullptr) args.x_bf16 += first_row * args.x_bf16_stride;
+  args.out += first_row * args.out_stride;
+  args.m_rows = rows;
+}
+
 /// Throws std::invalid_argument("<op>: <what>") unless `ok`.
 void require(bool ok, const char* op, const char* what);
 

@@ -325,10 +325,7 @@ void cpu_backend::linear_skinny(tensor_view x, const cpu_linear_weight& w, tenso
   pool_.parallel_for(runs * row_blocks, [&](std::int64_t task, int thread) {
     const std::int64_t first_row = task % row_blocks * block_rows, run = task / row_blocks;
     gemv_args slice = args;
-    slice.x += first_row * x.row_stride;
-    if (slice.x_bf16 != nullptr) slice.x_bf16 += first_row * args.x_bf16_stride;
-    slice.out += first_row * out.row_stride;
-    slice.m_rows = std::min(block_rows, x.rows - first_row);
+    select_rows(slice, first_row, std::min(block_rows, x.rows - first_row));
     slice.n_begin = run * run_length;
     slice.n_end = std::min(w.rows, slice.n_begin + run_length);
     if (k_blocked) slice.accumulators = scratch_.get(thread);

@@ -57,14 +57,11 @@ void cpu_backend::linear_panels(tensor_view x, const cpu_linear_weight& w, tenso
   const std::int64_t row_blocks =
       std::min(ceil_div(x.rows, row_block_multiple), std::max<std::int64_t>(1, wanted / runs));
   const std::int64_t block_rows = ceil_div(ceil_div(x.rows, row_blocks), row_block_multiple) * row_block_multiple;
-  pool_.parallel_for(runs * ceil_div(x.rows, block_rows), [&](std::int64_t task, int) {
-    const std::int64_t blocks = ceil_div(x.rows, block_rows);
+  const std::int64_t blocks = ceil_div(x.rows, block_rows);
+  pool_.parallel_for(runs * blocks, [&](std::int64_t task, int) {
     const std::int64_t first_row = task % blocks * block_rows, run = task / blocks;
     panel_gemm_args slice = args;
-    slice.x += first_row * x.row_stride;
-    if (slice.x_bf16 != nullptr) slice.x_bf16 += first_row * args.x_bf16_stride;
-    slice.out += first_row * out.row_stride;
-    slice.m_rows = std::min(block_rows, x.rows - first_row);
+    select_rows(slice, first_row, std::min(block_rows, x.rows - first_row));
     slice.panel_begin = run * run_length;
     slice.panel_end = std::min(panels, slice.panel_begin + run_length);
     kernels_.bf16_panel_gemm(slice);
