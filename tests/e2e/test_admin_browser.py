@@ -109,6 +109,32 @@ def screenshot_path(tmp_path):
     return tmp_path / "admin-console.png"
 
 
+def abort_a_decoding_request(driver, attempts=5):
+    """Clicks abort on a decoding row and returns its id once the page says it was aborted.
+    The table is redrawn every second and a demo request lives about 1.5 s under this load, so
+    the row clicked may have finished already: the page then shows the server's "no live request"
+    and the operator (here, the loop) picks another row."""
+    message = lambda: driver.find_element(By.ID, "request-message").text
+    decoding_rows = ("return [...document.querySelectorAll('#requests tbody tr')]"
+                     "  .filter((r) => r.cells[1].textContent === 'decoding' && !arguments[0].includes(r.dataset.id))"
+                     "  .sort((a, b) => Number(a.cells[7].textContent) - Number(b.cells[7].textContent))")
+    said, tried = [], []
+    for _ in range(attempts):
+        assert wait_for(lambda: driver.execute_script(decoding_rows + ".length > 0;", tried), timeout_s=15)
+        # Pick and click in one script, the fewest generated tokens first: the furthest from its end.
+        victim = driver.execute_script(
+            "document.getElementById('request-message').textContent = '';"
+            "const row = (() => { " + decoding_rows + "; })()[0];"
+            "row.querySelector('button.abort').click(); return row.dataset.id;", tried)
+        assert wait_for(lambda: message() != "", timeout_s=10), "the page answers the click"
+        said.append(message())
+        if said[-1] == "aborted " + victim:
+            return victim
+        assert said[-1] == f"no live request '{victim}'", said
+        tried.append(victim)
+    raise AssertionError(f"no abort landed in {attempts} tries: {said}")
+
+
 def test_the_console_drives_a_loaded_engine(server, browser, tmp_path):
     load = Load(server, streams=4, max_tokens=server.model()["max_model_len"] - 200)
     try:
@@ -139,13 +165,7 @@ def test_the_console_drives_a_loaded_engine(server, browser, tmp_path):
         assert wait_for(lambda: browser.find_element(By.ID, "card-policy").text == "priority", timeout_s=10)
 
         assert wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "#requests tbody tr"), timeout_s=15)
-        # Pick and click in one script: the table is redrawn every second.
-        victim = browser.execute_script(
-            "const row = [...document.querySelectorAll('#requests tbody tr')]"
-            "  .find((r) => r.cells[1].textContent === 'decoding');"
-            "row.querySelector('button.abort').click(); return row.dataset.id;")
-        assert wait_for(lambda: browser.find_element(By.ID, "request-message").text == "aborted " + victim,
-                        timeout_s=10)
+        victim = abort_a_decoding_request(browser)
         assert wait_for(lambda: load.reasons.get(victim) == "abort", timeout_s=30), load.reasons
         assert wait_for(lambda: points(browser, "throughput") >= 20, timeout_s=30)  # fuller charts to show
         browser.save_screenshot(str(screenshot_path(tmp_path)))
