@@ -35,19 +35,33 @@ std::vector<std::int32_t> runners_up(std::span<const float> logits, std::int32_t
 draft_proposer::draft_proposer(std::int32_t block_size, std::int64_t vocab_size, std::size_t max_remembered)
     : block_size_(block_size), vocab_size_(vocab_size), max_remembered_(std::max<std::size_t>(1, max_remembered)) {}
 
-std::int32_t draft_proposer::trusted_prefix(sequence_id seq, std::span<const std::int32_t> tokens,
+std::int32_t draft_proposer::trusted_prefix(std::span<const std::int32_t> tokens,
                                             std::span<const std::int32_t> block_table) const {
-  const auto it = written_.find(seq);
-  if (it == written_.end()) return 0;
-  const written& w = it->second;
-  const std::size_t limit = std::min(w.tokens.size(), tokens.size());
+  // A block's draft K/V is what a sequence needs when its last writer wrote it
+  // through the same table position after the same tokens from position 0:
+  // K/V at a position is a function of the tokens up to it, whoever's
+  // sequence they were (prompts sharing a cached prefix share its blocks).
+  const auto block_size = static_cast<std::size_t>(block_size_);
   std::size_t n = 0;
-  while (n < limit && w.tokens[n] == tokens[n]) {
-    const std::size_t block = n / static_cast<std::size_t>(block_size_);
-    if (block >= w.blocks.size() || block >= block_table.size() || w.blocks[block] != block_table[block]) break;
+  const written* matched = nullptr;  // the writer whose tokens equal ours on [0, n)
+  while (n < tokens.size()) {
+    const std::size_t block = n / block_size;
+    if (block >= block_table.size()) break;
     const auto writer = last_writer_.find(block_table[block]);
-    if (writer == last_writer_.end() || writer->second != seq) break;
-    ++n;
+    if (writer == last_writer_.end()) break;
+    const auto record = written_.find(writer->second);
+    if (record == written_.end()) break;
+    const written& w = record->second;
+    if (block >= w.blocks.size() || w.blocks[block] != block_table[block]) break;
+    if (&w != matched) {  // the writer changes at most a few times along a sequence
+      if (w.tokens.size() < n ||
+          !std::equal(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(n), w.tokens.begin()))
+        break;
+      matched = &w;
+    }
+    const std::size_t block_end = std::min({(block + 1) * block_size, w.tokens.size(), tokens.size()});
+    while (n < block_end && w.tokens[n] == tokens[n]) ++n;
+    if (n < (block + 1) * block_size) break;
   }
   return static_cast<std::int32_t>(n);
 }
@@ -92,7 +106,7 @@ scheduled_step draft_proposer::next_step(bool first) {
     seq.num_samples = 1;
     if (first) {
       // Catch up from what the draft already holds; t0 is always fed.
-      seq.start = std::min(trusted_prefix(job.seq, job.tokens, job.block_table), last);
+      seq.start = std::min(trusted_prefix(job.tokens, job.block_table), last);
       state.fed_from = seq.start;
       seq.tokens.assign(job.tokens.begin() + seq.start, job.tokens.end());
     } else {

@@ -12,10 +12,11 @@
 // sequence's block table addresses both caches, so the draft needs no
 // memory management of its own. What the draft has written is remembered
 // per sequence (tokens and blocks), and for each block which sequence wrote
-// it last; a later round trusts the longest prefix whose tokens and blocks
-// are unchanged and whose blocks nobody else has written since, and
-// recomputes the rest. Trust is only ever about acceptance, never
-// correctness: verification decides what is emitted.
+// it last; a round trusts the longest prefix of a sequence's blocks whose
+// last writer wrote them through the same table positions after the same
+// tokens (its own earlier rounds, or another sequence sharing a cached
+// prompt prefix), and recomputes the rest. Trust is only ever about
+// acceptance, never correctness: verification decides what is emitted.
 
 #include <cstdint>
 #include <functional>
@@ -94,9 +95,11 @@ class draft_proposer {
   /// may have written part of their blocks): the next rounds write it anew.
   void forget_written();
 
-  /// Leading tokens of `seq` whose draft KV the next round would trust for `tokens` and `block_table`.
-  std::int32_t trusted_prefix(sequence_id seq, std::span<const std::int32_t> tokens,
-                              std::span<const std::int32_t> block_table) const;
+  /// Leading tokens of a sequence with `tokens` and `block_table` whose
+  /// draft KV the next round would trust: whoever wrote each block last (this
+  /// sequence or another) wrote it through the same table position after the
+  /// same tokens from position 0.
+  std::int32_t trusted_prefix(std::span<const std::int32_t> tokens, std::span<const std::int32_t> block_table) const;
 
  private:
   struct written {

@@ -122,7 +122,7 @@ TEST(DraftProposer, ALaterRoundTrustsWhatItWroteAndCatchesUpTheRest) {
   // The target accepted two drafts and emitted a token of its own.
   tokens.insert(tokens.end(), first.begin(), first.begin() + 2);
   tokens.push_back(first[2] == 42 ? 43 : 42);
-  EXPECT_EQ(proposer.trusted_prefix(1, tokens, blocks), 9) << "context and the two accepted drafts";
+  EXPECT_EQ(proposer.trusted_prefix(tokens, blocks), 9) << "context and the two accepted drafts";
   model.tokens_fed = 0;
   const auto second = run_round(proposer, model, {{greedy_job(1, tokens, 2, blocks)}}).sequences[0].drafts;
   EXPECT_EQ(second, expected_chain(tokens, 2));
@@ -138,7 +138,7 @@ TEST(DraftProposer, NewBlocksMeanAFullCatchUp) {
   tokens.push_back(11);
   // Recomputed into other blocks; the old ones now hold someone else's tokens.
   run_round(proposer, model, {{greedy_job(8, {20, 21, 22, 23, 24, 25, 26, 27}, 1, blocks_from(0, 3))}});
-  EXPECT_EQ(proposer.trusted_prefix(7, tokens, blocks_from(30, 3)), 0);
+  EXPECT_EQ(proposer.trusted_prefix(tokens, blocks_from(30, 3)), 0);
   model.tokens_fed = 0;
   const auto again = run_round(proposer, model, {{greedy_job(7, tokens, 2, blocks_from(30, 3))}}).sequences[0].drafts;
   EXPECT_EQ(again, expected_chain(tokens, 2));
@@ -151,14 +151,69 @@ TEST(DraftProposer, ABlockAnotherSequenceWroteIsNoLongerTrusted) {
   const std::vector<std::int32_t> tokens = {3, 1, 4, 1, 5, 9, 2, 6, 5};
   const auto blocks = blocks_from(0, 3);
   run_round(proposer, model, {{greedy_job(7, tokens, 1, blocks)}});
-  ASSERT_EQ(proposer.trusted_prefix(7, tokens, blocks), 9);
+  ASSERT_EQ(proposer.trusted_prefix(tokens, blocks), 9);
   // Sequence 7 was preempted; its second block went to sequence 8 and came back.
   run_round(proposer, model, {{greedy_job(8, {20, 21, 22, 23, 24, 25}, 1, {9, 1})}});
-  EXPECT_EQ(proposer.trusted_prefix(7, tokens, blocks), kBlockSize) << "only the block nobody else wrote";
+  EXPECT_EQ(proposer.trusted_prefix(tokens, blocks), kBlockSize) << "only the block nobody else wrote";
   model.tokens_fed = 0;
   const auto again = run_round(proposer, model, {{greedy_job(7, tokens, 2, blocks)}}).sequences[0].drafts;
   EXPECT_EQ(again, expected_chain(tokens, 2));
   EXPECT_EQ(model.tokens_fed, 5 + 1);
+}
+
+// Prompts sharing a cached prefix share its blocks (the KV manager's prefix
+// cache): a sequence trusts what another wrote there after the same tokens.
+TEST(DraftProposer, ASequenceTrustsTheSharedPrefixBlocksAnotherWrote) {
+  draft_proposer proposer(kBlockSize, kVocab);
+  fake_draft_model model;
+  const std::vector<std::int32_t> prefix = {3, 1, 4, 1, 5, 9, 2, 6};  // two full blocks: 0 and 1
+  std::vector<std::int32_t> a = prefix, b = prefix;
+  a.insert(a.end(), {7, 7});
+  b.insert(b.end(), {8, 8, 8});
+  const auto a_drafts = run_round(proposer, model, {{greedy_job(1, a, 2, {0, 1, 2})}}).sequences[0].drafts;
+  EXPECT_EQ(proposer.trusted_prefix(b, std::vector<std::int32_t>{0, 1, 3}), 8) << "the shared blocks, not b's own";
+  model.tokens_fed = 0;
+  const auto drafts = run_round(proposer, model, {{greedy_job(2, b, 2, {0, 1, 3})}}).sequences[0].drafts;
+  EXPECT_EQ(drafts, expected_chain(b, 2));
+  EXPECT_EQ(model.tokens_fed, 3 + 1) << "b's own tokens, then d1";
+  // Sequence 1's next round still trusts its whole context.
+  a.push_back(a_drafts[0]);
+  a.push_back(a_drafts[1] == 42 ? 43 : 42);
+  EXPECT_EQ(proposer.trusted_prefix(a, std::vector<std::int32_t>{0, 1, 2}), 11) << "a's context and its accepted draft";
+}
+
+TEST(DraftProposer, SequencesDraftedTogetherFromTheStartKeepTrustingTheirSharedBlocks) {
+  draft_proposer proposer(kBlockSize, kVocab);
+  fake_draft_model model;
+  std::vector<std::int32_t> a = {2, 7, 1, 8, 2, 8, 1, 8, 5}, b = {2, 7, 1, 8, 2, 8, 1, 8, 4, 5};
+  draft_request request;
+  request.jobs.push_back(greedy_job(1, a, 3, {0, 1, 2}));
+  request.jobs.push_back(greedy_job(2, b, 3, {0, 1, 3}));
+  const draft_reply first = run_round(proposer, model, request);
+  // Both accepted their first draft and emitted a token of their own.
+  for (auto [tokens, out] : {std::pair{&a, &first.sequences[0]}, std::pair{&b, &first.sequences[1]}}) {
+    tokens->push_back(out->drafts[0]);
+    tokens->push_back(out->drafts[1] == 42 ? 43 : 42);
+  }
+  request.jobs = {greedy_job(1, a, 1, {0, 1, 2}), greedy_job(2, b, 1, {0, 1, 3})};
+  model.tokens_fed = 0;
+  const draft_reply second = run_round(proposer, model, request);
+  EXPECT_EQ(second.sequences[0].drafts, expected_chain(a, 1));
+  EXPECT_EQ(second.sequences[1].drafts, expected_chain(b, 1));
+  EXPECT_EQ(model.tokens_fed, 1 + 1) << "each sequence only feeds its new token";
+}
+
+// K/V at a position depends on every token before it: a block written after
+// other tokens is not trusted, though the block's own tokens are the same.
+TEST(DraftProposer, ABlockWrittenAfterOtherTokensIsNotTrusted) {
+  draft_proposer proposer(kBlockSize, kVocab);
+  fake_draft_model model;
+  run_round(proposer, model, {{greedy_job(1, {1, 2, 3, 4, 0}, 1, {0, 1})}});
+  run_round(proposer, model, {{greedy_job(2, {9, 9, 9, 9, 5, 6, 7, 8, 0}, 1, {5, 1, 2})}});
+  EXPECT_EQ(
+      proposer.trusted_prefix(std::vector<std::int32_t>{1, 2, 3, 4, 5, 6, 7, 8, 0}, std::vector<std::int32_t>{0, 1, 2}),
+      kBlockSize)
+      << "block 0 (after the same tokens), not block 1 (written after 9 9 9 9)";
 }
 
 TEST(DraftProposer, JobsOfDifferentLengthsShareSteps) {
@@ -206,9 +261,9 @@ TEST(DraftProposer, ForgetsTheLeastRecentlyDraftedSequences) {
   fake_draft_model model;
   const std::vector<std::int32_t> tokens = {1, 2, 3, 4, 5};
   run_round(proposer, model, {{greedy_job(1, tokens, 1, blocks_from(0, 2))}});
-  EXPECT_EQ(proposer.trusted_prefix(1, tokens, blocks_from(0, 2)), 5);
+  EXPECT_EQ(proposer.trusted_prefix(tokens, blocks_from(0, 2)), 5);
   run_round(proposer, model, {{greedy_job(2, tokens, 1, blocks_from(2, 2))}});
-  EXPECT_EQ(proposer.trusted_prefix(1, tokens, blocks_from(0, 2)), 0);
+  EXPECT_EQ(proposer.trusted_prefix(tokens, blocks_from(0, 2)), 0);
 }
 
 TEST(DraftProposer, MalformedJobsAreRefused) {
