@@ -4,6 +4,7 @@
 
 #include "actors/core/speculation.hpp"
 #include "model/batch_runner.hpp"
+#include "model/checkpoint.hpp"
 #include "model/demo_model.hpp"
 #include "model/gguf.hpp"
 #include "model/model_files.hpp"
@@ -110,11 +111,18 @@ std::shared_ptr<executor_resources> load_drafter(const engine_config& config, co
   std::string description;
   if (*method == speculative_method::draft) {
     const std::filesystem::path dir = draft_directory(config);
-    drafter->weights_source = std::make_shared<const checkpoint>(checkpoint::open(dir));
+    // The draft's bytes per token decide what a round costs: by default it
+    // is quantised as the target is (drafts are verified, so its format
+    // moves acceptance, never the output).
+    const std::string& format = config.draft_quantization == "auto" ? config.quantization : config.draft_quantization;
+    quantized_checkpoint opened = open_for_quantization(dir, format, drafter->device->name() == "cpu");
+    drafter->weights_source = std::make_shared<const checkpoint>(std::move(opened.weights));
     const model_config& draft = drafter->weights_source->config();
     check_draft_vocabulary(dir, draft, target, target_tokenizer);
-    drafter->model = std::make_unique<llama_model>(draft, drafter->weights_source->weights(), *drafter->device);
-    description = dir.filename().string() + " (" + std::to_string(draft.num_hidden_layers) + " layers)";
+    drafter->model =
+        std::make_unique<llama_model>(draft, drafter->weights_source->weights(), *drafter->device, opened.quantization);
+    description = dir.filename().string() + " (" + std::to_string(draft.num_hidden_layers) + " layers, linear layers " +
+                  std::string(quantization_name(opened.quantization)) + ")";
   } else {
     const std::vector<int> kept = kept_layers(config.speculative_skip_layers, target.model->num_layers());
     drafter->weights_device = target.device;

@@ -175,6 +175,10 @@ std::vector<knob_spec> engine_knobs() {
           text("draft_model", "", {},
                "speculative draft: Hugging Face directory of a smaller model with the target's tokenizer (empty: "
                "the built-in demo draft, when serving the built-in demo model)"),
+          text("draft_quantization", "auto", {"auto", "none", "int8", "int4", "int4_asym"},
+               "speculative draft: weight-only quantisation of the draft model at load, as knob quantization does "
+               "for the target (auto: the same setting as the target's, so a quantised target drafts with a "
+               "quantised draft); its LM head follows lm_head_quantization's auto rule"),
           text("speculative_skip_layers", "", {},
                "layerskip: decoder layers the drafter skips, e.g. \"4-7\" or \"1,3,5\" (empty: the upper half)"),
           integer("prompt_lookup_max", 4, 1, 64, "tokens", "ngram: longest suffix matched against the context"),

@@ -69,6 +69,7 @@ const std::pair<const char*, engine_field> engine_fields[] = {
     {"lm_head_quantization", &engine_config::lm_head_quantization},
     {"speculative", &engine_config::speculative},
     {"draft_model", &engine_config::draft_model},
+    {"draft_quantization", &engine_config::draft_quantization},
     {"speculative_skip_layers", &engine_config::speculative_skip_layers},
     {"prompt_lookup_max", &engine_config::prompt_lookup_max},
     {"prompt_lookup_min", &engine_config::prompt_lookup_min},

@@ -79,12 +79,13 @@ struct engine_config {
   int tokenizer_workers;                   ///< prompt-preparation workers, and output shards, each
   double request_timeout_s;                ///< default per-request timeout, seconds
   double step_timeout_s;                   ///< a step unanswered this long fails the engine, seconds
-  bool batch_invariant;                 ///< bitwise batch-independent numerics (slower prefill; see docs/operations.md)
-  std::string tool_call_parser;         ///< tool-call format: auto (from the chat template), none or a family
-  std::string quantization;             ///< weight-only quantisation at load: auto | none | int8 | int4 | int4_asym
-  std::string lm_head_quantization;     ///< the LM head's format at load: auto | none | int8 | int4 | int4_asym
-  std::string speculative;              ///< speculative decoding proposer: off | ngram | draft | layerskip
-  std::string draft_model;              ///< draft: HF directory (empty: the demo draft with the demo model)
+  bool batch_invariant;              ///< bitwise batch-independent numerics (slower prefill; see docs/operations.md)
+  std::string tool_call_parser;      ///< tool-call format: auto (from the chat template), none or a family
+  std::string quantization;          ///< weight-only quantisation at load: auto | none | int8 | int4 | int4_asym
+  std::string lm_head_quantization;  ///< the LM head's format at load: auto | none | int8 | int4 | int4_asym
+  std::string speculative;           ///< speculative decoding proposer: off | ngram | draft | layerskip
+  std::string draft_model;           ///< draft: HF directory (empty: the demo draft with the demo model)
+  std::string draft_quantization;    ///< draft: its weights' format at load: auto (quantization's) | none | int8 | ...
   std::string speculative_skip_layers;  ///< layerskip: layers skipped ("4-7", "1,3,5"; empty: the upper half)
   int prompt_lookup_max;                ///< ngram: longest suffix matched
   int prompt_lookup_min;                ///< ngram: shortest suffix matched

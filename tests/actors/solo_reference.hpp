@@ -14,8 +14,11 @@ namespace troupe::testing {
 
 class solo_reference {
  public:
-  explicit solo_reference(const checkpoint& ckpt)
-      : device_(make_cpu_backend()), model_(ckpt.config(), ckpt.weights(), *device_), runner_(model_, {}) {
+  /// `quantization`: the linear layers' format at load (the LM head by llama_model's auto rule, as the engine's).
+  explicit solo_reference(const checkpoint& ckpt, weight_quantization quantization = weight_quantization::none)
+      : device_(make_cpu_backend()),
+        model_(ckpt.config(), ckpt.weights(), *device_, quantization),
+        runner_(model_, {}) {
     for (auto id : ckpt.generation().eos_token_ids) eos_.push_back(static_cast<std::int32_t>(id));
   }
 

@@ -5,8 +5,8 @@
 // matches) with chunked prefill and a KV pool small enough to force swap or
 // recompute preemption give exactly the tokens each request gives run alone
 // without speculation; drafts were made (and all accepted where the target
-// drafts for itself); cancellations end; and the pool is whole again at the
-// end.
+// drafts for itself in its own format); cancellations end; and the pool is
+// whole again at the end.
 
 #include <gtest/gtest.h>
 
@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "engine_fixture.hpp"
+#include "kernels/quantization.hpp"
 #include "model/checkpoint.hpp"
 #include "solo_reference.hpp"
 #include "tests/model/model_test_util.hpp"
@@ -77,7 +78,8 @@ struct planned_request {
   std::vector<std::int32_t> expected;  ///< greedy, run alone without speculation
 };
 
-std::vector<planned_request> make_workload(const std::filesystem::path& dir) {
+std::vector<planned_request> make_workload(const std::filesystem::path& dir,
+                                           weight_quantization quantization = weight_quantization::none) {
   const checkpoint ckpt = checkpoint::open(dir, {.show_progress = false});
   const auto vocab = static_cast<int>(ckpt.config().vocab_size);
   const auto context = static_cast<int>(ckpt.config().max_position_embeddings);  // qwen2's fixtures: 40
@@ -97,7 +99,7 @@ std::vector<planned_request> make_workload(const std::filesystem::path& dir) {
     r.speculative = i % 7 != 3;  // a few opt out
     plan[static_cast<std::size_t>(i)].cancel = i % 11 == 5;
   }
-  testing::solo_reference reference(ckpt);
+  testing::solo_reference reference(ckpt, quantization);
   for (auto& planned : plan) {
     runner_request alone;
     alone.prompt = planned.request.prompt_token_ids;
@@ -111,14 +113,22 @@ std::vector<planned_request> make_workload(const std::filesystem::path& dir) {
 using speculative_case = std::tuple<std::string, std::string, std::string, int>;  // fixture, proposer, preemption,
                                                                                   // tree width
 
+/// The target's and the draft's weight formats (engine knobs quantization and draft_quantization).
+struct weight_formats {
+  weight_quantization target = weight_quantization::none;
+  std::string draft = "auto";
+};
+
 // Runs the workload with `proposer` (draft trees of `tree_width` branches)
 // and checks every request's tokens, the pool and the metrics.
 void expect_lossless(const std::string& fixture, const std::string& proposer, const std::string& preemption,
-                     int tree_width) {
+                     int tree_width, const weight_formats& formats = {}) {
   const auto dir = servable_fixture(fixture);
-  const std::vector<planned_request> plan = make_workload(dir);
+  const std::vector<planned_request> plan = make_workload(dir, formats.target);
   engine_config config = testing::tiny_engine_config();
   config.model_dir = dir.string();
+  config.quantization = std::string(quantization_name(formats.target));
+  config.draft_quantization = formats.draft;
   config.batch_invariant = true;
   config.speculative = proposer;
   config.num_speculative_tokens = 4;
@@ -171,13 +181,21 @@ void expect_lossless(const std::string& fixture, const std::string& proposer, co
   EXPECT_EQ(end.host_kv_cache_usage, 0.0);
   EXPECT_GT(end.spec_decode_num_drafts, 0u) << "no round had drafts";
   // Random weights make lookup and layer-skip acceptance luck; a model
-  // drafting for itself must be accepted every time.
+  // drafting for itself in the same format must be accepted every time.
   // (In a tree its chain always is, and the runners-up beside it never are.)
-  if (proposer == "draft" && tree_width == 1) {
+  const bool same_format = formats.draft == "auto" || formats.draft == quantization_name(formats.target);
+  if (proposer == "draft" && tree_width == 1 && same_format) {
     EXPECT_EQ(end.spec_decode_num_accepted_tokens, end.spec_decode_num_draft_tokens)
         << "a model drafting for itself is always right";
   }
-  if (proposer == "draft") EXPECT_GT(end.spec_decode_num_accepted_tokens, 0u);
+  // In another format its random-weight logits disagree with the target's now and then.
+  if (proposer == "draft" && !same_format) {
+    EXPECT_LT(end.spec_decode_num_accepted_tokens, end.spec_decode_num_draft_tokens)
+        << "a bf16 draft of an int4 target agreed on every token: is the draft's format applied?";
+  }
+  if (proposer == "draft") {
+    EXPECT_GT(end.spec_decode_num_accepted_tokens, 0u);
+  }
   std::uint64_t preemptions = 0;
   for (const auto& [kind, count] : end.preemptions) preemptions += count;
   EXPECT_GT(preemptions, 0u) << "the pool was meant to force preemption";
@@ -203,6 +221,17 @@ INSTANTIATE_TEST_SUITE_P(FixturesProposersAndPreemption, SpeculativeEngine,
                          ::testing::Combine(fixture_models, ::testing::Values("ngram", "draft", "layerskip"),
                                             ::testing::Values("swap", "recompute"), ::testing::Values(1)),
                          case_name);
+
+// An int4 target with itself as the draft: by default (draft_quantization
+// auto) the draft runs int4 too, so every draft is accepted; in bf16 (none)
+// it drafts other tokens now and then, and the outputs are the target's either way.
+TEST(SpeculativeEngineQuantised, TheDraftRunsInTheTargetsFormatUnlessToldOtherwise) {
+  for (const char* fixture : {"llama_bf16", "qwen3_f32"}) {
+    SCOPED_TRACE(fixture);
+    expect_lossless(fixture, "draft", "swap", 1, {weight_quantization::int4, "auto"});
+    expect_lossless(fixture, "draft", "recompute", 1, {weight_quantization::int4, "none"});
+  }
+}
 
 // Draft trees (tree attention on the CPU backend): three branches per
 // round, ngram's from other matches, draft's the runners-up of d1.

@@ -132,6 +132,7 @@ def test_tree_speculation_set_live_keeps_the_outputs(plain, speculating):
     (["--speculative", "medusa", "--num-speculative-tokens", "4"], "speculative"),
     (["--speculative", "ngram", "--num-speculative-tokens", "0"], "num_speculative_tokens"),
     (["--speculative", "draft", "--num-speculative-tokens", "4", "--draft-model", "/nonexistent"], "/nonexistent"),
+    (["--speculative", "draft", "--num-speculative-tokens", "4", "--draft-quantization", "int3"], "draft_quantization"),
     (["--speculative", "layerskip", "--num-speculative-tokens", "2", "--speculative-skip-layers", "99"],
      "speculative_skip_layers"),
 ])

@@ -71,6 +71,7 @@ engine_config config_from(const generate_flags& flags) {
   config.speculative = flags.speculation.speculative;
   config.num_speculative_tokens = flags.speculation.speculative == "off" ? 0 : flags.speculation.num_speculative_tokens;
   config.draft_model = flags.speculation.draft_model;
+  config.draft_quantization = flags.speculation.draft_quantization;
   config.speculative_skip_layers = flags.speculation.speculative_skip_layers;
   config.speculative_tree_width = flags.speculation.speculative_tree_width;
   config.max_num_seqs =

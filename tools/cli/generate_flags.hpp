@@ -15,9 +15,10 @@ namespace troupe::cli {
 
 /// Speculative decoding flags; names and meaning as the engine knobs of the same names.
 struct speculation_flags {
-  std::string speculative = "off";  ///< off | ngram | draft | layerskip
-  int num_speculative_tokens = 4;   ///< drafts per sequence and step at most
-  std::string draft_model;          ///< draft: HF directory (empty: the demo draft)
+  std::string speculative = "off";          ///< off | ngram | draft | layerskip
+  int num_speculative_tokens = 4;           ///< drafts per sequence and step at most
+  std::string draft_model;                  ///< draft: HF directory (empty: the demo draft)
+  std::string draft_quantization = "auto";  ///< draft: auto (as --quantization) | none | int8 | int4 | int4_asym
   std::string speculative_skip_layers;
   int speculative_tree_width = 1;  ///< draft tree branches (1: chains)
 };
