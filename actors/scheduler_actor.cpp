@@ -170,6 +170,7 @@ void fill_drafts(self_ptr self, scheduled_step step) {
 void dispatch(self_ptr self, scheduled_step step) {
   auto& state = self->state;
   const std::uint64_t id = step.id;
+  state.loop->on_dispatched(id, state.now());
   auto work = std::make_shared<const scheduled_step>(std::move(step));
   self->request(state.setup.executor, state.setup.step_timeout, atom::run_step_v, work)
       .then([self](const step_result_ptr& result) { on_step_done(self, *result); },

@@ -81,6 +81,8 @@ struct sequence {
   std::vector<std::uint32_t> allowed_mask;  ///< the mask of the row in flight (backs its hook)
   std::vector<std::uint32_t> draft_masks;   ///< [num_drafts][mask words] the verify rows' masks (back their hooks)
   std::int32_t decodes_since_slots = 0;     ///< plain decodes since it last had draft slots (turn-down probes)
+  std::int32_t decodes_before_probe = 0;    ///< turn-down probes: plain decodes before the next (0: the first wait;
+                                            ///< int32 max: none)
 
   /// Prompt plus outputs: every token whose K/V the sequence needs.
   std::int32_t total_tokens() const;

@@ -219,8 +219,14 @@ class scheduler {
   // scheduler_plan.cpp
   void collect_sequences();
   void schedule_running(bool decodes);
-  /// Schedules one decode, with draft slots when speculation allows; false when it got nothing.
-  bool schedule_decode(sequence& seq, std::size_t position, int decodes_after, bool speculate);
+  /// How a decode of the step being planned may speculate.
+  enum class draft_grant : std::uint8_t {
+    none,    ///< plain
+    chosen,  ///< the cost model says its drafts pay
+    probe,   ///< left plain for long (or never measured): one round to measure its acceptance again
+  };
+  /// Schedules one decode, with draft slots as `drafts` allows; false when it got nothing.
+  bool schedule_decode(sequence& seq, std::size_t position, int decodes_after, draft_grant drafts);
   /// Decodes the step being planned may take: all, or half while another step runs and decodes are split.
   int decode_cap() const;
   bool make_room(sequence& seq, std::size_t position, std::int32_t& tokens, std::int32_t& blocks);
@@ -253,8 +259,18 @@ class scheduler {
   /// Decoding sequences the step being planned may take (at most `cap`).
   int count_decodes(int cap) const;
   /// Of the (at most `cap`) decodes the step being planned may take, those
-  /// whose speculation pays by the cost model: empty when none, or above speculative_max_batch.
-  std::vector<const sequence*> speculating_decodes(int cap) const;
+  /// that speculate: the first `chosen` because the cost model says it pays,
+  /// the rest as probes. Empty when none, or above speculative_max_batch.
+  struct speculating_set {
+    std::vector<const sequence*> sequences;
+    std::size_t chosen = 0;
+  };
+  speculating_set speculating_decodes(int cap) const;
+  /// Plain decodes `seq` waits before its next probe once it got draft slots
+  /// as `drafts`: twice the last wait after a probe of measured text (none
+  /// after a probe at the longest wait), the first wait (0) after a decode
+  /// the cost model chose.
+  static std::int32_t probe_wait_after(const sequence& seq, draft_grant drafts);
   /// k_max, or the adaptive k from the sequence's acceptance, times the tree width (before budget, blocks
   /// and length limits).
   std::int32_t wanted_slots(const sequence& seq) const;

@@ -181,6 +181,10 @@ void scheduler_loop::observe_step_cost(const step_result& result) {
   costs.set_step_overhead(overlap_ == overlap_mode::serial ? step_cost_.serial_gap_s() : 0.0);
 }
 
+void scheduler_loop::on_dispatched(std::uint64_t step, double now) {
+  if (const auto it = in_flight_.find(step); it != in_flight_.end()) it->second = now;
+}
+
 void scheduler_loop::on_draft_round(std::int32_t sequences, std::int32_t steps, double seconds) {
   core_.speculation_costs().observe_draft_round(sequences, steps, seconds);
 }

@@ -12,6 +12,7 @@
 //   if (auto r = begin_step(now))              -> KV manager
 //   while (auto again = on_kv_reply(reply))    -> KV manager again
 //   planned_step p = take_step(now)            -> route p.events; set_drafts; run p.step, or p.next
+//   on_dispatched(p.step.id, now)              -> when it goes to the executor (after its drafts)
 //   step_outcome o = on_step_result(r, now)    -> route o.events; begin_step again
 // "Route" means: the events to the requests' output shards, then the drain
 // answers. Requests whose last choice finished are forgotten by then.
@@ -153,6 +154,11 @@ class scheduler_loop {
   /// so that no step reads a block the failed one may have left half
   /// written; their other sequences are recomputed.
   step_outcome on_step_result(const step_result& result, double now);
+  /// Step `step` (taken earlier) went to the executor at `now`: its round
+  /// trip is timed from here, so that the wait for its drafts counts as
+  /// draft time (on_draft_round), not as messaging between serial steps
+  /// (which would make overlap look worth it to a step that waits for drafts).
+  void on_dispatched(std::uint64_t step, double now);
   /// A draft round for `sequences` sequences took `seconds` (from the
   /// request to the drafts) over `steps` draft steps: feeds the turn-down.
   void on_draft_round(std::int32_t sequences, std::int32_t steps, double seconds);

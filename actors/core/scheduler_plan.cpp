@@ -85,8 +85,7 @@ void scheduler::schedule_running(bool decodes) {
   int decode_slots = decodes ? decode_cap() : 0;
   int decodes_left = decodes ? count_decodes(decode_slots) : 0;
   // Speculation only where the measured costs say it pays (docs/scheduling.md).
-  const std::vector<const sequence*> speculating =
-      decodes ? speculating_decodes(decode_slots) : std::vector<const sequence*>{};
+  const speculating_set speculating = decodes ? speculating_decodes(decode_slots) : speculating_set{};
   for (std::size_t i = 0; i < plan_->running.size(); ++i) {
     sequence& seq = *plan_->running[i];
     if (!seq.resident() || seq.pending_rows > 0 || granted(seq)) continue;
@@ -94,8 +93,12 @@ void scheduler::schedule_running(bool decodes) {
     if (remaining <= 0 || (remaining == 1) != decodes) continue;
     if (plan_->budget <= 0 || (decodes && decode_slots-- <= 0)) break;
     if (decodes) {
-      const bool speculate = std::find(speculating.begin(), speculating.end(), &seq) != speculating.end();
-      schedule_decode(seq, i, --decodes_left, speculate);
+      const auto found = std::find(speculating.sequences.begin(), speculating.sequences.end(), &seq);
+      const auto index = static_cast<std::size_t>(found - speculating.sequences.begin());
+      schedule_decode(seq, i, --decodes_left,
+                      found == speculating.sequences.end() ? draft_grant::none
+                      : index < speculating.chosen         ? draft_grant::chosen
+                                                           : draft_grant::probe);
       continue;
     }
     std::int32_t tokens = std::min({remaining, config_.max_prefill_chunk, plan_->budget});
@@ -104,10 +107,11 @@ void scheduler::schedule_running(bool decodes) {
   }
 }
 
-bool scheduler::schedule_decode(sequence& seq, std::size_t position, int decodes_after, bool speculate) {
-  if (const std::int32_t slots = speculate ? draft_slots_for(seq, decodes_after) : 0; slots > 0) {
+bool scheduler::schedule_decode(sequence& seq, std::size_t position, int decodes_after, draft_grant drafts) {
+  if (const std::int32_t slots = drafts != draft_grant::none ? draft_slots_for(seq, decodes_after) : 0; slots > 0) {
     add_grant(seq, grant_kind::append, 1, append_blocks(seq, 1 + slots), slots);
     seq.decodes_since_slots = 0;
+    seq.decodes_before_probe = probe_wait_after(seq, drafts);
     return true;
   }
   ++seq.decodes_since_slots;

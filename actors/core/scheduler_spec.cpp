@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "actors/core/draft_tree.hpp"
 #include "actors/core/scheduler.hpp"
@@ -26,8 +27,16 @@ std::vector<std::int32_t> chain_parents(std::int32_t j) {
 constexpr double acceptance_smoothing = 0.2;
 
 /// A sequence the turn-down left plain this many decodes in a row speculates
-/// once more: its acceptance was measured on text it has left behind.
-constexpr std::int32_t probe_after_plain_decodes = 32;
+/// once more: its acceptance was measured on text it has left behind. Each
+/// probe doubles the wait before the next, and after a probe at the longest
+/// wait there are no more until the cost model chooses the sequence again:
+/// a probe is a draft round the whole step waits for, and its catch-up feeds
+/// the draft every token since the last (for a draft model, a prefill of
+/// the wait), so on text the draft cannot follow, probing for good would
+/// cost a draft prefill of the whole output.
+constexpr std::int32_t first_probe_wait = 32;
+constexpr std::int32_t longest_probe_wait = 128;
+constexpr std::int32_t no_more_probes = std::numeric_limits<std::int32_t>::max();
 
 }  // namespace
 
@@ -40,7 +49,13 @@ int scheduler::count_decodes(int cap) const {
   return std::min(decoding, cap);
 }
 
-std::vector<const sequence*> scheduler::speculating_decodes(int cap) const {
+std::int32_t scheduler::probe_wait_after(const sequence& seq, draft_grant drafts) {
+  if (drafts != draft_grant::probe || !seq.drafts_verified) return 0;
+  if (seq.decodes_before_probe <= 0) return 2 * first_probe_wait;
+  return seq.decodes_before_probe >= longest_probe_wait ? no_more_probes : 2 * seq.decodes_before_probe;
+}
+
+scheduler::speculating_set scheduler::speculating_decodes(int cap) const {
   std::vector<const sequence*> decodes;
   for (const sequence* seq : plan_->running) {
     if (static_cast<int>(decodes.size()) >= cap) break;
@@ -71,10 +86,12 @@ std::vector<const sequence*> scheduler::speculating_decodes(int cap) const {
   const auto beyond = eligible.begin() + static_cast<std::ptrdiff_t>(chosen);
   eligible.erase(std::remove_if(beyond, eligible.end(),
                                 [](const sequence* seq) {
-                                  return seq->drafts_verified && seq->decodes_since_slots < probe_after_plain_decodes;
+                                  const std::int32_t wait =
+                                      seq->decodes_before_probe > 0 ? seq->decodes_before_probe : first_probe_wait;
+                                  return seq->drafts_verified && seq->decodes_since_slots < wait;
                                 }),
                  eligible.end());
-  return eligible;
+  return {std::move(eligible), chosen};
 }
 
 std::int32_t scheduler::wanted_slots(const sequence& seq) const {

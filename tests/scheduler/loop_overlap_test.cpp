@@ -75,6 +75,26 @@ TEST(LoopOverlap, ACheapStepSwitchesToSplitOverlapAfterEnoughSerialGaps) {
   EXPECT_TRUE(d.loop.core().split_decodes());
 }
 
+// A step that waits 2 ms for its drafts between take_step and its dispatch:
+// the executor idles then, but that is the draft round's cost (the turn-down
+// weighs it); the gap between serial steps is still 0.1 ms, far below twice
+// the 0.4 ms one-token step, so splitting would not pay.
+TEST(LoopOverlap, TheWaitForDraftsIsNotAGapBetweenSteps) {
+  loop_driver d(small_loop_config(2, /*one_token_step_s=*/0.0004));
+  d.submit("a", 1000);
+  for (int i = 0; i < 100; ++i) {
+    std::optional<planned_step> planned = d.plan();
+    ASSERT_TRUE(planned && planned->next == after_planning::run);
+    d.now += 0.002;  // the draft round
+    d.loop.on_dispatched(planned->step.id, d.now);
+    d.now += 0.0004;
+    EXPECT_FALSE(d.complete(planned->step, /*execute_s=*/0.0004).overlap_switched) << "step " << i;
+    d.now += 0.0001;
+  }
+  EXPECT_EQ(d.loop.overlap(), overlap_mode::serial);
+  EXPECT_NEAR(d.loop.step_time_s(), 0.0004, 1e-9) << "timed from the dispatch";
+}
+
 TEST(LoopOverlap, ACostlyStepNeverSwitches) {
   loop_driver d(small_loop_config(2, /*one_token_step_s=*/0.05));
   d.submit("a", 1000);

@@ -157,6 +157,49 @@ TEST(SpeculativePlanning, ASequenceLeftPlainForLongIsProbedAgain) {
   d.run();
 }
 
+// Probes of text the draft cannot follow would cost a draft round (and a
+// catch-up as long as the wait) every 32 decodes for good: each probe the
+// cost model does not follow up doubles the wait, after the third there are
+// none, and a decode the cost model chooses again starts over from 32.
+TEST(SpeculativePlanning, ProbesBackOffAndStopUntilTheCostModelChoosesTheSequenceAgain) {
+  spec_driver d(spec_config(2, /*blocks=*/256), std::nullopt);
+  const request_handle r = d.submit(make_spec({.prompt_len = 4, .max_tokens = 700}));
+  run_plain(d, d.plan());
+  speculation_cost_model& costs = d.sched().speculation_costs();
+  const auto observe = [&](double per_token_ms, double fixed_ms) {
+    for (int round = 0; round < 100; ++round)
+      for (std::int32_t tokens = 1; tokens <= 64; ++tokens)
+        costs.observe_target_step(tokens, (fixed_ms + per_token_ms * tokens) * 1e-3);
+  };
+  observe(1, 0);  // every draft costs a whole token: plain decoding wins
+  verify_one_round(d);
+  const auto expect_probe_after = [&](int wait) {
+    for (int i = 0; i < wait; ++i) {
+      const scheduled_step plain = d.plan();
+      ASSERT_EQ(entry(plain, r).draft_slots, 0) << "decode " << i << " of a wait of " << wait;
+      run_plain(d, plain);
+    }
+    const scheduled_step probe = d.plan();
+    EXPECT_EQ(entry(probe, r).draft_slots, 2) << "a probe after " << wait << " plain decodes";
+    run_plain(d, probe);
+  };
+  expect_probe_after(32);
+  expect_probe_after(64);
+  expect_probe_after(128);
+  for (int i = 0; i < 300; ++i) {
+    const scheduled_step plain = d.plan();
+    ASSERT_EQ(entry(plain, r).draft_slots, 0) << "no probe after the third, decode " << i;
+    run_plain(d, plain);
+  }
+  observe(0.001, 1);  // drafts nearly free: the cost model chooses it again
+  const scheduled_step chosen = d.plan();
+  EXPECT_EQ(entry(chosen, r).draft_slots, 2);
+  run_plain(d, chosen);
+  observe(1, 0);
+  expect_probe_after(32);
+  d.run();
+}
+
 TEST(SpeculativePlanning, EveryDecodeKeepsItsTokenWhenTheBudgetIsShort) {
   spec_driver d(spec_config(4, 64, 32, /*budget=*/8), std::nullopt);
   for (int i = 0; i < 3; ++i) d.submit(make_spec({.prompt_len = 2, .max_tokens = 10, .first_token = 10 * i + 1}));
