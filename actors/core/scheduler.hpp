@@ -267,10 +267,10 @@ class scheduler {
   };
   speculating_set speculating_decodes(int cap) const;
   /// Plain decodes `seq` waits before its next probe once it got draft slots
-  /// as `drafts`: twice the last wait after a probe of measured text (none
-  /// after a probe at the longest wait), the first wait (0) after a decode
-  /// the cost model chose.
-  static std::int32_t probe_wait_after(const sequence& seq, draft_grant drafts);
+  /// as `drafts`: with a drafter whose rounds cost time, twice the last wait
+  /// after a probe of measured text (none after a probe at the longest wait);
+  /// else, and after a decode the cost model chose, the first wait (0).
+  std::int32_t probe_wait_after(const sequence& seq, draft_grant drafts) const;
   /// k_max, or the adaptive k from the sequence's acceptance, times the tree width (before budget, blocks
   /// and length limits).
   std::int32_t wanted_slots(const sequence& seq) const;

@@ -27,13 +27,13 @@ std::vector<std::int32_t> chain_parents(std::int32_t j) {
 constexpr double acceptance_smoothing = 0.2;
 
 /// A sequence the turn-down left plain this many decodes in a row speculates
-/// once more: its acceptance was measured on text it has left behind. Each
-/// probe doubles the wait before the next, and after a probe at the longest
-/// wait there are no more until the cost model chooses the sequence again:
-/// a probe is a draft round the whole step waits for, and its catch-up feeds
-/// the draft every token since the last (for a draft model, a prefill of
-/// the wait), so on text the draft cannot follow, probing for good would
-/// cost a draft prefill of the whole output.
+/// once more: its acceptance was measured on text it has left behind. With
+/// a drafter (a draft model, layer skipping) each probe doubles the wait
+/// before the next, and after a probe at the longest wait there are no more
+/// until the cost model chooses the sequence again: such a probe is a draft
+/// round the whole step waits for, and its catch-up feeds the drafter every
+/// token since the last (a prefill of the wait), so on text the draft cannot
+/// follow, probing for good would cost a draft prefill of the whole output.
 constexpr std::int32_t first_probe_wait = 32;
 constexpr std::int32_t longest_probe_wait = 128;
 constexpr std::int32_t no_more_probes = std::numeric_limits<std::int32_t>::max();
@@ -49,8 +49,10 @@ int scheduler::count_decodes(int cap) const {
   return std::min(decoding, cap);
 }
 
-std::int32_t scheduler::probe_wait_after(const sequence& seq, draft_grant drafts) {
-  if (drafts != draft_grant::probe || !seq.drafts_verified) return 0;
+std::int32_t scheduler::probe_wait_after(const sequence& seq, draft_grant drafts) const {
+  // Prompt lookup has no draft round and no catch-up: its probes cost only the verified slots.
+  const bool rounds_cost = speculation_costs_.draft_round_s(1, 1) > 0;
+  if (drafts != draft_grant::probe || !seq.drafts_verified || !rounds_cost) return 0;
   if (seq.decodes_before_probe <= 0) return 2 * first_probe_wait;
   return seq.decodes_before_probe >= longest_probe_wait ? no_more_probes : 2 * seq.decodes_before_probe;
 }

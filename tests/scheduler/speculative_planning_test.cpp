@@ -157,47 +157,64 @@ TEST(SpeculativePlanning, ASequenceLeftPlainForLongIsProbedAgain) {
   d.run();
 }
 
-// Probes of text the draft cannot follow would cost a draft round (and a
-// catch-up as long as the wait) every 32 decodes for good: each probe the
-// cost model does not follow up doubles the wait, after the third there are
-// none, and a decode the cost model chooses again starts over from 32.
-TEST(SpeculativePlanning, ProbesBackOffAndStopUntilTheCostModelChoosesTheSequenceAgain) {
-  spec_driver d(spec_config(2, /*blocks=*/256), std::nullopt);
-  const request_handle r = d.submit(make_spec({.prompt_len = 4, .max_tokens = 700}));
-  run_plain(d, d.plan());
-  speculation_cost_model& costs = d.sched().speculation_costs();
-  const auto observe = [&](double per_token_ms, double fixed_ms) {
+// A decode left plain by compute-bound costs, after its first verified round.
+struct probe_harness {
+  spec_driver d{spec_config(2, /*blocks=*/256), std::nullopt};
+  request_handle r = d.submit(make_spec({.prompt_len = 4, .max_tokens = 700}));
+
+  explicit probe_harness(double draft_step_s) {
+    run_plain(d, d.plan());
+    if (draft_step_s > 0) d.sched().speculation_costs().observe_draft_round(1, 1, draft_step_s);
+    observe(1, 0);  // every draft costs a whole token: plain decoding wins
+    verify_one_round(d);
+  }
+  void observe(double per_token_ms, double fixed_ms) {
     for (int round = 0; round < 100; ++round)
       for (std::int32_t tokens = 1; tokens <= 64; ++tokens)
-        costs.observe_target_step(tokens, (fixed_ms + per_token_ms * tokens) * 1e-3);
-  };
-  observe(1, 0);  // every draft costs a whole token: plain decoding wins
-  verify_one_round(d);
-  const auto expect_probe_after = [&](int wait) {
-    for (int i = 0; i < wait; ++i) {
-      const scheduled_step plain = d.plan();
-      ASSERT_EQ(entry(plain, r).draft_slots, 0) << "decode " << i << " of a wait of " << wait;
-      run_plain(d, plain);
-    }
+        d.sched().speculation_costs().observe_target_step(tokens, (fixed_ms + per_token_ms * tokens) * 1e-3);
+  }
+  /// `wait` plain decodes, then a probe.
+  void expect_probe_after(int wait) {
+    expect_plain(wait);
     const scheduled_step probe = d.plan();
     EXPECT_EQ(entry(probe, r).draft_slots, 2) << "a probe after " << wait << " plain decodes";
     run_plain(d, probe);
-  };
-  expect_probe_after(32);
-  expect_probe_after(64);
-  expect_probe_after(128);
-  for (int i = 0; i < 300; ++i) {
-    const scheduled_step plain = d.plan();
-    ASSERT_EQ(entry(plain, r).draft_slots, 0) << "no probe after the third, decode " << i;
-    run_plain(d, plain);
   }
-  observe(0.001, 1);  // drafts nearly free: the cost model chooses it again
-  const scheduled_step chosen = d.plan();
-  EXPECT_EQ(entry(chosen, r).draft_slots, 2);
-  run_plain(d, chosen);
-  observe(1, 0);
-  expect_probe_after(32);
-  d.run();
+  void expect_plain(int decodes) {
+    for (int i = 0; i < decodes; ++i) {
+      const scheduled_step plain = d.plan();
+      ASSERT_EQ(entry(plain, r).draft_slots, 0) << "decode " << i << " of " << decodes;
+      run_plain(d, plain);
+    }
+  }
+};
+
+// With a draft model, probes of text it cannot follow would cost a draft
+// round (and a catch-up as long as the wait) every 32 decodes for good:
+// each probe the cost model does not follow up doubles the wait, after the
+// third there are none, and a decode the cost model chooses again starts
+// over from 32.
+TEST(SpeculativePlanning, DrafterProbesBackOffAndStopUntilTheCostModelChoosesTheSequenceAgain) {
+  probe_harness h(/*draft_step_s=*/1e-4);
+  h.expect_probe_after(32);
+  h.expect_probe_after(64);
+  h.expect_probe_after(128);
+  h.expect_plain(300);
+  h.observe(0.001, 1);  // drafts nearly free: the cost model chooses it again
+  const scheduled_step chosen = h.d.plan();
+  EXPECT_EQ(entry(chosen, h.r).draft_slots, 2);
+  run_plain(h.d, chosen);
+  h.observe(1, 0);
+  h.expect_probe_after(32);
+  h.d.run();
+}
+
+// Prompt lookup has no draft round: a probe costs its verified slots only,
+// so it comes every 32 decodes.
+TEST(SpeculativePlanning, WithoutDraftRoundsProbesComeEvery32Decodes) {
+  probe_harness h(/*draft_step_s=*/0);
+  for (int probe = 0; probe < 5; ++probe) h.expect_probe_after(32);
+  h.d.run();
 }
 
 TEST(SpeculativePlanning, EveryDecodeKeepsItsTokenWhenTheBudgetIsShort) {
