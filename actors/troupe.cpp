@@ -198,6 +198,7 @@ loaded_engine_model load_engine_model(const engine_config& config) {
   loaded.one_token_step_s = time_one_token_step(*resources);
   loaded.executor = resources;
   loaded.drafter = load_drafter(config, *resources, loaded.num_device_blocks, *loaded.preparer->tokenizer());
+  if (loaded.drafter) loaded.draft_one_token_step_s = time_one_token_step(*loaded.drafter);
   loaded.eos_token_ids = eos_ids(*loaded.weights, *loaded.preparer->tokenizer());
   loaded.constraints = make_constraint_compiler(*loaded.preparer->tokenizer(), loaded.eos_token_ids);
   loaded.info.served_model_name = config.served_model_name.empty() ? dir.filename().string() : config.served_model_name;
@@ -256,6 +257,7 @@ troupe_handles spawn_troupe(caf::actor_system& system, const engine_config& conf
   setup.shards = handles.detokenizers;
   setup.gauges = handles.gauges;
   setup.loop.one_token_step_s = model.one_token_step_s;
+  setup.loop.draft_one_token_step_s = model.draft_one_token_step_s;
   setup.loop.workspace = model.workspace;
   setup.speculation = *parse_speculative_method(config.speculative);  // checked by load_drafter
   setup.lookup = {.max_ngram = config.prompt_lookup_max, .min_ngram = config.prompt_lookup_min};

@@ -28,8 +28,9 @@ struct loaded_engine_model {
   std::int64_t num_host_blocks = 0;
   int max_model_len = 0;
   std::vector<std::int32_t> eos_token_ids;
-  double one_token_step_s = 0;  ///< executor time of a one-token step, measured at load
-  workspace_bound workspace;    ///< the step workspace's cost and limit (knob max_step_workspace_bytes)
+  double one_token_step_s = 0;        ///< executor time of a one-token step, measured at load
+  double draft_one_token_step_s = 0;  ///< the drafter's (0: no drafter)
+  workspace_bound workspace;          ///< the step workspace's cost and limit (knob max_step_workspace_bytes)
 };
 
 /// Loads `config.model_dir` (or the demo model), picks the device, uploads

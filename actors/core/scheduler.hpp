@@ -126,6 +126,7 @@ class scheduler {
   /// The measured costs that decide which decodes speculate (the caller
   /// feeds it step and draft-round times; docs/scheduling.md "Turn-down").
   speculation_cost_model& speculation_costs() { return speculation_costs_; }
+  const speculation_cost_model& speculation_costs() const { return speculation_costs_; }
 
   // ---- state --------------------------------------------------------------
   /// Sequences (choices) that are device-resident, waiting to be (re)prefilled, or swapped out.

@@ -12,7 +12,12 @@ scheduler_loop::scheduler_loop(scheduler_loop_config config)
     : config_(std::move(config)),
       core_(config_.scheduler, make_policy(config_.policy)),
       step_cost_(config_.one_token_step_s),
-      overlap_(step_cost_.mode()) {}
+      overlap_(step_cost_.mode()) {
+  // Known before the first round: a drafter's rounds cost time (the probe
+  // and catch-up rules of the turn-down apply from the first step).
+  if (config_.draft_one_token_step_s > 0)
+    core_.speculation_costs().observe_draft_round(1, 1, config_.draft_one_token_step_s);
+}
 
 // ---- submit ---------------------------------------------------------------
 

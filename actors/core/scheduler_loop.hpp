@@ -55,6 +55,7 @@ struct scheduler_loop_config {
   int max_steps_in_flight = 2;                  ///< in alternate and split overlap; serial runs one
   double stuck_after_s = 30.0;                  ///< a step running longer makes the stats report the engine unhealthy
   double one_token_step_s = 0;                  ///< measured executor time of a one-token step (0: unknown)
+  double draft_one_token_step_s = 0;            ///< the drafter's, seeding the turn-down's draft costs (0: none)
   workspace_bound workspace;                    ///< live budgets are refused past its limit
 };
 

@@ -69,9 +69,24 @@ scheduler::speculating_set scheduler::speculating_decodes(int cap) const {
   // prompt only pays when speculation goes on.
   const int batch = num_running() + num_waiting() + num_swapped();
   if (config_.num_speculative_tokens <= 0 || batch > config_.speculative_max_batch) return {};
+  // With a drafter whose rounds cost time, a sequence whose draft is behind
+  // (never verified, or probed after a plain stretch) has it catch up on its
+  // whole context or the stretch first: not worth it with fewer tokens left
+  // than two full rounds emit. (A large batch whose sequences end within a
+  // few steps of each other drops below speculative_max_batch with a few
+  // tokens left in each: they stay plain.)
+  const bool rounds_cost = speculation_costs_.draft_round_s(1, 1) > 0;
+  const std::int64_t catch_up_pays_from = 2 * (std::int64_t{config_.num_speculative_tokens} + 1);
+  const auto too_short_to_catch_up = [&](const sequence& seq) {
+    if (!rounds_cost) return false;
+    std::int64_t left = config_.max_model_len - seq.total_tokens();
+    if (seq.request->spec.max_tokens >= 0)
+      left = std::min<std::int64_t>(left, seq.request->spec.max_tokens - static_cast<std::int64_t>(seq.outputs.size()));
+    return left < catch_up_pays_from;
+  };
   std::vector<const sequence*> eligible;
   for (const sequence* seq : decodes)
-    if (wanted_slots(*seq) > 0) eligible.push_back(seq);
+    if (wanted_slots(*seq) > 0 && (seq->drafts_verified || !too_short_to_catch_up(*seq))) eligible.push_back(seq);
   // The likeliest to be accepted first: the model picks how many of them speculate.
   std::stable_sort(eligible.begin(), eligible.end(),
                    [](const sequence* a, const sequence* b) { return a->acceptance > b->acceptance; });
@@ -87,10 +102,11 @@ scheduler::speculating_set scheduler::speculating_decodes(int cap) const {
   // are still the optimistic start, not a measurement).
   const auto beyond = eligible.begin() + static_cast<std::ptrdiff_t>(chosen);
   eligible.erase(std::remove_if(beyond, eligible.end(),
-                                [](const sequence* seq) {
+                                [&](const sequence* seq) {
                                   const std::int32_t wait =
                                       seq->decodes_before_probe > 0 ? seq->decodes_before_probe : first_probe_wait;
-                                  return seq->drafts_verified && seq->decodes_since_slots < wait;
+                                  return seq->drafts_verified &&
+                                         (seq->decodes_since_slots < wait || too_short_to_catch_up(*seq));
                                 }),
                  eligible.end());
   return {std::move(eligible), chosen};

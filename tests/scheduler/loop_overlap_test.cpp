@@ -95,6 +95,15 @@ TEST(LoopOverlap, TheWaitForDraftsIsNotAGapBetweenSteps) {
   EXPECT_NEAR(d.loop.step_time_s(), 0.0004, 1e-9) << "timed from the dispatch";
 }
 
+TEST(LoopOverlap, TheDraftersStepTimeSeedsTheDraftCosts) {
+  scheduler_loop_config config = small_loop_config(2, 0.0004);
+  EXPECT_EQ(scheduler_loop(config).core().speculation_costs().draft_round_s(1, 1), 0) << "no drafter";
+  config.draft_one_token_step_s = 0.0002;
+  scheduler_loop loop(config);
+  EXPECT_DOUBLE_EQ(loop.core().speculation_costs().draft_round_s(1, 1), 0.0002);
+  EXPECT_DOUBLE_EQ(loop.core().speculation_costs().draft_round_s(1, 3), 0.0006) << "three draft steps";
+}
+
 TEST(LoopOverlap, ACostlyStepNeverSwitches) {
   loop_driver d(small_loop_config(2, /*one_token_step_s=*/0.05));
   d.submit("a", 1000);

@@ -217,6 +217,42 @@ TEST(SpeculativePlanning, WithoutDraftRoundsProbesComeEvery32Decodes) {
   h.d.run();
 }
 
+// A draft model's first round (and a probe's) catches it up on the whole
+// context (the stretch since its last round): with fewer tokens left than
+// two full rounds emit (2 × (k + 1) = 6 here) that costs more than it can
+// win back, so with a drafter whose rounds cost time such a sequence stays
+// plain. Prompt lookup has nothing to catch up.
+TEST(SpeculativePlanning, ADrafterDoesNotCatchUpASequenceNearItsEnd) {
+  for (const double draft_step_s : {1e-4, 0.0}) {
+    SCOPED_TRACE(draft_step_s > 0 ? "draft model" : "prompt lookup");
+    spec_driver d(spec_config(2, /*blocks=*/128), std::nullopt);
+    const request_handle short_output = d.submit(make_spec({.prompt_len = 4, .max_tokens = 6, .first_token = 1}));
+    const request_handle long_output = d.submit(make_spec({.prompt_len = 4, .max_tokens = 36, .first_token = 11}));
+    run_plain(d, d.plan());
+    if (draft_step_s > 0) d.sched().speculation_costs().observe_draft_round(2, 1, draft_step_s);
+    scheduled_step first = d.plan();
+    EXPECT_EQ(entry(first, short_output).draft_slots, draft_step_s > 0 ? 0 : 2) << "5 tokens left";
+    EXPECT_EQ(entry(first, long_output).draft_slots, 2) << "35 tokens left";
+    for (std::size_t i = 0; i < first.sequences.size(); ++i)
+      if (first.sequences[i].draft_slots > 0) EXPECT_EQ(d.sched().set_drafts(first, i, {1}), "");
+    run_plain(d, first);
+    // Compute-bound costs leave the long one plain; after 32 plain decodes
+    // it has about 2 tokens left: prompt lookup probes it, a drafter not.
+    for (std::int32_t tokens = 1; tokens <= 64; ++tokens)
+      d.sched().speculation_costs().observe_target_step(tokens, tokens * 1e-3);
+    std::vector<std::size_t> probed_at;  // the long request's outputs when it was probed
+    while (d.sched().has_unfinished_requests()) {
+      const scheduled_step step = d.plan();
+      for (const auto& seq : step.sequences)
+        if (seq.request == long_output && seq.draft_slots > 0) probed_at.push_back(d.outputs[{long_output, 0}].size());
+      run_plain(d, step);
+    }
+    EXPECT_EQ(probed_at.size(), draft_step_s > 0 ? 0u : 1u);
+    if (!probed_at.empty()) EXPECT_GE(probed_at[0], 32u) << "a probe after 32 plain decodes";
+    d.run();
+  }
+}
+
 TEST(SpeculativePlanning, EveryDecodeKeepsItsTokenWhenTheBudgetIsShort) {
   spec_driver d(spec_config(4, 64, 32, /*budget=*/8), std::nullopt);
   for (int i = 0; i < 3; ++i) d.submit(make_spec({.prompt_len = 2, .max_tokens = 10, .first_token = 10 * i + 1}));
