@@ -275,6 +275,8 @@ class scheduler {
   /// k_max, or the adaptive k from the sequence's acceptance, times the tree width (before budget, blocks
   /// and length limits).
   std::int32_t wanted_slots(const sequence& seq) const;
+  /// Tokens `seq` may still generate: to its max_tokens and to the context end, whichever comes first.
+  std::int64_t tokens_left(const sequence& seq) const;
   /// Draft slots for a decode of `seq` that leave budget and blocks for the
   /// `decodes_after` decodes still to plan: k_max (or the adaptive k), shrunk
   /// to the tokens left before max_tokens and the context end; 0 for none.

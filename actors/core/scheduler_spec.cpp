@@ -51,8 +51,7 @@ int scheduler::count_decodes(int cap) const {
 
 std::int32_t scheduler::probe_wait_after(const sequence& seq, draft_grant drafts) const {
   // Prompt lookup has no draft round and no catch-up: its probes cost only the verified slots.
-  const bool rounds_cost = speculation_costs_.draft_round_s(1, 1) > 0;
-  if (drafts != draft_grant::probe || !seq.drafts_verified || !rounds_cost) return 0;
+  if (drafts != draft_grant::probe || !seq.drafts_verified || !speculation_costs_.draft_rounds_cost()) return 0;
   if (seq.decodes_before_probe <= 0) return 2 * first_probe_wait;
   return seq.decodes_before_probe >= longest_probe_wait ? no_more_probes : 2 * seq.decodes_before_probe;
 }
@@ -75,14 +74,10 @@ scheduler::speculating_set scheduler::speculating_decodes(int cap) const {
   // than two full rounds emit. (A large batch whose sequences end within a
   // few steps of each other drops below speculative_max_batch with a few
   // tokens left in each: they stay plain.)
-  const bool rounds_cost = speculation_costs_.draft_round_s(1, 1) > 0;
+  const bool rounds_cost = speculation_costs_.draft_rounds_cost();
   const std::int64_t catch_up_pays_from = 2 * (std::int64_t{config_.num_speculative_tokens} + 1);
   const auto too_short_to_catch_up = [&](const sequence& seq) {
-    if (!rounds_cost) return false;
-    std::int64_t left = config_.max_model_len - seq.total_tokens();
-    if (seq.request->spec.max_tokens >= 0)
-      left = std::min<std::int64_t>(left, seq.request->spec.max_tokens - static_cast<std::int64_t>(seq.outputs.size()));
-    return left < catch_up_pays_from;
+    return rounds_cost && tokens_left(seq) < catch_up_pays_from;
   };
   std::vector<const sequence*> eligible;
   for (const sequence* seq : decodes)
@@ -123,14 +118,18 @@ std::int32_t scheduler::wanted_slots(const sequence& seq) const {
          static_cast<std::int32_t>(std::clamp<std::int64_t>(std::llround(seq.acceptance * k_max) + 1, 1, k_max));
 }
 
+std::int64_t scheduler::tokens_left(const sequence& seq) const {
+  std::int64_t left = config_.max_model_len - seq.total_tokens();
+  if (const std::int64_t max_tokens = seq.request->spec.max_tokens; max_tokens >= 0)
+    left = std::min<std::int64_t>(left, max_tokens - static_cast<std::int64_t>(seq.outputs.size()));
+  return left;
+}
+
 std::int32_t scheduler::draft_slots_for(const sequence& seq, int decodes_after) const {
-  const request_spec& spec = seq.request->spec;
   std::int64_t slots = wanted_slots(seq);
   if (slots <= 0) return 0;
   // A round emits up to slots + 1 tokens: no more than max_tokens and the context allow.
-  const auto produced = static_cast<std::int64_t>(seq.outputs.size());
-  if (spec.max_tokens >= 0) slots = std::min<std::int64_t>(slots, spec.max_tokens - produced - 1);
-  slots = std::min<std::int64_t>(slots, config_.max_model_len - seq.total_tokens() - 1);
+  slots = std::min<std::int64_t>(slots, tokens_left(seq) - 1);
   // Every decode still to plan keeps its token and, at most, one new block.
   slots = std::min<std::int64_t>(slots, plan_->budget - 1 - decodes_after);
   while (slots > 0 && append_blocks(seq, 1 + static_cast<std::int32_t>(slots)) > plan_->free_blocks - decodes_after)

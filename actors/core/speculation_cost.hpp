@@ -79,6 +79,9 @@ class speculation_cost_model {
   std::optional<double> target_step_s(std::int32_t tokens) const { return target_.estimate(tokens); }
   /// Estimated seconds of a draft round for `sequences` sequences of `steps` draft steps (0: not measured yet).
   double draft_round_s(std::int32_t sequences, std::int32_t steps) const;
+  /// True once draft rounds are known to cost time (a draft model or layer
+  /// skipping, measured or timed at load); prompt lookup has no rounds.
+  bool draft_rounds_cost() const { return draft_round_s(1, 1) > 0; }
 
  private:
   cost_curve target_;      ///< target step seconds by tokens fed
