@@ -4,7 +4,7 @@
 
 namespace troupe {
 
-std::vector<std::int32_t> propose_ngram(std::span<const std::int32_t> tokens, int k, const ngram_settings& settings) {
+ngram_match find_ngram(std::span<const std::int32_t> tokens, int k, const ngram_settings& settings) {
   const auto size = static_cast<std::ptrdiff_t>(tokens.size());
   if (k <= 0 || size < 2) return {};
   for (int n = std::min<std::ptrdiff_t>(settings.max_ngram, size - 1); n >= std::max(1, settings.min_ngram); --n) {
@@ -12,16 +12,21 @@ std::vector<std::int32_t> propose_ngram(std::span<const std::int32_t> tokens, in
     // The most recent occurrence with k tokens after it wins: it is the
     // likeliest to continue the same way (a loop, a quoted passage being
     // copied). One too close to the end has fewer; the longest such is kept.
-    std::ptrdiff_t best_from = -1, best_count = 0;
-    for (std::ptrdiff_t start = size - n - 1; start >= 0 && best_count < k; --start) {
+    ngram_match best;
+    for (std::ptrdiff_t start = size - n - 1; start >= 0 && best.count < k; --start) {
       if (!std::equal(suffix.begin(), suffix.end(), tokens.begin() + start)) continue;
       const std::ptrdiff_t from = start + n;
-      const std::ptrdiff_t count = std::min<std::ptrdiff_t>(k, size - from);
-      if (count > best_count) best_from = from, best_count = count;
+      const auto count = static_cast<std::int32_t>(std::min<std::ptrdiff_t>(k, size - from));
+      if (count > best.count) best = {n, from, count};
     }
-    if (best_from >= 0) return {tokens.begin() + best_from, tokens.begin() + best_from + best_count};
+    if (best.count > 0) return best;
   }
   return {};
+}
+
+std::vector<std::int32_t> propose_ngram(std::span<const std::int32_t> tokens, int k, const ngram_settings& settings) {
+  const ngram_match match = find_ngram(tokens, k, settings);
+  return {tokens.begin() + match.from, tokens.begin() + match.from + match.count};
 }
 
 std::vector<std::vector<std::int32_t>> propose_ngram_branches(std::span<const std::int32_t> tokens, int k, int width,

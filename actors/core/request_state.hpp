@@ -74,6 +74,10 @@ struct sequence {
   double acceptance = 1.0;                  ///< exponential average of accepted drafts / depth proposed
   double fed_fraction = 1.0;                ///< exponential average of drafts fed / draft slots granted
   bool drafts_verified = false;             ///< a round of its drafts was verified (acceptance is measured)
+  /// Prompt lookup: `acceptance` kept per match length (index: suffix
+  /// tokens matched), 1.0 until a match of that length is verified.
+  std::vector<double> acceptance_by_match;
+  ngram_match planned_match;  ///< prompt lookup: the match its draft slots were planned for (length 0: none)
   /// Structured output: the constraint's position after `outputs` (null:
   /// unconstrained). Transitions never touch it: a recompute replays no
   /// sampling, so the outputs it has accepted stay accepted.

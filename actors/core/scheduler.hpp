@@ -226,8 +226,10 @@ class scheduler {
     chosen,  ///< the cost model says its drafts pay
     probe,   ///< left plain for long (or never measured): one round to measure its acceptance again
   };
-  /// Schedules one decode, with draft slots as `drafts` allows; false when it got nothing.
-  bool schedule_decode(sequence& seq, std::size_t position, int decodes_after, draft_grant drafts);
+  /// Schedules one decode, with draft slots as `drafts` allows (no more than
+  /// `match` offers, prompt lookup's; null for other proposers); false when it got nothing.
+  bool schedule_decode(sequence& seq, std::size_t position, int decodes_after, draft_grant drafts,
+                       const ngram_match* match);
   /// Decodes the step being planned may take: all, or half while another step runs and decodes are split.
   int decode_cap() const;
   bool make_room(sequence& seq, std::size_t position, std::int32_t& tokens, std::int32_t& blocks);
@@ -264,23 +266,31 @@ class scheduler {
   /// the rest as probes. Empty when none, or above speculative_max_batch.
   struct speculating_set {
     std::vector<const sequence*> sequences;
+    std::vector<ngram_match> matches;  ///< prompt lookup: each one's match, beside `sequences` (else empty)
     std::size_t chosen = 0;
   };
   speculating_set speculating_decodes(int cap) const;
+  /// Prompt lookup's match for the next round of `seq` (k_max deep).
+  ngram_match lookup_match(const sequence& seq) const;
+  /// The acceptance a round of `seq` is planned with: with prompt lookup,
+  /// its average for the length of `match` (1.0 until measured); else its
+  /// overall average.
+  double planned_acceptance(const sequence& seq, const ngram_match* match) const;
   /// Plain decodes `seq` waits before its next probe once it got draft slots
   /// as `drafts`: with a drafter whose rounds cost time, twice the last wait
   /// after a probe of measured text (none after a probe at the longest wait);
   /// else, and after a decode the cost model chose, the first wait (0).
   std::int32_t probe_wait_after(const sequence& seq, draft_grant drafts) const;
-  /// k_max, or the adaptive k from the sequence's acceptance, times the tree width (before budget, blocks
-  /// and length limits).
-  std::int32_t wanted_slots(const sequence& seq) const;
+  /// k_max, or the adaptive k from the planned acceptance, times the tree
+  /// width; a chain no longer than prompt lookup's `match` (null: another
+  /// proposer). Before budget, blocks and length limits.
+  std::int32_t wanted_slots(const sequence& seq, const ngram_match* match) const;
   /// Tokens `seq` may still generate: to its max_tokens and to the context end, whichever comes first.
   std::int64_t tokens_left(const sequence& seq) const;
   /// Draft slots for a decode of `seq` that leave budget and blocks for the
   /// `decodes_after` decodes still to plan: k_max (or the adaptive k), shrunk
   /// to the tokens left before max_tokens and the context end; 0 for none.
-  std::int32_t draft_slots_for(const sequence& seq, int decodes_after) const;
+  std::int32_t draft_slots_for(const sequence& seq, int decodes_after, const ngram_match* match) const;
   /// The step result's verdict on a group (drafts of `seq`): metrics and the adaptive average.
   void observe_verified(sequence& seq, std::int32_t accepted);
   /// After a speculative step's tokens are applied: `accepted` drafts (of a

@@ -95,10 +95,12 @@ void scheduler::schedule_running(bool decodes) {
     if (decodes) {
       const auto found = std::find(speculating.sequences.begin(), speculating.sequences.end(), &seq);
       const auto index = static_cast<std::size_t>(found - speculating.sequences.begin());
+      const ngram_match* match = index < speculating.matches.size() ? &speculating.matches[index] : nullptr;
       schedule_decode(seq, i, --decodes_left,
                       found == speculating.sequences.end() ? draft_grant::none
                       : index < speculating.chosen         ? draft_grant::chosen
-                                                           : draft_grant::probe);
+                                                           : draft_grant::probe,
+                      match);
       continue;
     }
     std::int32_t tokens = std::min({remaining, config_.max_prefill_chunk, plan_->budget});
@@ -107,9 +109,12 @@ void scheduler::schedule_running(bool decodes) {
   }
 }
 
-bool scheduler::schedule_decode(sequence& seq, std::size_t position, int decodes_after, draft_grant drafts) {
-  if (const std::int32_t slots = drafts != draft_grant::none ? draft_slots_for(seq, decodes_after) : 0; slots > 0) {
+bool scheduler::schedule_decode(sequence& seq, std::size_t position, int decodes_after, draft_grant drafts,
+                                const ngram_match* match) {
+  if (const std::int32_t slots = drafts != draft_grant::none ? draft_slots_for(seq, decodes_after, match) : 0;
+      slots > 0) {
     add_grant(seq, grant_kind::append, 1, append_blocks(seq, 1 + slots), slots);
+    seq.planned_match = match != nullptr ? *match : ngram_match{};
     seq.decodes_since_slots = 0;
     seq.decodes_before_probe = probe_wait_after(seq, drafts);
     return true;

@@ -172,6 +172,7 @@ scheduled_sequence scheduler::commit_grant(const grant& g, in_flight_step& recor
   out.draft_slots = g.draft_slots;
   // A constrained sequence's drafts are verified as a chain (its masks follow one path).
   out.tree_width = seq.matcher ? 1 : std::max(1, config_.speculative_tree_width);
+  if (g.draft_slots > 0 && seq.planned_match.count > 0) out.lookup_from = seq.planned_match.from;
   seq.unsettled_slots = g.draft_slots;
   seq.num_drafts = 0;
   if (seq.num_computed == seq.total_tokens()) {

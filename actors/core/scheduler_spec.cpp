@@ -79,16 +79,32 @@ scheduler::speculating_set scheduler::speculating_decodes(int cap) const {
   const auto too_short_to_catch_up = [&](const sequence& seq) {
     return rounds_cost && tokens_left(seq) < catch_up_pays_from;
   };
-  std::vector<const sequence*> eligible;
-  for (const sequence* seq : decodes)
-    if (wanted_slots(*seq) > 0 && (seq->drafts_verified || !too_short_to_catch_up(*seq))) eligible.push_back(seq);
+  // Prompt lookup costs nothing to ask before the round: a decode without a
+  // match stays plain, and one with a match is valued by how well matches of
+  // its length were accepted (a long match in a loop or a quoted passage is
+  // far likelier right than a one-token match in free text).
+  const bool lookup = config_.prompt_lookup.max_ngram > 0;
+  struct eligible_decode {
+    const sequence* seq;
+    ngram_match match;
+    double acceptance;
+  };
+  std::vector<eligible_decode> eligible;
+  for (const sequence* seq : decodes) {
+    const ngram_match match = lookup ? lookup_match(*seq) : ngram_match{};
+    if (lookup && match.count == 0) continue;
+    const ngram_match* planned = lookup ? &match : nullptr;
+    if (wanted_slots(*seq, planned) > 0 && (seq->drafts_verified || !too_short_to_catch_up(*seq)))
+      eligible.push_back({seq, match, planned_acceptance(*seq, planned)});
+  }
   // The likeliest to be accepted first: the model picks how many of them speculate.
   std::stable_sort(eligible.begin(), eligible.end(),
-                   [](const sequence* a, const sequence* b) { return a->acceptance > b->acceptance; });
+                   [](const eligible_decode& a, const eligible_decode& b) { return a.acceptance > b.acceptance; });
   std::vector<speculation_candidate> candidates;
-  for (const sequence* seq : eligible) {
-    const std::int32_t width = seq->matcher ? 1 : std::max(1, config_.speculative_tree_width);
-    candidates.push_back(tree_candidate(seq->acceptance, wanted_slots(*seq), width, seq->fed_fraction));
+  for (const eligible_decode& e : eligible) {
+    const std::int32_t width = e.seq->matcher ? 1 : std::max(1, config_.speculative_tree_width);
+    candidates.push_back(
+        tree_candidate(e.acceptance, wanted_slots(*e.seq, lookup ? &e.match : nullptr), width, e.seq->fed_fraction));
   }
   const auto plain = static_cast<std::int32_t>(decodes.size());
   const std::size_t chosen = speculation_costs_.worth_speculating(candidates, plain, plain);
@@ -97,25 +113,50 @@ scheduler::speculating_set scheduler::speculating_decodes(int cap) const {
   // are still the optimistic start, not a measurement).
   const auto beyond = eligible.begin() + static_cast<std::ptrdiff_t>(chosen);
   eligible.erase(std::remove_if(beyond, eligible.end(),
-                                [&](const sequence* seq) {
+                                [&](const eligible_decode& e) {
+                                  const sequence& seq = *e.seq;
                                   const std::int32_t wait =
-                                      seq->decodes_before_probe > 0 ? seq->decodes_before_probe : first_probe_wait;
-                                  return seq->drafts_verified &&
-                                         (seq->decodes_since_slots < wait || too_short_to_catch_up(*seq));
+                                      seq.decodes_before_probe > 0 ? seq.decodes_before_probe : first_probe_wait;
+                                  return seq.drafts_verified &&
+                                         (seq.decodes_since_slots < wait || too_short_to_catch_up(seq));
                                 }),
                  eligible.end());
-  return {std::move(eligible), chosen};
+  speculating_set set{.chosen = chosen};
+  for (const eligible_decode& e : eligible) {
+    set.sequences.push_back(e.seq);
+    if (lookup) set.matches.push_back(e.match);
+  }
+  return set;
 }
 
-std::int32_t scheduler::wanted_slots(const sequence& seq) const {
+ngram_match scheduler::lookup_match(const sequence& seq) const {
+  const std::vector<std::int32_t>& prompt = seq.request->spec.prompt;
+  std::vector<std::int32_t> context;
+  context.reserve(prompt.size() + seq.outputs.size());
+  context.assign(prompt.begin(), prompt.end());
+  context.insert(context.end(), seq.outputs.begin(), seq.outputs.end());
+  return find_ngram(context, config_.num_speculative_tokens, config_.prompt_lookup);
+}
+
+double scheduler::planned_acceptance(const sequence& seq, const ngram_match* match) const {
+  if (match == nullptr) return seq.acceptance;
+  const auto length = static_cast<std::size_t>(match->length);
+  return length < seq.acceptance_by_match.size() ? seq.acceptance_by_match[length] : 1.0;
+}
+
+std::int32_t scheduler::wanted_slots(const sequence& seq, const ngram_match* match) const {
   // No outputs yet: the last prompt token (a prefill, or the fork step).
   if (!seq.request->spec.speculate || seq.outputs.empty()) return 0;
   const int k_max = config_.num_speculative_tokens;
   // A tree of `width` branches of up to k drafts each (seq.matcher: one chain).
   const std::int32_t width = seq.matcher ? 1 : std::max(1, config_.speculative_tree_width);
-  if (!config_.speculative_adaptive) return k_max * width;
-  return width *
-         static_cast<std::int32_t>(std::clamp<std::int64_t>(std::llround(seq.acceptance * k_max) + 1, 1, k_max));
+  std::int32_t k = k_max;
+  if (config_.speculative_adaptive)
+    k = static_cast<std::int32_t>(
+        std::clamp<std::int64_t>(std::llround(planned_acceptance(seq, match) * k_max) + 1, 1, k_max));
+  // A chain of prompt lookup drafts is as long as its match at most.
+  if (match != nullptr && width == 1) k = std::min(k, match->count);
+  return width * k;
 }
 
 std::int64_t scheduler::tokens_left(const sequence& seq) const {
@@ -125,8 +166,8 @@ std::int64_t scheduler::tokens_left(const sequence& seq) const {
   return left;
 }
 
-std::int32_t scheduler::draft_slots_for(const sequence& seq, int decodes_after) const {
-  std::int64_t slots = wanted_slots(seq);
+std::int32_t scheduler::draft_slots_for(const sequence& seq, int decodes_after, const ngram_match* match) const {
+  std::int64_t slots = wanted_slots(seq, match);
   if (slots <= 0) return 0;
   // A round emits up to slots + 1 tokens: no more than max_tokens and the context allow.
   slots = std::min<std::int64_t>(slots, tokens_left(seq) - 1);
@@ -237,6 +278,12 @@ void scheduler::observe_verified(sequence& seq, std::int32_t accepted) {
   const std::int32_t depth = seq.drafts_fed.parents.empty() ? drafts : tree_depth(seq.drafts_fed.parents);
   const double fraction = static_cast<double>(accepted) / depth;
   seq.acceptance = (1 - acceptance_smoothing) * seq.acceptance + acceptance_smoothing * fraction;
+  if (seq.planned_match.length > 0) {
+    const auto length = static_cast<std::size_t>(seq.planned_match.length);
+    if (seq.acceptance_by_match.size() <= length) seq.acceptance_by_match.resize(length + 1, 1.0);
+    double& by_length = seq.acceptance_by_match[length];
+    by_length = (1 - acceptance_smoothing) * by_length + acceptance_smoothing * fraction;
+  }
 }
 
 void scheduler::settle_step(const in_flight_step& record,

@@ -56,6 +56,8 @@ scheduler_config::scheduler_config(const engine_config& engine)
   const auto mode = parse_preemption_mode(engine.preemption_mode);
   if (!mode) throw std::runtime_error("knob 'preemption_mode': unknown mode '" + engine.preemption_mode + "'");
   preemption = *mode;
+  if (engine.speculative == "ngram")
+    prompt_lookup = {.max_ngram = engine.prompt_lookup_max, .min_ngram = engine.prompt_lookup_min};
 }
 
 block_manager_config kv_manager_config(const scheduler_config& config) {

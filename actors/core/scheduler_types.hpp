@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "actors/core/ngram_proposer.hpp"
 #include "kernels/sampling.hpp"
 #include "kernels/step_batch.hpp"
 #include "memory/block_manager.hpp"
@@ -94,6 +95,11 @@ struct scheduler_config {
   bool speculative_adaptive;                 ///< each sequence's k follows its acceptance rate
   int speculative_max_batch;                 ///< no speculation in a step with more decoding sequences than this
   int speculative_tree_width;                ///< draft tree branches (1: chains); draft slots = k * width
+  /// Prompt lookup (knob speculative = ngram; max_ngram 0 otherwise): the
+  /// core looks each decode's match up as it plans, grants draft slots only
+  /// where there is one and no more than it offers, and measures acceptance
+  /// per match length.
+  ngram_settings prompt_lookup{.max_ngram = 0, .min_ngram = 1};
 };
 
 /// What one step's workspace (the model's activations and logits) costs,
@@ -204,6 +210,9 @@ struct scheduled_sequence {
   std::span<const float> draft_probs;     ///< [j * vocab] the drafts' q rows, or empty (point masses)
   std::vector<std::int32_t> draft_parents;  ///< [j] a draft tree's parents (verify_group::parents), or empty: a chain
   std::int32_t tree_width = 1;              ///< branches a proposer may put in the draft slots (1: a chain)
+  /// Prompt lookup: where in prompt + outputs the continuation of the match
+  /// the slots were planned for starts (-1: none planned; the proposer scans).
+  std::ptrdiff_t lookup_from = -1;
 };
 
 /// What the executor needs to sample one logits row. The pointers and spans

@@ -50,7 +50,12 @@ std::vector<std::pair<std::size_t, draft_tree>> lookup_drafts(const scheduled_st
     if (row == nullptr) continue;
     const std::vector<std::int32_t> context = context_of(*row);
     draft_tree tree;
-    if (seq.tree_width <= 1) {
+    if (seq.tree_width <= 1 && seq.lookup_from >= 0) {
+      // The core planned the slots from this match (no more than it offers): no second scan.
+      const auto from = std::min<std::ptrdiff_t>(seq.lookup_from, static_cast<std::ptrdiff_t>(context.size()));
+      const auto count = std::min<std::ptrdiff_t>(seq.draft_slots, static_cast<std::ptrdiff_t>(context.size()) - from);
+      tree.drafts.assign(context.begin() + from, context.begin() + from + count);
+    } else if (seq.tree_width <= 1) {
       tree.drafts = propose_ngram(context, seq.draft_slots, settings);
     } else {
       const int depth = (seq.draft_slots + seq.tree_width - 1) / seq.tree_width;

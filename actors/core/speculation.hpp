@@ -24,9 +24,11 @@ enum class speculative_method : std::uint8_t { off, ngram, draft, layerskip };
 std::optional<speculative_method> parse_speculative_method(std::string_view name);
 
 /// Prompt-lookup drafts for every sequence of `step` with draft slots:
-/// (sequence index, drafts), only where the lookup found something. A
-/// sequence with tree_width w > 1 gets a tree of up to w continuations of
-/// up to ceil(draft_slots / w) tokens each (different match positions).
+/// (sequence index, drafts), only where the lookup found something. A chain
+/// planned from a match (lookup_from) is the tokens from there; else the
+/// lookup scans. A sequence with tree_width w > 1 gets a tree of up to w
+/// continuations of up to ceil(draft_slots / w) tokens each (different
+/// match positions).
 std::vector<std::pair<std::size_t, draft_tree>> lookup_drafts(const scheduled_step& step,
                                                               const ngram_settings& settings);
 

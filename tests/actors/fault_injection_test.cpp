@@ -91,8 +91,9 @@ TEST_P(EngineExecutorFault, FailsTheRequestsTheHealthWithinTwoSecondsAndFreesThe
       *engine, [](const engine_stats& s) { return !s.healthy; }, 2s);
   EXPECT_FALSE(failed.healthy);
   EXPECT_FALSE(failed.health_detail.empty());
-  if (GetParam() == "hang")
+  if (GetParam() == "hang") {
     EXPECT_NE(failed.health_detail.find("step_timeout"), std::string::npos) << failed.health_detail;
+  }
   expect_pool_idle(*engine, idle);
   auto late = submit(*engine, "after the failure", 4);
   ASSERT_TRUE(late->wait(10s));

@@ -28,7 +28,9 @@ TEST_P(SpeculativeIdentity, GreedyOutputsMatchWithoutSpeculation) {
   const run_outcome speculative = run_workload(spec_config(4, 256), fake_proposer(kind, kVocab, seed), depth, work);
   expect_same_outputs(plain, speculative);
   EXPECT_GT(speculative.metrics.spec_drafts, 0u);
-  if (kind == proposer_kind::right) EXPECT_LT(speculative.steps, plain.steps) << "right drafts save steps";
+  if (kind == proposer_kind::right) {
+    EXPECT_LT(speculative.steps, plain.steps) << "right drafts save steps";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(ProposersAndDepths, SpeculativeIdentity,
@@ -52,7 +54,9 @@ TEST_P(SpeculativePreemption, GreedyOutputsMatchUnderSwapAndRecompute) {
   const run_outcome actual = run_workload(speculative, fake_proposer(kind, kVocab, 5), depth, work);
   expect_same_outputs(expected, actual);
   EXPECT_GT(actual.preemptions, 0) << "the pool should be small enough to preempt";
-  if (depth > 0) EXPECT_GT(actual.preempted_with_unsettled_slots, 0) << "preemptions should hit steps in flight";
+  if (depth > 0) {
+    EXPECT_GT(actual.preempted_with_unsettled_slots, 0) << "preemptions should hit steps in flight";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

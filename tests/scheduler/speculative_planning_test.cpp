@@ -234,7 +234,9 @@ TEST(SpeculativePlanning, ADrafterDoesNotCatchUpASequenceNearItsEnd) {
     EXPECT_EQ(entry(first, short_output).draft_slots, draft_step_s > 0 ? 0 : 2) << "5 tokens left";
     EXPECT_EQ(entry(first, long_output).draft_slots, 2) << "35 tokens left";
     for (std::size_t i = 0; i < first.sequences.size(); ++i)
-      if (first.sequences[i].draft_slots > 0) EXPECT_EQ(d.sched().set_drafts(first, i, {1}), "");
+      if (first.sequences[i].draft_slots > 0) {
+        EXPECT_EQ(d.sched().set_drafts(first, i, {1}), "");
+      }
     run_plain(d, first);
     // Compute-bound costs leave the long one plain; after 32 plain decodes
     // it has about 2 tokens left: prompt lookup probes it, a drafter not.
@@ -248,7 +250,9 @@ TEST(SpeculativePlanning, ADrafterDoesNotCatchUpASequenceNearItsEnd) {
       run_plain(d, step);
     }
     EXPECT_EQ(probed_at.size(), draft_step_s > 0 ? 0u : 1u);
-    if (!probed_at.empty()) EXPECT_GE(probed_at[0], 32u) << "a probe after 32 plain decodes";
+    if (!probed_at.empty()) {
+      EXPECT_GE(probed_at[0], 32u) << "a probe after 32 plain decodes";
+    }
     d.run();
   }
 }

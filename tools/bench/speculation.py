@@ -11,7 +11,12 @@ submitted at once; it reports decode speed and acceptance on stderr). The
 grounded prompt is a passage of the demo's held-out text followed by the
 opening words of one of its paragraphs, so the continuation can be copied
 (BENCHMARKS.md W5, shortened to fit the demo's context); free prompts are
-short openings.
+short openings. Batch 1 runs `--solo-prompts` different prompts one at a
+time (how well a model copies depends on the passage) and reports their
+total decode tokens over their total decode time, with a per-prompt table
+after the main one. Each repeat runs every proposer in turn, so a slow
+minute of a shared machine falls on all of them; the median repeat is
+reported.
 
 Usage: tools/bench/speculation.py --troupe build/troupe [--model DIR --draft-model DIR]
            [--text tests/fixtures/demo/heldout.txt] [--batches 1,8,32] [--proposers off,ngram,draft]
@@ -128,27 +133,52 @@ def main():
     ap.add_argument("--batch-invariant", action="store_true",
                     help="bitwise batch-independent numerics: then 'same tokens' must say yes everywhere")
     ap.add_argument("--repeat", type=int, default=3, help="offline runs per row; the median is reported")
+    ap.add_argument("--solo-prompts", type=int, default=8, help="prompts run one at a time for the batch-1 rows")
     args = ap.parse_args()
     text = open(args.text, encoding="utf-8").read()
     print("| workload | batch | proposer | decode tok/s | speed-up | drafts accepted | mean accepted per run | same tokens |")
     print("|---|---|---|---|---|---|---|---|")
+    proposers = args.proposers.split(",")
+    solo_rows = []
     for workload in ("grounded", "free"):
         for batch in (int(b) for b in args.batches.split(",")):
-            prompts = grounded_prompts(text, batch, args.passage_words) if workload == "grounded" else \
-                [FREE[i % len(FREE)] + " " * (i // len(FREE)) for i in range(batch)]
+            count = args.solo_prompts if batch == 1 else batch
+            prompts = grounded_prompts(text, count, args.passage_words) if workload == "grounded" else \
+                [FREE[i % len(FREE)] + " " * (i // len(FREE)) for i in range(count)]
+            groups = [[p] for p in prompts] if batch == 1 else [prompts]
+            # runs[proposer][repeat][group] = (decode, runs, drafted, accepted, outputs)
+            runs = {p: [] for p in proposers}
+            for _ in range(args.repeat):
+                for proposer in proposers:
+                    runs[proposer].append([offline(args, proposer, g) for g in groups])
             base = None
-            for proposer in args.proposers.split(","):
-                rounds = [offline(args, proposer, prompts) for _ in range(args.repeat)]
-                decode = sorted(r[0] for r in rounds)[len(rounds) // 2]  # the median run
-                _, runs, drafted, ok, outputs = rounds[0]
-                if proposer == "off":
-                    base = (decode, outputs)
+            for proposer in proposers:
+                # Total decode tokens over total decode time: each group decodes the same tokens.
+                rates = sorted(len(groups) / sum(1 / g[0] for g in rep) for rep in runs[proposer])
+                decode = rates[len(rates) // 2]
+                first = runs[proposer][0]
+                rounds, drafted, ok = (sum(g[i] for g in first) for i in (1, 2, 3))
+                outputs = [o for g in first for o in g[4]]
+                if base is None:
+                    base = (decode, outputs, proposer)
                 rate = f"{100.0 * ok / drafted:.0f}% of {drafted}" if drafted else "-"
-                per_run = f"{ok / runs:.2f}" if runs else "-"
-                same = "yes" if base and outputs == base[1] else ("-" if not base else "NO")
-                ratio = f"{decode / base[0]:.2f}x" if base else "-"
-                print(f"| {workload} | {batch} | {proposer} | {decode:.1f} | {ratio} | {rate} | {per_run} | {same} |",
-                      flush=True)
+                per_run = f"{ok / rounds:.2f}" if rounds else "-"
+                same = "yes" if outputs == base[1] else "NO"
+                print(f"| {workload} | {batch} | {proposer} | {decode:.1f} | {decode / base[0]:.2f}x | {rate} | "
+                      f"{per_run} | {same} |", flush=True)
+                if batch == 1 and proposer != base[2]:
+                    for i in range(len(groups)):
+                        ratios = sorted(rep[i][0] / base_rep[i][0]
+                                        for rep, base_rep in zip(runs[proposer], runs[base[2]]))
+                        solo_rows.append((workload, proposer, i, ratios[len(ratios) // 2]))
+    if solo_rows:
+        print("\n| workload | proposer | batch-1 speed-up per prompt (median of the repeats' pairs) |")
+        print("|---|---|---|")
+        for workload in ("grounded", "free"):
+            for proposer in proposers[1:]:
+                cells = [f"{r:.2f}x" for w, p, _, r in solo_rows if w == workload and p == proposer]
+                if cells:
+                    print(f"| {workload} | {proposer} | {' '.join(cells)} |")
     print("\n| workload | proposer | troupe serve, 8 streams: output tok/s | speed-up |")
     print("|---|---|---|---|")
     for workload in ("grounded", "free"):
