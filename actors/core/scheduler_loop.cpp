@@ -17,6 +17,11 @@ scheduler_loop::scheduler_loop(scheduler_loop_config config)
   // and catch-up rules of the turn-down apply from the first step).
   if (config_.draft_one_token_step_s > 0)
     core_.speculation_costs().observe_draft_round(1, 1, config_.draft_one_token_step_s);
+  // And what a plain decode costs: a sequence that speculates from its first
+  // decode feeds no one-token step to measure, and the curve extrapolated
+  // below its verify steps from the prefill's slope made the k extra tokens
+  // look nearly free.
+  if (config_.one_token_step_s > 0) core_.speculation_costs().observe_target_step(1, config_.one_token_step_s);
 }
 
 // ---- submit ---------------------------------------------------------------

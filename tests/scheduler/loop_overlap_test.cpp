@@ -104,6 +104,16 @@ TEST(LoopOverlap, TheDraftersStepTimeSeedsTheDraftCosts) {
   EXPECT_DOUBLE_EQ(loop.core().speculation_costs().draft_round_s(1, 3), 0.0006) << "three draft steps";
 }
 
+// A sequence that speculates from its first decode feeds no one-token step
+// to measure: the step timed at load is the turn-down's cost of one
+// (SpeculationCost.AOneTokenStepNeverMeasuredIsExtrapolatedFromLargerOnes).
+TEST(LoopOverlap, TheTargetsStepTimeSeedsItsOneTokenCost) {
+  const scheduler_loop seeded(small_loop_config(2, /*one_token_step_s=*/0.0004));
+  EXPECT_DOUBLE_EQ(seeded.core().speculation_costs().target_step_s(1).value_or(0), 0.0004);
+  const scheduler_loop unseeded(small_loop_config(2, /*one_token_step_s=*/0));
+  EXPECT_FALSE(unseeded.core().speculation_costs().target_step_s(1));
+}
+
 TEST(LoopOverlap, ACostlyStepNeverSwitches) {
   loop_driver d(small_loop_config(2, /*one_token_step_s=*/0.05));
   d.submit("a", 1000);

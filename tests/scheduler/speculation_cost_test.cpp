@@ -78,6 +78,25 @@ TEST(SpeculationCost, AMemoryBoundStepSpeculatesAndAComputeBoundOneDoesNot) {
   EXPECT_EQ(compute_bound.worth_speculating(alike(32, 0.5, 4), 32, 32), 0u);
 }
 
+// What the demo model measured: a prefill of 560 tokens in 8.9 ms, verify
+// steps of 5 tokens in 1.25 ms, one-token steps in 0.5 ms. A sequence that
+// speculates from its first decode feeds no one-token step: its cost is then
+// extrapolated from the verify step with the prefill's slope, nearly the
+// verify step's, and drafts accepted at 30% look worth it. With the
+// one-token step timed at load (scheduler_loop seeds it) they are not.
+TEST(SpeculationCost, AOneTokenStepNeverMeasuredIsExtrapolatedFromLargerOnes) {
+  speculation_cost_model unseeded, seeded;
+  seeded.observe_target_step(1, 0.5 * ms);
+  for (speculation_cost_model* model : {&unseeded, &seeded}) {
+    model->observe_target_step(560, 8.9 * ms);
+    model->observe_target_step(5, 1.25 * ms);
+  }
+  EXPECT_GT(unseeded.target_step_s(1).value_or(0), 1.1 * ms);
+  EXPECT_EQ(unseeded.worth_speculating(alike(1, 0.3, 4), 1, 1), 1u) << "2.2 tokens in 1.25 ms against 1 in 1.2";
+  EXPECT_DOUBLE_EQ(seeded.target_step_s(1).value_or(0), 0.5 * ms);
+  EXPECT_EQ(seeded.worth_speculating(alike(1, 0.3, 4), 1, 1), 0u) << "2.2 tokens in 1.25 ms against 2.5";
+}
+
 TEST(SpeculationCost, TheBatchSizeTurnsItDown) {
   // 1 ms fixed + 0.05 ms per token: at batch 1 drafts are nearly free, at batch 32 they cost 3.2x the plain tokens.
   const speculation_cost_model model = linear_target(1 * ms, 0.05 * ms, 200);
