@@ -5,6 +5,7 @@
 #include "actors/core/scheduler_loop.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace troupe {
 
@@ -46,6 +47,7 @@ loop_submission scheduler_loop::submit(const std::string& id, request_spec spec,
   handles_[id] = result.handle;
   ids_[result.handle] = id;
   out.handle = result.handle;
+  changed_while_planning_ = changed_while_planning_ || planning_;
   if (early_cancel_set_.erase(id) != 0) out.events = routed(core_.cancel(result.handle, now));
   return out;
 }
@@ -104,6 +106,7 @@ planned_step scheduler_loop::take_step(double now) {
   planned_step out;
   out.step = core_.take_step();
   planning_ = false;
+  const bool stale = std::exchange(changed_while_planning_, false);
   out.events = routed(std::exchange(out.step.events, {}));
   const bool across_step_failure = std::exchange(abandon_planned_, false);
   if ((!healthy_ || across_step_failure) && !out.step.empty()) {
@@ -127,7 +130,8 @@ planned_step scheduler_loop::take_step(double now) {
     if (core_.has_pending_kv_updates()) {
       out.next = after_planning::plan_again;  // frees queued while this step was planned (a cancel)
     } else if (in_flight_.empty() && core_.has_unfinished_requests()) {
-      out.next = after_planning::tick_later;  // only a timer can bring new work
+      // Only a timer can bring new work, unless it came during this plan.
+      out.next = stale ? after_planning::plan_again : after_planning::tick_later;
     }
     return out;
   }
@@ -158,6 +162,7 @@ step_outcome scheduler_loop::on_step_result(const step_result& result, double no
     core_.set_split_decodes(mode == overlap_mode::split);
   }
   result_received_s_ = now;
+  changed_while_planning_ = changed_while_planning_ || planning_;
   // A result for a step the core no longer tracks (already settled or
   // abandoned) has nothing to apply; it is stale, not malformed, so it is
   // dropped as before rather than failing the engine.

@@ -238,6 +238,10 @@ class scheduler_loop {
   std::deque<std::string> early_cancels_;  ///< ids cancelled before they were submitted, oldest first
   std::unordered_set<std::string> early_cancel_set_;
   bool planning_ = false;
+  /// A request or a step result came after begin_step: an empty plan is
+  /// stale (it saw the sequences before), so take_step plans again rather
+  /// than leaving the work to the timer.
+  bool changed_while_planning_ = false;
   std::map<std::uint64_t, double> in_flight_;      ///< step id -> when it was sent
   std::vector<std::uint64_t> abandon_when_taken_;  ///< failed steps the core drops once planning ends
   bool abandon_planned_ = false;                   ///< a step failed while this one was planned: it never runs

@@ -114,6 +114,30 @@ TEST(LoopOverlap, TheTargetsStepTimeSeedsItsOneTokenCost) {
   EXPECT_FALSE(unseeded.core().speculation_costs().target_step_s(1));
 }
 
+// With two steps allowed in flight, the loop plans the next while the one
+// sequence decodes; that plan is empty. When the step's result comes while
+// the plan waits for its KV reply, the plan is stale: planning again at once
+// runs the sequence's next token, where the timer for "nothing can run"
+// left it waiting 5 ms (every other step of `troupe bench-actors
+// --sequences 1`: 4.9 ms per step).
+TEST(LoopOverlap, AResultThatComesWhileAnEmptyStepIsPlannedIsNotLeftToTheTimer) {
+  loop_driver d(small_loop_config(/*max_steps_in_flight=*/2, /*one_token_step_s=*/0));
+  d.submit("a", 100);
+  std::optional<planned_step> running = d.plan();  // the prefill
+  ASSERT_TRUE(running && running->next == after_planning::run);
+  std::optional<kv_request> request = d.loop.begin_step(d.now);
+  ASSERT_TRUE(request) << "a second step may be planned while the first runs";
+  d.complete(running->step);  // the prefill's result, before the KV reply
+  while (auto again = d.loop.on_kv_reply(d.kv.plan(*request))) request = std::move(again);
+  const planned_step stale = d.loop.take_step(d.now);
+  EXPECT_TRUE(stale.step.empty()) << "planned while the sequence's row was in flight";
+  EXPECT_EQ(stale.next, after_planning::plan_again);
+  const std::optional<planned_step> decode = d.plan();
+  ASSERT_TRUE(decode);
+  EXPECT_EQ(decode->next, after_planning::run);
+  EXPECT_EQ(decode->step.sequences.size(), 1u);
+}
+
 TEST(LoopOverlap, ACostlyStepNeverSwitches) {
   loop_driver d(small_loop_config(2, /*one_token_step_s=*/0.05));
   d.submit("a", 1000);

@@ -67,7 +67,10 @@ void run(const bench_actors_flags& flags) {
   setup.loop.scheduler.max_num_seqs = flags.sequences;
   setup.loop.scheduler.max_num_batched_tokens =
       std::max(setup.loop.scheduler.max_num_batched_tokens, flags.sequences * 2);
-  setup.loop.scheduler.max_model_len = flags.prompt_tokens + flags.steps + 64;
+  // Every request outlives the timed steps: the 10 warm-up steps come first,
+  // and one sequence alone is never split into two half steps.
+  const int max_tokens = flags.steps + 64;
+  setup.loop.scheduler.max_model_len = flags.prompt_tokens + max_tokens + 64;
   const std::int32_t blocks_per_seq = setup.loop.scheduler.max_model_len / setup.loop.scheduler.block_size + 2;
   setup.loop.scheduler.num_device_blocks = blocks_per_seq * flags.sequences;
   setup.kv = spawn_kv_manager(system, kv_manager_config(setup.loop.scheduler));
@@ -81,7 +84,7 @@ void run(const bench_actors_flags& flags) {
     auto admitted = std::make_shared<admitted_request>();
     admitted->spec.request_id = "bench-" + std::to_string(i);
     admitted->spec.prompt.assign(static_cast<std::size_t>(flags.prompt_tokens), 65 + i % 26);
-    admitted->spec.max_tokens = flags.steps + 8;
+    admitted->spec.max_tokens = max_tokens;
     admitted->spec.ignore_eos = true;
     admitted->spec.sampling.temperature = 0.0f;
     admitted->sink = event_sink::from_callbacks(std::make_shared<counting_sink>(deltas));
