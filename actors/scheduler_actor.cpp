@@ -25,7 +25,8 @@ struct live_stream {
 struct scheduler_state {
   scheduler_setup setup;
   std::unique_ptr<scheduler_loop> loop;
-  std::unordered_map<request_handle, live_stream> streams;  ///< every admitted request not yet done
+  /// Every admitted request whose end its output shard has not confirmed yet.
+  std::unordered_map<request_handle, live_stream> streams;
   std::chrono::steady_clock::time_point start;
   std::unordered_map<drain_id, caf::typed_response_promise<bool>> drains;  ///< drains the loop has not answered
   bool tick_scheduled = false;
@@ -240,26 +241,49 @@ void on_feedback(self_ptr self, const stream_feedback& feedback) {
   if (!feedback.stops.empty() || !feedback.failed.empty()) try_step(self);
 }
 
+// Requests whose last events went to a shard that failed before it
+// answered: their end may never have reached their sinks, so each still
+// registered gets an error (replace_shard may have failed it already).
+void fail_unconfirmed(self_ptr self, const std::vector<request_handle>& handles) {
+  auto& state = self->state;
+  for (const request_handle handle : handles) {
+    const auto it = state.streams.find(handle);
+    if (it == state.streams.end()) continue;
+    it->second.sink.error({it->second.id, error_kind::internal, "the output shard streaming this request failed", ""});
+    state.streams.erase(it);
+  }
+}
+
 // Sends each output shard its requests' events (the shard answers with
-// feedback, above).
+// feedback, above). A finished request stays registered until its shard
+// answers for the batch with its end: a shard that dies before that takes
+// the finish with it, and the request must still get an answer.
 void route(self_ptr self, loop_events out) {
   auto& state = self->state;
   scheduler_events& events = out.events;
   if (!events.error.empty()) spdlog::warn("scheduler: {}", events.error);
   std::vector<stream_batch> batches(state.setup.shards.size());
+  std::vector<std::vector<request_handle>> ended(batches.size());
   for (auto& token : events.tokens) batches[token.request % batches.size()].tokens.push_back(std::move(token));
   for (auto& finish : events.finished) {
-    if (finish.request_done) state.streams.erase(finish.request);
-    batches[finish.request % batches.size()].finished.push_back(std::move(finish));
+    const std::size_t shard = finish.request % batches.size();
+    if (finish.request_done) ended[shard].push_back(finish.request);
+    batches[shard].finished.push_back(std::move(finish));
   }
   for (std::size_t shard = 0; shard < batches.size(); ++shard) {
     if (batches[shard].tokens.empty() && batches[shard].finished.empty()) continue;
     auto batch = std::make_shared<const stream_batch>(std::move(batches[shard]));
+    auto done = std::make_shared<const std::vector<request_handle>>(std::move(ended[shard]));
     self->request(state.setup.shards[shard], state.setup.events_timeout, atom::events_v, std::move(batch))
-        .then([self](const stream_feedback_ptr& feedback) { on_feedback(self, *feedback); },
-              [](const caf::error& error) {
-                spdlog::error("scheduler: output shard failed: {}", caf::to_string(error));
-              });
+        .then(
+            [self, done](const stream_feedback_ptr& feedback) {
+              for (const request_handle handle : *done) self->state.streams.erase(handle);
+              on_feedback(self, *feedback);
+            },
+            [self, done](const caf::error& error) {
+              spdlog::error("scheduler: output shard failed: {}", caf::to_string(error));
+              fail_unconfirmed(self, *done);
+            });
   }
   deliver_drains(self, out.drains);
 }

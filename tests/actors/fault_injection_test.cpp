@@ -305,5 +305,27 @@ TEST(EngineTokenizerFault, ADeadOutputShardIsRestartedAndOnlyItsStreamsFail) {
   expect_pool_idle(*engine, idle);
 }
 
+// A one-token request's token and finish go to its shard in one batch, and
+// the token kills the shard: the finish dies with it. The scheduler keeps a
+// finished request registered until its shard answers for the batch, so the
+// request still gets an error. (It used to forget the request as it sent the
+// finish: neither the shard's failure nor its restart answered it, and the
+// client waited for good; the test above hit this whenever the poisoned
+// request's last token went out before the shard's death was noticed.)
+TEST(EngineTokenizerFault, ARequestWhoseFinishDiesWithItsShardStillGetsAnAnswer) {
+  auto engine = engine::start(poisoned_tokenizer_config(2, "output_exit"));
+  const engine_stats idle = engine->stats();
+  auto poisoned = submit(*engine, "a POISON pill", 1);
+  ASSERT_TRUE(poisoned->wait(10s));
+  ASSERT_TRUE(poisoned->error);
+  EXPECT_EQ(poisoned->error->kind, error_kind::internal);
+  EXPECT_NE(poisoned->error->message.find("output shard"), std::string::npos) << poisoned->error->message;
+  auto after = submit(*engine, "after the restart", 4);
+  ASSERT_TRUE(after->wait(10s));
+  expect_complete(*after, 4);
+  EXPECT_TRUE(engine->stats().healthy);
+  expect_pool_idle(*engine, idle);
+}
+
 }  // namespace
 }  // namespace troupe
