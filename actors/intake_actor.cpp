@@ -132,11 +132,11 @@ std::optional<intake_job> take(intake_state& state, prepare_ticket ticket) {
 // now, a running one when it does. False when it holds nothing of `id`.
 bool cancel_held(intake_state& state, const std::string& id) {
   const prepare_cancel cancelled = state.queue.cancel(id);
+  publish(state);  // before the requests hear of their end, as in end_expired
   for (const prepare_ticket ticket : cancelled.removed) {
     auto node = state.jobs.extract(ticket);
     if (!node.empty()) end_cancelled(*state.setup.gauges, node.mapped());
   }
-  publish(state);
   return !cancelled.removed.empty() || cancelled.running;
 }
 
@@ -155,13 +155,16 @@ void arm_expiry(self_ptr self) {
 
 // Queued prompts past their request's timeout end as a timed-out running
 // request does (reason abort), never prepared.
+// The queue length is published before the requests hear of their end, so
+// a client that reads the engine's stats then sees them gone.
 void end_expired(intake_state& state) {
   const std::vector<prepare_ticket> expired = state.queue.expire(now_s(state.setup));
+  if (expired.empty()) return;
+  publish(state);
   for (const prepare_ticket ticket : expired) {
     auto node = state.jobs.extract(ticket);
     if (!node.empty() && node.mapped().submission) finish_unprepared(*state.setup.gauges, *node.mapped().submission);
   }
-  if (!expired.empty()) publish(state);
 }
 
 void on_expiry_tick(self_ptr self, std::uint64_t tick) {
