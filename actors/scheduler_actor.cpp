@@ -142,7 +142,7 @@ void fill_drafts(self_ptr self, scheduled_step step) {
                                      [](const scheduled_sequence& seq) { return seq.draft_slots > 0; });
   if (!has_slots || state.setup.speculation == speculative_method::off) return drafts_done(self, std::move(step));
   if (state.setup.speculation == speculative_method::ngram) {
-    for (auto& [index, tree] : lookup_drafts(step, state.setup.lookup))
+    for (auto& [index, tree] : lookup_drafts(step, state.loop->core().config().prompt_lookup))
       state.loop->set_drafts(step, index, std::move(tree.drafts), {}, std::move(tree.parents));
     return drafts_done(self, std::move(step));
   }

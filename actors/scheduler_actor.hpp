@@ -32,7 +32,6 @@ struct scheduler_setup {
   caf::timespan events_timeout = std::chrono::seconds(10);
   caf::timespan step_timeout = std::chrono::seconds(600);    ///< a step running longer fails the executor
   speculative_method speculation = speculative_method::off;  ///< who fills a planned step's draft slots
-  ngram_settings lookup;                                     ///< ngram: how prompt lookup matches
   speculator_actor speculator;                               ///< draft, layerskip: the draft model's actor
   /// A round of drafting slower than this is given up (the step runs without drafts).
   caf::timespan draft_timeout = std::chrono::seconds(60);

@@ -260,7 +260,6 @@ troupe_handles spawn_troupe(caf::actor_system& system, const engine_config& conf
   setup.loop.draft_one_token_step_s = model.draft_one_token_step_s;
   setup.loop.workspace = model.workspace;
   setup.speculation = *parse_speculative_method(config.speculative);  // checked by load_drafter
-  setup.lookup = {.max_ngram = config.prompt_lookup_max, .min_ngram = config.prompt_lookup_min};
   if (model.drafter) {
     handles.draft_executor = spawn_draft_executor(system, model.drafter, config.block_size);
     handles.speculator = spawn_speculator(system, {.draft_executor = handles.draft_executor});

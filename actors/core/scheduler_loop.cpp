@@ -47,7 +47,7 @@ loop_submission scheduler_loop::submit(const std::string& id, request_spec spec,
   handles_[id] = result.handle;
   ids_[result.handle] = id;
   out.handle = result.handle;
-  changed_while_planning_ = changed_while_planning_ || planning_;
+  changed_while_planning_ |= planning_;
   if (early_cancel_set_.erase(id) != 0) out.events = routed(core_.cancel(result.handle, now));
   return out;
 }
@@ -162,7 +162,7 @@ step_outcome scheduler_loop::on_step_result(const step_result& result, double no
     core_.set_split_decodes(mode == overlap_mode::split);
   }
   result_received_s_ = now;
-  changed_while_planning_ = changed_while_planning_ || planning_;
+  changed_while_planning_ |= planning_;
   // A result for a step the core no longer tracks (already settled or
   // abandoned) has nothing to apply; it is stale, not malformed, so it is
   // dropped as before rather than failing the engine.

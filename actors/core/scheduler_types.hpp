@@ -211,7 +211,7 @@ struct scheduled_sequence {
   std::vector<std::int32_t> draft_parents;  ///< [j] a draft tree's parents (verify_group::parents), or empty: a chain
   std::int32_t tree_width = 1;              ///< branches a proposer may put in the draft slots (1: a chain)
   /// Prompt lookup: where in prompt + outputs the continuation of the match
-  /// the slots were planned for starts (-1: none planned; the proposer scans).
+  /// a chain's slots were planned for starts (-1: none planned).
   std::ptrdiff_t lookup_from = -1;
 };
 

@@ -21,6 +21,17 @@ std::vector<std::int32_t> context_of(const logits_row_hook& row) {
   return tokens;
 }
 
+/// Up to `count` tokens of the row's prompt + outputs from index `from`, without copying the rest.
+std::vector<std::int32_t> tokens_from(const logits_row_hook& row, std::ptrdiff_t from, std::int32_t count) {
+  const auto prompt = static_cast<std::ptrdiff_t>(row.prompt_tokens.size());
+  const auto size = prompt + static_cast<std::ptrdiff_t>(row.output_tokens.size());
+  std::vector<std::int32_t> tokens;
+  for (std::ptrdiff_t i = from; i < size && static_cast<std::int32_t>(tokens.size()) < count; ++i)
+    tokens.push_back(i < prompt ? row.prompt_tokens[static_cast<std::size_t>(i)]
+                                : row.output_tokens[static_cast<std::size_t>(i - prompt)]);
+  return tokens;
+}
+
 int parse_layer(std::string_view text, int num_layers) {
   int value = -1;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -48,18 +59,14 @@ std::vector<std::pair<std::size_t, draft_tree>> lookup_drafts(const scheduled_st
     if (seq.draft_slots <= 0) continue;
     const logits_row_hook* row = token_row(step, i);
     if (row == nullptr) continue;
-    const std::vector<std::int32_t> context = context_of(*row);
     draft_tree tree;
-    if (seq.tree_width <= 1 && seq.lookup_from >= 0) {
-      // The core planned the slots from this match (no more than it offers): no second scan.
-      const auto from = std::min<std::ptrdiff_t>(seq.lookup_from, static_cast<std::ptrdiff_t>(context.size()));
-      const auto count = std::min<std::ptrdiff_t>(seq.draft_slots, static_cast<std::ptrdiff_t>(context.size()) - from);
-      tree.drafts.assign(context.begin() + from, context.begin() + from + count);
-    } else if (seq.tree_width <= 1) {
-      tree.drafts = propose_ngram(context, seq.draft_slots, settings);
+    if (seq.tree_width <= 1) {
+      // A chain: the tokens after the match the core planned its slots from (no second scan).
+      if (seq.lookup_from < 0) continue;
+      tree.drafts = tokens_from(*row, seq.lookup_from, seq.draft_slots);
     } else {
       const int depth = (seq.draft_slots + seq.tree_width - 1) / seq.tree_width;
-      tree = merge_branches(propose_ngram_branches(context, depth, seq.tree_width, settings), seq.draft_slots);
+      tree = merge_branches(propose_ngram_branches(context_of(*row), depth, seq.tree_width, settings), seq.draft_slots);
     }
     if (!tree.drafts.empty()) out.emplace_back(i, std::move(tree));
   }

@@ -25,10 +25,10 @@ std::optional<speculative_method> parse_speculative_method(std::string_view name
 
 /// Prompt-lookup drafts for every sequence of `step` with draft slots:
 /// (sequence index, drafts), only where the lookup found something. A chain
-/// planned from a match (lookup_from) is the tokens from there; else the
-/// lookup scans. A sequence with tree_width w > 1 gets a tree of up to w
-/// continuations of up to ceil(draft_slots / w) tokens each (different
-/// match positions).
+/// is the tokens after the match the scheduler core planned its slots from
+/// (lookup_from; none without one). A sequence with tree_width w > 1 gets a
+/// tree of up to w continuations of up to ceil(draft_slots / w) tokens each
+/// (different match positions, found by `settings`).
 std::vector<std::pair<std::size_t, draft_tree>> lookup_drafts(const scheduled_step& step,
                                                               const ngram_settings& settings);
 
