@@ -3,9 +3,11 @@
 // tokens, a range of cached tokens, every head), FlashAttention-style: an
 // online softmax over one cache block at a time, so no [tokens × context]
 // score matrix exists. A block's heads are walked in memory order, so its K
-// and V regions stream sequentially; the q heads of a GQA group share each
-// K/V tile, read (and converted to f32) once. Included only by the ISA units.
+// and V regions stream sequentially; the q heads of a GQA group and the
+// step's tokens share each K/V tile, read (converted to f32, or its keys
+// paired for vdpbf16ps) once. Included only by the ISA units.
 
+#include "kernels/cpu/attention_pairs_impl.hpp"
 #include "kernels/cpu/attention_tree_impl.hpp"
 #include "kernels/cpu/isa_kernels.hpp"
 #include "kernels/cpu/simd.hpp"
@@ -45,7 +47,7 @@ constexpr int max_fold_rows = 8;
 /// limit: unnormalised outputs, running maxima and sums, and their q vectors.
 struct row_group {
   int count;
-  const float* q[max_fold_rows];
+  const float* q[max_fold_rows];  ///< f32 [head_dim] each
   float* o[max_fold_rows];
   float* m[max_fold_rows];
   float* l[max_fold_rows];
@@ -108,16 +110,26 @@ void accumulate_all_values(const row_group& rows, const float* weights, int stri
   if (d < head_dim) accumulate_values<N>(rows, weights, stride, alpha, v, keys, head_dim, d, head_dim - d);
 }
 
-/// Folds keys [0, keys) of one K/V tile ([.][head_dim] each) into a group of
-/// rows. `scores` has room for max_fold_rows rows of `stride` floats.
-inline void fold_tile(const row_group& rows, const float* k, const float* v, int keys, int head_dim, float scale,
+/// One block's keys as the fold reads them: f32 rows ([.][head_dim]), or
+/// pairs (attention_pairs_impl.hpp) where the level scores from those.
+struct key_tile {
+  const float* rows = nullptr;
+  const std::uint32_t* pairs = nullptr;
+};
+
+/// Folds keys [0, keys) of one K/V tile into a group of rows. `scores` has
+/// room for max_fold_rows rows of `stride` floats.
+inline void fold_tile(const row_group& rows, key_tile k, const float* v, int keys, int head_dim, float scale,
                       float* scores, int stride) {
-  float alpha[max_fold_rows];
-  for (int i = 0; i < rows.count; ++i) {
-    float* row_scores = scores + i * stride;
-    const float tile_max = score_row(rows.q[i], k, keys, head_dim, scale, row_scores);
-    alpha[i] = rescale_row(row_scores, keys, tile_max, rows.m[i], rows.l[i]);
+  float tile_max[max_fold_rows], alpha[max_fold_rows];
+  if (k.pairs != nullptr) {
+    score_rows_paired(rows.count, rows.q, k.pairs, keys, head_dim, scale, scores, stride, tile_max);
+  } else {
+    for (int i = 0; i < rows.count; ++i)
+      tile_max[i] = score_row(rows.q[i], k.rows, keys, head_dim, scale, scores + i * stride);
   }
+  for (int i = 0; i < rows.count; ++i)
+    alpha[i] = rescale_row(scores + i * stride, keys, tile_max[i], rows.m[i], rows.l[i]);
   switch (rows.count) {
     case 1:
       accumulate_all_values<1>(rows, scores, stride, alpha, v, keys, head_dim);
@@ -224,20 +236,30 @@ inline void prefetch_tiles(const attention_args& a, std::int32_t block, int head
   }
 }
 
-/// Pointers to one block's K and V tiles of kv head `head`, as f32
-/// (converted into the scratch tiles when the cache is bf16/f16). A
+/// Softmax state buffers of one work item, carved from its scratch.
+struct attention_buffers {
+  float *o, *m, *l;                       ///< the current chunk's state
+  float *merged_o, *merged_m, *merged_l;  ///< the chunks merged so far
+  float *scores, *k_buf, *v_buf;
+  float *tree_k, *tree_v;                 ///< a tree query's gathered tile
+  std::uint32_t *key_pairs, *tree_pairs;  ///< paired keys of the block's tile and of a tree query's
+  std::uint16_t* tree_narrow;             ///< a tree query's keys narrowed back to bf16
+};
+
+/// One block's tiles of kv head `head`: keys as the fold reads them, values
+/// as f32 (converted into the buffers when the cache is bf16/f16). A
 /// sequence's blocks lie anywhere in the pool, so the hardware prefetcher
 /// cannot see the next one coming: the same head's tiles of `next_block`
 /// (-1: none) are prefetched one line per line converted here, which keeps
 /// the requests within what the core can have in flight.
-inline void load_tiles(const attention_args& a, std::int32_t block, std::int32_t next_block, int head, int count,
-                       float* k_buf, float* v_buf, const float** k, const float** v) {
+inline void load_tiles(const attention_args& a, const attention_buffers& b, std::int32_t block, std::int32_t next_block,
+                       int head, int count, key_tile* k, const float** v) {
   const std::int64_t offset = tile_offset(a, block, head);
   const std::int64_t n = static_cast<std::int64_t>(count) * a.head_dim;
   if (a.cache_type == elem::f32) {
     if (next_block >= 0) prefetch_tiles(a, next_block, head);
-    *k = static_cast<const float*>(a.cache) + offset;
-    *v = *k + a.tile_elements;
+    k->rows = static_cast<const float*>(a.cache) + offset;
+    *v = k->rows + a.tile_elements;
     return;
   }
   const auto* base = static_cast<const std::uint16_t*>(a.cache) + offset;
@@ -245,36 +267,30 @@ inline void load_tiles(const attention_args& a, std::int32_t block, std::int32_t
   const std::uint16_t* next =
       next_block >= 0 ? static_cast<const std::uint16_t*>(a.cache) + tile_offset(a, next_block, head) : nullptr;
   const bool bf16 = a.cache_type == elem::bf16;
+  const bool paired = scores_key_pairs(a.cache_type, a.head_dim);
+  if (paired) pair_keys(base, count, a.head_dim, b.key_pairs);
   std::int64_t i = 0;
   for (; i + W <= n; i += W) {
     if (next != nullptr && (i & 31) == 0) {  // once per 64 bytes of 16-bit elements
       prefetch(next + i);
       prefetch(next + a.tile_elements + i);
     }
-    store(k_buf + i, bf16 ? load_bf16(base + i) : load_f16(base + i));
-    store(v_buf + i, bf16 ? load_bf16(v_base + i) : load_f16(v_base + i));
+    if (!paired) store(b.k_buf + i, bf16 ? load_bf16(base + i) : load_f16(base + i));
+    store(b.v_buf + i, bf16 ? load_bf16(v_base + i) : load_f16(v_base + i));
   }
   if (i < n) {
     const int rest = static_cast<int>(n - i);
-    store_tail(k_buf + i, bf16 ? load_bf16_tail(base + i, rest) : load_f16_tail(base + i, rest), rest);
-    store_tail(v_buf + i, bf16 ? load_bf16_tail(v_base + i, rest) : load_f16_tail(v_base + i, rest), rest);
+    if (!paired) store_tail(b.k_buf + i, bf16 ? load_bf16_tail(base + i, rest) : load_f16_tail(base + i, rest), rest);
+    store_tail(b.v_buf + i, bf16 ? load_bf16_tail(v_base + i, rest) : load_f16_tail(v_base + i, rest), rest);
   }
-  *k = k_buf;
-  *v = v_buf;
+  *k = paired ? key_tile{.rows = nullptr, .pairs = b.key_pairs} : key_tile{.rows = b.k_buf, .pairs = nullptr};
+  *v = b.v_buf;
 }
-
-/// Softmax state buffers of one work item, carved from its scratch.
-struct attention_buffers {
-  float *o, *m, *l;                       ///< the current chunk's state
-  float *merged_o, *merged_m, *merged_l;  ///< the chunks merged so far
-  float *scores, *k_buf, *v_buf;
-  float *tree_k, *tree_v;  ///< a tree query's gathered tile
-};
 
 /// Folds one block's tiles of kv head `head` into every row of that head's
 /// group (a tree query's from its own gathered tile).
-inline void fold_block_head(const attention_args& a, const attention_buffers& b, const float* k, const float* v,
-                            int head, std::int64_t first, int count) {
+inline void fold_block_head(const attention_args& a, const attention_buffers& b, key_tile k, const float* v, int head,
+                            std::int64_t first, int count) {
   const int q_heads = a.kv_heads * a.group;
   const int stride = a.block_size + 2 * W;
   float *o = b.o, *m = b.m, *l = b.l;
@@ -283,10 +299,15 @@ inline void fold_block_head(const attention_args& a, const attention_buffers& b,
     const std::int64_t visible = a.positions[t] - first + 1;
     const int keys = static_cast<int>(visible < count ? visible : count);
     if (keys <= 0) continue;
-    const float *k_rows = k, *v_rows = v;
+    key_tile k_rows = k;
+    const float* v_rows = v;
     if (sees_tree_keys(a, t, first, keys)) {
       gather_tree_tile(a, t, head, first, keys, b.tree_k, b.tree_v);
-      k_rows = b.tree_k;
+      k_rows.rows = b.tree_k;
+      if (k.pairs != nullptr) {
+        pair_keys_from_f32(b.tree_k, keys, a.head_dim, b.tree_narrow, b.tree_pairs);
+        k_rows.pairs = b.tree_pairs;
+      }
       v_rows = b.tree_v;
     }
     for (int g0 = 0; g0 < a.group; g0 += max_fold_rows) {
@@ -319,6 +340,10 @@ inline attention_buffers carve_buffers(const attention_args& a, std::int64_t row
   b.v_buf = b.k_buf + static_cast<std::int64_t>(a.block_size) * a.head_dim;
   b.tree_k = b.v_buf + static_cast<std::int64_t>(a.block_size) * a.head_dim;
   b.tree_v = b.tree_k + static_cast<std::int64_t>(a.block_size) * a.head_dim;
+  const std::int64_t pair_words = paired_key_words(a.block_size, a.head_dim);
+  b.key_pairs = reinterpret_cast<std::uint32_t*>(b.tree_v + static_cast<std::int64_t>(a.block_size) * a.head_dim);
+  b.tree_pairs = b.key_pairs + pair_words;
+  b.tree_narrow = reinterpret_cast<std::uint16_t*>(b.tree_pairs + pair_words);
   return b;
 }
 
@@ -334,8 +359,9 @@ inline void fold_range(const attention_args& a, const attention_buffers& b, std:
     const bool has_next = first + block_size < a.kv_end && first + block_size <= last_position;
     const std::int32_t next_block = has_next ? a.pages[(first + block_size) / block_size] : -1;
     for (int head = 0; head < a.kv_heads; ++head) {
-      const float *k = nullptr, *v = nullptr;
-      load_tiles(a, block, next_block, head, count, b.k_buf, b.v_buf, &k, &v);
+      key_tile k;
+      const float* v = nullptr;
+      load_tiles(a, b, block, next_block, head, count, &k, &v);
       fold_block_head(a, b, k, v, head, first, count);
     }
   }

@@ -166,12 +166,20 @@ struct attention_args {
   float* scratch = nullptr;    ///< attention_scratch_floats() floats
 };
 
+/// 32-bit words of one tile's keys in dimension pairs: 16-key groups
+/// (attention_pairs_impl.hpp).
+inline std::int64_t paired_key_words(int block_size, int head_dim) {
+  return (std::int64_t{block_size} + 15) / 16 * 16 * ((head_dim + 1) / 2);
+}
+
 /// Scratch floats one attention work item needs; rows = num_queries * q heads.
 inline std::size_t attention_scratch_floats(std::int64_t rows, int head_dim, int block_size) {
   const auto r = static_cast<std::size_t>(rows), d = static_cast<std::size_t>(head_dim),
              b = static_cast<std::size_t>(block_size);
-  // Chunk and merged softmax states, 8 score rows of up to 16-wide padding, K/V tiles, a tree query's tiles.
-  return 2 * (r * d + 2 * r) + 8 * (b + 32) + 4 * b * d + 64;
+  // Chunk and merged softmax states, 8 score rows of up to 16-wide padding, K/V tiles, a tree query's tiles,
+  // the paired keys of a tile and of a tree query's, that query's keys as bf16.
+  return 2 * (r * d + 2 * r) + 8 * (b + 32) + 4 * b * d + 64 +
+         2 * static_cast<std::size_t>(paired_key_words(block_size, head_dim)) + (b * d + 1) / 2;
 }
 
 /// Rows of a split attention run whose chunks ran as separate items: row r
