@@ -30,7 +30,7 @@ struct cpu_backend_options {
   /// for what it guarantees and costs.
   bool batch_invariant = false;
   /// Copied bf16 weights are packed into output panels where the level has
-  /// the panel GEMM (the AVX-512 levels): linear then runs it for every M
+  /// the panel GEMM (AVX2 and the AVX-512 levels): linear then runs it for every M
   /// (gemv_max_rows does not apply), and it is batch-invariant by
   /// construction. Off: row-major, skinny GEMM and oneDNN as for f32.
   bool bf16_panels = true;

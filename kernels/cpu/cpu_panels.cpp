@@ -12,7 +12,8 @@ namespace troupe::cpu {
 namespace {
 
 // Rows of one row block when the panels alone are too few to go round: a
-// multiple of the kernel's 6-row tile.
+// multiple of the AVX-512 kernels' 6-row tile (AVX2's 4-row tiles split a
+// block 4 + 2).
 constexpr std::int64_t row_block_multiple = 6;
 
 }  // namespace

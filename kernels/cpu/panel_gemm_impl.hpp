@@ -1,6 +1,6 @@
 #pragma once
 // GEMM on bf16 weights in output panels (isa_kernels.hpp, bf16_panel_rows)
-// at the AVX-512 levels. A tile is up to 6 activation rows × one panel's 64
+// at the AVX-512 levels (AVX2: panel_gemm_avx2_impl.hpp). A tile is up to 6 activation rows × one panel's 64
 // output rows: 24 f32 accumulators. Per input pair it loads the panel's 4
 // weight vectors once for all the tile's rows. With AVX-512 BF16 each
 // activation pair (rounded to bf16, panel_gemm_args::x_bf16) is broadcast
@@ -17,18 +17,25 @@
 
 namespace troupe::cpu::TROUPE_ISA_NS {
 
-#if defined(__AVX512F__)
-#define TROUPE_HAVE_PANEL_GEMM 1
-
 /// Input pairs one pass over a panel covers (a 256 KiB slice of it, held in
 /// L2 while every row tile passes over it). A constant, so every output sees
 /// the same stores and reloads of its partial sum whatever the call.
 constexpr std::int64_t panel_block_pairs = 1024;
-constexpr int panel_tile_rows = 6;
 /// How far ahead (input pairs, 256 bytes each) the first row tile of a pass
 /// prefetches: the hardware prefetcher stops at every 4 KiB page, and the
 /// first tile is the one that streams the panel from memory.
 constexpr std::int64_t panel_prefetch_pairs = 32;
+
+/// Prefetches the input pair `ahead` (all 4 lines of it) if it is before `stream_end`.
+inline void prefetch_panel_pair(const std::uint16_t* ahead, const std::uint16_t* stream_end) {
+  for (int line = 0; line < 4; ++line)
+    if (ahead + 32 * line < stream_end) prefetch(ahead + 32 * line);
+}
+
+#if defined(__AVX512F__)
+#define TROUPE_HAVE_PANEL_GEMM 1
+
+constexpr int panel_tile_rows = 6;
 constexpr int panel_vectors = static_cast<int>(bf16_panel_rows / 16);
 
 #if defined(__AVX512BF16__)
@@ -129,12 +136,7 @@ void panel_tile(const panel_gemm_args& a, std::int64_t p, std::int64_t m0, std::
   const std::int64_t whole_end = pair_end < whole_pairs ? pair_end : whole_pairs;
   for (std::int64_t j = pair_begin; j < whole_end; ++j) {
     const std::uint16_t* pair = panel + j * 2 * bf16_panel_rows;
-    if (stream_end != nullptr) {
-      const std::uint16_t* ahead = pair + panel_prefetch_pairs * 2 * bf16_panel_rows;
-#pragma GCC unroll 4
-      for (int v = 0; v < panel_vectors; ++v)
-        if (ahead + 32 * v < stream_end) prefetch(ahead + 32 * v);
-    }
+    if (stream_end != nullptr) prefetch_panel_pair(pair + panel_prefetch_pairs * 2 * bf16_panel_rows, stream_end);
     panel_pair_step<MR, true>(acc, pair, x, 2 * j);
   }
   if (pair_end > whole_end) panel_pair_step<MR, false>(acc, panel + whole_end * 2 * bf16_panel_rows, x, 2 * whole_end);
@@ -178,3 +180,7 @@ inline void bf16_panel_gemm(const panel_gemm_args& a) {
 #endif
 
 }  // namespace troupe::cpu::TROUPE_ISA_NS
+
+#if defined(__AVX2__) && !defined(__AVX512F__)
+#include "kernels/cpu/panel_gemm_avx2_impl.hpp"  // the same GEMM on 256-bit vectors
+#endif

@@ -250,7 +250,9 @@ TEST(CpuFeatures, EveryLevelHasItsOwnTableAndName) {
     const std::string_view name = cpu::isa_name(levels[i]);
     EXPECT_EQ(cpu::parse_isa(name), levels[i]) << name;
     EXPECT_EQ(std::string_view(cpu::kernels_for(levels[i]).name), name);
-    if (i > 0) EXPECT_LT(static_cast<int>(levels[i - 1]), static_cast<int>(levels[i])) << name;
+    if (i > 0) {
+      EXPECT_LT(static_cast<int>(levels[i - 1]), static_cast<int>(levels[i])) << name;
+    }
   }
   EXPECT_EQ(cpu::parse_isa("avx512vnni"), std::nullopt);
   EXPECT_TRUE(cpu::kernels_for(cpu::isa_level::avx512_bf16).bf16_dot);
