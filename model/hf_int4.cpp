@@ -5,6 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "base/parallel_blocks.hpp"
 #include "model/checkpoint_json.hpp"
 #include "model/hf_packed.hpp"
 
@@ -62,35 +63,35 @@ host_tensor expand_8_bit(const hf_packed::reader& reader, const std::string& pre
                          std::vector<std::unique_ptr<std::byte[]>>& storage) {
   const hf_packed::parts& parts = codes.layout();
   auto buffer = std::make_unique<std::byte[]>(static_cast<std::size_t>(parts.out * parts.in) * 2);
-  auto* bits = reinterpret_cast<std::uint16_t*>(buffer.get());
+  auto* weights = reinterpret_cast<std::uint16_t*>(buffer.get());
   constexpr float f16_max = 65504.0f;
-  std::vector<float> scales(static_cast<std::size_t>(parts.groups));
-  std::vector<int> zeros(scales.size());
   // Codes a block of rows at a time, read input by input (input_codes: one
-  // contiguous stretch of qweight each), then expanded row by row.
+  // contiguous stretch of qweight each), then expanded row by row; blocks
+  // spread over the cores.
   constexpr std::int64_t block_rows = 64;
-  std::vector<std::uint8_t> block(static_cast<std::size_t>(block_rows * parts.in));
-  for (std::int64_t n = 0; n < parts.out; ++n) {
-    const std::int64_t row = n % block_rows;
-    if (row == 0) {
-      const std::int64_t count = std::min(block_rows, parts.out - n);
-      for (std::int64_t k = 0; k < parts.in; ++k) codes.input_codes(k, n, count, block.data() + k, parts.in);
+  parallel_blocks(parts.out, block_rows, [&](std::int64_t first, std::int64_t end) {
+    std::vector<float> scales(static_cast<std::size_t>(parts.groups));
+    std::vector<int> zeros(scales.size());
+    std::vector<std::uint8_t> block(static_cast<std::size_t>(block_rows * parts.in));
+    for (std::int64_t k = 0; k < parts.in; ++k) codes.input_codes(k, first, end - first, block.data() + k, parts.in);
+    for (std::int64_t n = first; n < end; ++n) {
+      for (std::int64_t g = 0; g < parts.groups; ++g) {
+        scales[static_cast<std::size_t>(g)] = f16_to_float(parts.scales[g * parts.out + n]);
+        zeros[static_cast<std::size_t>(g)] = codes.zero(g, n);
+      }
+      const std::uint8_t* row_codes = block.data() + (n - first) * parts.in;
+      std::uint16_t* bits = weights + n * parts.in;
+      for (std::int64_t k = 0; k < parts.in; ++k) {
+        const auto g = static_cast<std::size_t>(parts.group_of[static_cast<std::size_t>(k)]);
+        const float weight = scales[g] * static_cast<float>(row_codes[k] - zeros[g]);  // exact in f32
+        if (!(std::fabs(weight) <= f16_max))
+          reader.fail(prefix + ".scales", "group " + std::to_string(g) + " of output " + std::to_string(n) +
+                                              " gives weight " + std::to_string(weight) + " at input " +
+                                              std::to_string(k) + ", beyond f16's range");
+        bits[k] = float_to_f16(weight);
+      }
     }
-    for (std::int64_t g = 0; g < parts.groups; ++g) {
-      scales[static_cast<std::size_t>(g)] = f16_to_float(parts.scales[g * parts.out + n]);
-      zeros[static_cast<std::size_t>(g)] = codes.zero(g, n);
-    }
-    const std::uint8_t* row_codes = block.data() + row * parts.in;
-    for (std::int64_t k = 0; k < parts.in; ++k) {
-      const auto g = static_cast<std::size_t>(parts.group_of[static_cast<std::size_t>(k)]);
-      const float weight = scales[g] * static_cast<float>(row_codes[k] - zeros[g]);  // exact in f32
-      if (!(std::fabs(weight) <= f16_max))
-        reader.fail(prefix + ".scales", "group " + std::to_string(g) + " of output " + std::to_string(n) +
-                                            " gives weight " + std::to_string(weight) + " at input " +
-                                            std::to_string(k) + ", beyond f16's range");
-      *bits++ = float_to_f16(weight);
-    }
-  }
+  });
   host_tensor out{prefix + ".weight", dtype::f16, {parts.out, parts.in}, buffer.get()};
   storage.push_back(std::move(buffer));
   return out;
@@ -184,11 +185,13 @@ host_tensor expand_int4(const host_tensor& tensor, std::vector<std::unique_ptr<s
   const std::int64_t rows = tensor.shape.at(0), cols = tensor.shape.at(1);
   auto buffer = std::make_unique<std::byte[]>(static_cast<std::size_t>(rows * cols) * 2);
   auto* bits = reinterpret_cast<std::uint16_t*>(buffer.get());
-  std::vector<float> row(static_cast<std::size_t>(cols));
-  for (std::int64_t n = 0; n < rows; ++n, bits += cols) {
-    decode_int4_rows(*tensor.int4, n, 1, cols, row.data());
-    for (std::int64_t k = 0; k < cols; ++k) bits[k] = float_to_bf16(row[static_cast<std::size_t>(k)]);
-  }
+  constexpr std::int64_t block_rows = 16;
+  parallel_blocks(rows, block_rows, [&](std::int64_t first, std::int64_t end) {
+    std::vector<float> block(static_cast<std::size_t>((end - first) * cols));
+    decode_int4_rows(*tensor.int4, first, end - first, cols, block.data());
+    for (std::int64_t i = 0; i < (end - first) * cols; ++i)
+      bits[first * cols + i] = float_to_bf16(block[static_cast<std::size_t>(i)]);
+  });
   host_tensor out{tensor.name, dtype::bf16, tensor.shape, buffer.get()};
   storage.push_back(std::move(buffer));
   return out;
