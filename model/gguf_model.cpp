@@ -7,6 +7,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "base/parallel_blocks.hpp"
 #include "model/gguf_dequantize.hpp"
 #include "model/gguf_rope.hpp"
 
@@ -242,13 +243,16 @@ host_tensor convert_gguf_tensor(const gguf_tensor& tensor, std::string hf_name, 
   const gguf_rows rows(tensor, rope_heads);
   // Every element is written below: no zero-fill pass over the (embedding-sized) buffer first.
   auto buffer = std::make_unique_for_overwrite<std::byte[]>(tensor.elements() * dtype_size(target));
-  std::vector<float> scratch(rows.row_length);
-  for (std::uint64_t row = 0; row < rows.count; ++row) {
-    const std::uint64_t row_length = rows.row_length;
-    gguf_dequantize(tensor.type, rows.row(row), scratch.data(), row_length);
-    convert_elements(scratch.data(), dtype::f32, buffer.get() + row * row_length * dtype_size(target), target,
-                     row_length);
-  }
+  const std::uint64_t row_length = rows.row_length;
+  constexpr std::int64_t block_rows = 64;
+  parallel_blocks(static_cast<std::int64_t>(rows.count), block_rows, [&](std::int64_t first, std::int64_t end) {
+    std::vector<float> scratch(row_length);
+    for (auto row = static_cast<std::uint64_t>(first); row < static_cast<std::uint64_t>(end); ++row) {
+      gguf_dequantize(tensor.type, rows.row(row), scratch.data(), row_length);
+      convert_elements(scratch.data(), dtype::f32, buffer.get() + row * row_length * dtype_size(target), target,
+                       row_length);
+    }
+  });
   out.data = buffer.get();
   storage.push_back(std::move(buffer));
   return out;
