@@ -130,32 +130,8 @@ inline void fold_tile(const row_group& rows, key_tile k, const float* v, int key
   }
   for (int i = 0; i < rows.count; ++i)
     alpha[i] = rescale_row(scores + i * stride, keys, tile_max[i], rows.m[i], rows.l[i]);
-  switch (rows.count) {
-    case 1:
-      accumulate_all_values<1>(rows, scores, stride, alpha, v, keys, head_dim);
-      break;
-    case 2:
-      accumulate_all_values<2>(rows, scores, stride, alpha, v, keys, head_dim);
-      break;
-    case 3:
-      accumulate_all_values<3>(rows, scores, stride, alpha, v, keys, head_dim);
-      break;
-    case 4:
-      accumulate_all_values<4>(rows, scores, stride, alpha, v, keys, head_dim);
-      break;
-    case 5:
-      accumulate_all_values<5>(rows, scores, stride, alpha, v, keys, head_dim);
-      break;
-    case 6:
-      accumulate_all_values<6>(rows, scores, stride, alpha, v, keys, head_dim);
-      break;
-    case 7:
-      accumulate_all_values<7>(rows, scores, stride, alpha, v, keys, head_dim);
-      break;
-    default:
-      accumulate_all_values<8>(rows, scores, stride, alpha, v, keys, head_dim);
-      break;
-  }
+  with_count<max_fold_rows>(rows.count,
+                            [&]<int N>() { accumulate_all_values<N>(rows, scores, stride, alpha, v, keys, head_dim); });
 }
 
 /// Writes the raw softmax state of every row into the partial buffers.

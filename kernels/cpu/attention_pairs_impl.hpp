@@ -9,6 +9,7 @@
 // other levels and caches score in f32 (attention_impl.hpp). Included only
 // by attention_impl.hpp.
 
+#include "kernels/cpu/count_dispatch_impl.hpp"
 #include "kernels/cpu/isa_kernels.hpp"
 #include "kernels/cpu/simd.hpp"
 
@@ -140,24 +141,9 @@ void score_rows_paired(const float* const* q, const std::uint32_t* key_pairs, in
 /// rows, two beyond (the accumulators must stay in registers).
 inline void score_rows_paired(int count, const float* const* q, const std::uint32_t* key_pairs, int keys, int head_dim,
                               float scale, float* scores, int stride, float* maxima) {
-  switch (count) {
-    case 1:
-      return score_rows_paired<1, 4>(q, key_pairs, keys, head_dim, scale, scores, stride, maxima);
-    case 2:
-      return score_rows_paired<2, 4>(q, key_pairs, keys, head_dim, scale, scores, stride, maxima);
-    case 3:
-      return score_rows_paired<3, 4>(q, key_pairs, keys, head_dim, scale, scores, stride, maxima);
-    case 4:
-      return score_rows_paired<4, 4>(q, key_pairs, keys, head_dim, scale, scores, stride, maxima);
-    case 5:
-      return score_rows_paired<5, 2>(q, key_pairs, keys, head_dim, scale, scores, stride, maxima);
-    case 6:
-      return score_rows_paired<6, 2>(q, key_pairs, keys, head_dim, scale, scores, stride, maxima);
-    case 7:
-      return score_rows_paired<7, 2>(q, key_pairs, keys, head_dim, scale, scores, stride, maxima);
-    default:
-      return score_rows_paired<8, 2>(q, key_pairs, keys, head_dim, scale, scores, stride, maxima);
-  }
+  with_count<8>(count, [&]<int N>() {
+    score_rows_paired<N, (N <= 4 ? 4 : 2)>(q, key_pairs, keys, head_dim, scale, scores, stride, maxima);
+  });
 }
 
 #else

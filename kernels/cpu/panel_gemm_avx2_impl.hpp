@@ -113,30 +113,10 @@ void avx2_panel_rows(const panel_gemm_args& a, std::int64_t p, std::int64_t m0, 
 }
 
 inline void bf16_panel_gemm(const panel_gemm_args& a) {
-  const std::int64_t k_pairs = (a.k + 1) / 2;
-  const std::uint16_t* stream_end = a.panels + a.panel_end * k_pairs * 2 * bf16_panel_rows;
-  for (std::int64_t p = a.panel_begin; p < a.panel_end; ++p) {
-    for (std::int64_t pair = 0; pair < k_pairs; pair += panel_block_pairs) {
-      const std::int64_t pair_end = k_pairs - pair < panel_block_pairs ? k_pairs : pair + panel_block_pairs;
-      for (std::int64_t m0 = 0; m0 < a.m_rows; m0 += panel_tile_rows) {
-        const std::uint16_t* stream = m0 == 0 ? stream_end : nullptr;
-        switch (a.m_rows - m0 < panel_tile_rows ? a.m_rows - m0 : panel_tile_rows) {
-          case 1:
-            avx2_panel_rows<1>(a, p, m0, pair, pair_end, stream);
-            break;
-          case 2:
-            avx2_panel_rows<2>(a, p, m0, pair, pair_end, stream);
-            break;
-          case 3:
-            avx2_panel_rows<3>(a, p, m0, pair, pair_end, stream);
-            break;
-          default:
-            avx2_panel_rows<4>(a, p, m0, pair, pair_end, stream);
-            break;
-        }
-      }
-    }
-  }
+  walk_panels<panel_tile_rows>(a, [&]<int MR>(std::int64_t p, std::int64_t m0, std::int64_t pair_begin,
+                                              std::int64_t pair_end, const std::uint16_t* stream_end) {
+    avx2_panel_rows<MR>(a, p, m0, pair_begin, pair_end, stream_end);
+  });
 }
 
 }  // namespace troupe::cpu::TROUPE_ISA_NS

@@ -12,6 +12,7 @@
 // reduces every output across lanes, which kept it at a third of the fma
 // throughput from 8 rows up. Included only by the ISA units.
 
+#include "kernels/cpu/count_dispatch_impl.hpp"
 #include "kernels/cpu/isa_kernels.hpp"
 #include "kernels/cpu/simd.hpp"
 
@@ -30,6 +31,26 @@ constexpr std::int64_t panel_prefetch_pairs = 32;
 inline void prefetch_panel_pair(const std::uint16_t* ahead, const std::uint16_t* stream_end) {
   for (int line = 0; line < 4; ++line)
     if (ahead + 32 * line < stream_end) prefetch(ahead + 32 * line);
+}
+
+/// Walks a call's panels, K blocks of panel_block_pairs and row tiles of
+/// up to TileRows rows: tile.template operator()<MR>(panel, first row,
+/// pair_begin, pair_end, stream_end), the first tile of a pass given the
+/// end of the call's panels to prefetch up to.
+template <int TileRows, class Tile>
+void walk_panels(const panel_gemm_args& a, Tile&& tile) {
+  const std::int64_t k_pairs = (a.k + 1) / 2;
+  const std::uint16_t* stream_end = a.panels + a.panel_end * k_pairs * 2 * bf16_panel_rows;
+  for (std::int64_t p = a.panel_begin; p < a.panel_end; ++p) {
+    for (std::int64_t pair = 0; pair < k_pairs; pair += panel_block_pairs) {
+      const std::int64_t pair_end = k_pairs - pair < panel_block_pairs ? k_pairs : pair + panel_block_pairs;
+      for (std::int64_t m0 = 0; m0 < a.m_rows; m0 += TileRows) {
+        const std::uint16_t* stream = m0 == 0 ? stream_end : nullptr;
+        with_count<TileRows>(a.m_rows - m0,
+                             [&]<int MR>() { tile.template operator()<MR>(p, m0, pair, pair_end, stream); });
+      }
+    }
+  }
 }
 
 #if defined(__AVX512F__)
@@ -151,31 +172,10 @@ void panel_tile(const panel_gemm_args& a, std::int64_t p, std::int64_t m0, std::
   }
 }
 
-/// Rows [m0, m0 + rows), rows <= MAX, against one panel's input pairs.
-template <int MAX>
-void panel_rows(const panel_gemm_args& a, std::int64_t p, std::int64_t m0, std::int64_t rows, std::int64_t pair_begin,
-                std::int64_t pair_end, const std::uint16_t* stream_end) {
-  if constexpr (MAX > 1) {
-    if (rows < MAX) {
-      panel_rows<MAX - 1>(a, p, m0, rows, pair_begin, pair_end, stream_end);
-      return;
-    }
-  }
-  panel_tile<MAX>(a, p, m0, pair_begin, pair_end, stream_end);
-}
-
 inline void bf16_panel_gemm(const panel_gemm_args& a) {
-  const std::int64_t k_pairs = (a.k + 1) / 2;
-  const std::uint16_t* stream_end = a.panels + a.panel_end * k_pairs * 2 * bf16_panel_rows;
-  for (std::int64_t p = a.panel_begin; p < a.panel_end; ++p) {
-    for (std::int64_t pair = 0; pair < k_pairs; pair += panel_block_pairs) {
-      const std::int64_t pair_end = k_pairs - pair < panel_block_pairs ? k_pairs : pair + panel_block_pairs;
-      for (std::int64_t m0 = 0; m0 < a.m_rows; m0 += panel_tile_rows) {
-        const std::int64_t rows = a.m_rows - m0 < panel_tile_rows ? a.m_rows - m0 : panel_tile_rows;
-        panel_rows<panel_tile_rows>(a, p, m0, rows, pair, pair_end, m0 == 0 ? stream_end : nullptr);
-      }
-    }
-  }
+  walk_panels<panel_tile_rows>(
+      a, [&]<int MR>(std::int64_t p, std::int64_t m0, std::int64_t pair_begin, std::int64_t pair_end,
+                     const std::uint16_t* stream_end) { panel_tile<MR>(a, p, m0, pair_begin, pair_end, stream_end); });
 }
 #endif
 
