@@ -12,8 +12,12 @@
 
 namespace troupe {
 
+/// Logical CPUs this process may run on (its affinity mask, so a container's
+/// CPU limit counts), at least 1.
+int available_cores();
+
 /// Runs fn(begin, end) for the blocks [b · block, min((b + 1) · block,
-/// count)) of [0, count) on up to `threads` threads (0: every core; the
+/// count)) of [0, count) on up to `threads` threads (0: available_cores(); the
 /// caller is one of them), blocks claimed in order. Once a block throws, no
 /// block above it starts, every block below it still runs, and the
 /// exception of the lowest block that threw is rethrown: the one a
@@ -22,8 +26,7 @@ template <class F>
 void parallel_blocks(std::int64_t count, std::int64_t block, F&& fn, int threads = 0) {
   if (count <= 0) return;
   const std::int64_t blocks = (count + block - 1) / block;
-  const auto cores = static_cast<std::int64_t>(std::max(1u, std::thread::hardware_concurrency()));
-  const std::int64_t workers = std::min(blocks, threads > 0 ? std::int64_t{threads} : cores);
+  const std::int64_t workers = std::min<std::int64_t>(blocks, threads > 0 ? threads : available_cores());
   std::atomic<std::int64_t> next{0}, lowest_failure{blocks};
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(blocks));
   auto work = [&] {

@@ -1,7 +1,5 @@
 #include "kernels/cpu/thread_pool.hpp"
 
-#include <sched.h>
-
 #include <chrono>
 #include <utility>
 
@@ -27,17 +25,6 @@ inline void cpu_relax() {
 }
 
 }  // namespace
-
-int available_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    const int count = CPU_COUNT(&set);
-    if (count > 0) return count;
-  }
-  const unsigned hw = std::thread::hardware_concurrency();
-  return hw == 0 ? 1 : static_cast<int>(hw);
-}
 
 thread_pool::thread_pool(int threads) {
   const int total = threads <= 0 ? available_cores() : threads;

@@ -12,10 +12,11 @@
 #include <type_traits>
 #include <vector>
 
+#include "base/parallel_blocks.hpp"
+
 namespace troupe::cpu {
 
-/// Logical CPUs this process may run on (its affinity mask), at least 1.
-int available_cores();
+using ::troupe::available_cores;  // base/parallel_blocks.hpp
 
 class thread_pool {
  public:
