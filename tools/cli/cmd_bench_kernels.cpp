@@ -1,7 +1,7 @@
 // `troupe bench-kernels`: the CPU backend's kernels against the machine's
 // copy bandwidth: memcpy, GEMV (decode) on Llama-3.2-1B weight shapes with
 // weights copied or used in place from a file mapping, oneDNN GEMM
-// (prefill), paged decode attention, and the pool's dispatch cost.
+// (prefill), paged attention (decode and verify), and the pool's dispatch cost.
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -262,10 +262,11 @@ void bench_gemm(const bench_arguments& args) {
   }
 }
 
-/// Decode attention for `batch` sequences of `context` tokens on a bf16
-/// cache (Llama-3.2-1B heads), cycling through enough layers to overflow
-/// the last-level cache.
-void bench_attention_case(backend& b, int batch, int context, int repeats) {
+/// Attention for `batch` sequences of `context` tokens on a bf16 cache
+/// (Llama-3.2-1B heads), the last `tokens` of each queried (1: decode; 5: a
+/// verify step of 4 drafts), cycling through enough layers to overflow the
+/// last-level cache.
+void bench_attention_case(backend& b, int batch, int context, int repeats, int tokens = 1) {
   const int q_heads = 32, kv_heads = 8, head_dim = 64, block = 16;
   const int pages = (context + block - 1) / block;
   const double layer_bytes = 2.0 * batch * context * kv_heads * head_dim * 2;
@@ -281,27 +282,30 @@ void bench_attention_case(backend& b, int batch, int context, int repeats) {
   step.query_start.push_back(0);
   step.kv_indptr.push_back(0);
   for (int s = 0; s < batch; ++s) {
-    step.token_ids.push_back(1);
-    step.positions.push_back(context - 1);
-    step.query_start.push_back(s + 1);
+    for (int position = context - tokens; position < context; ++position) {
+      step.token_ids.push_back(1);
+      step.positions.push_back(position);
+      step.slot_mapping.push_back(std::int64_t{s * pages + position / block} * block + position % block);
+      step.logits_indices.push_back(static_cast<std::int32_t>(step.token_ids.size()) - 1);
+    }
+    step.query_start.push_back(static_cast<std::int32_t>(step.token_ids.size()));
     step.seq_lens.push_back(context);
     for (int p = 0; p < pages; ++p) step.kv_indices.push_back(s * pages + p);
     step.kv_indptr.push_back(static_cast<std::int32_t>(step.kv_indices.size()));
     step.kv_last_page_len.push_back(context - (pages - 1) * block);
-    step.slot_mapping.push_back(std::int64_t{s * pages + pages - 1} * block + (context - 1) % block);
-    step.logits_indices.push_back(s);
   }
+  const int rows = batch * tokens;
   attention_geometry geometry{q_heads, kv_heads, head_dim, 0.125f, {}};
   geometry.rope.head_dim = head_dim;
   auto plan = b.plan_step(step, spec, geometry);
   // Real K/V values (not untouched zero pages), written through the ordinary KV path.
-  device_buffer q = b.allocate(static_cast<std::size_t>(batch * q_heads * head_dim) * sizeof(float));
-  device_buffer kv = b.allocate(static_cast<std::size_t>(batch * kv_heads * head_dim) * sizeof(float));
+  device_buffer q = b.allocate(static_cast<std::size_t>(rows * q_heads * head_dim) * sizeof(float));
+  device_buffer kv = b.allocate(static_cast<std::size_t>(rows * kv_heads * head_dim) * sizeof(float));
   device_buffer out = b.allocate(q.bytes());
-  std::fill_n(static_cast<float*>(q.data()), batch * q_heads * head_dim, 0.01f);
-  std::fill_n(static_cast<float*>(kv.data()), batch * kv_heads * head_dim, 0.02f);
-  const tensor_view q_view = q.view(dtype::f32, batch, q_heads * head_dim);
-  const tensor_view kv_view = kv.view(dtype::f32, batch, kv_heads * head_dim);
+  std::fill_n(static_cast<float*>(q.data()), rows * q_heads * head_dim, 0.01f);
+  std::fill_n(static_cast<float*>(kv.data()), rows * kv_heads * head_dim, 0.02f);
+  const tensor_view q_view = q.view(dtype::f32, rows, q_heads * head_dim);
+  const tensor_view kv_view = kv.view(dtype::f32, rows, kv_heads * head_dim);
   auto host = b.create_host_pool(spec, 1);
   std::memset(host->block_data(0), 0x3c, spec.block_bytes());
   std::vector<block_copy> fill;
@@ -311,9 +315,11 @@ void bench_attention_case(backend& b, int batch, int context, int repeats) {
   b.rope_and_write_kv(*plan, q_view, kv_view, kv_view, *cache, 0);
   const double t = median_seconds(repeats, [&] {
     for (int layer = 0; layer < layers; ++layer)
-      b.attention(*plan, q_view, *cache, layer, out.view(dtype::f32, batch, q_heads * head_dim));
+      b.attention(*plan, q_view, *cache, layer, out.view(dtype::f32, rows, q_heads * head_dim));
   });
-  print_row("attention decode bf16", "batch " + std::to_string(batch) + ", context " + std::to_string(context),
+  print_row(tokens == 1 ? "attention decode bf16" : "attention verify bf16",
+            "batch " + std::to_string(batch) + ", context " + std::to_string(context) +
+                (tokens == 1 ? "" : ", " + std::to_string(tokens) + " tokens"),
             t / layers, layer_bytes * layers / t / 1e9, "GB/s");
 }
 
@@ -382,10 +388,13 @@ void run(const bench_arguments& args) {
   if (args.wants("gemm")) bench_gemm(args);
   if (args.wants("quantized")) bench_quantized(args);
   if (args.wants("attention")) {
-    std::printf("Paged decode attention, K and V bytes read per second (32 q / 8 kv heads, head_dim 64, block 16):\n");
+    std::printf(
+        "Paged attention (decode; verify steps of 5 tokens), K and V bytes read per second (32 q / 8 kv heads, "
+        "head_dim 64, block 16):\n");
     auto b = make_bench_backend(args, cpu::weight_placement::copy);
     for (int context : {512, 2048, 8192, 32768}) bench_attention_case(*b, 1, context, args.repeats);
     bench_attention_case(*b, 8, 2048, args.repeats);
+    for (int context : {512, 2048}) bench_attention_case(*b, 1, context, args.repeats, 5);
   }
 }
 
