@@ -189,8 +189,7 @@ host_tensor expand_int4(const host_tensor& tensor, std::vector<std::unique_ptr<s
   parallel_blocks(rows, block_rows, [&](std::int64_t first, std::int64_t end) {
     std::vector<float> block(static_cast<std::size_t>((end - first) * cols));
     decode_int4_rows(*tensor.int4, first, end - first, cols, block.data());
-    for (std::int64_t i = 0; i < (end - first) * cols; ++i)
-      bits[first * cols + i] = float_to_bf16(block[static_cast<std::size_t>(i)]);
+    convert_elements(block.data(), dtype::f32, bits + first * cols, dtype::bf16, block.size());
   });
   host_tensor out{tensor.name, dtype::bf16, tensor.shape, buffer.get()};
   storage.push_back(std::move(buffer));

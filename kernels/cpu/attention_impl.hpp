@@ -47,7 +47,8 @@ constexpr int max_fold_rows = 8;
 /// limit: unnormalised outputs, running maxima and sums, and their q vectors.
 struct row_group {
   int count;
-  const float* q[max_fold_rows];  ///< f32 [head_dim] each
+  const float* q[max_fold_rows];                ///< f32 [head_dim] each
+  const std::uint32_t* q_pairs[max_fold_rows];  ///< the same as pairs, where the level scores from those
   float* o[max_fold_rows];
   float* m[max_fold_rows];
   float* l[max_fold_rows];
@@ -123,7 +124,7 @@ inline void fold_tile(const row_group& rows, key_tile k, const float* v, int key
                       float* scores, int stride) {
   float tile_max[max_fold_rows], alpha[max_fold_rows];
   if (k.pairs != nullptr) {
-    score_rows_paired(rows.count, rows.q, k.pairs, keys, head_dim, scale, scores, stride, tile_max);
+    score_rows_paired(rows.count, rows.q_pairs, k.pairs, keys, head_dim, scale, scores, stride, tile_max);
   } else {
     for (int i = 0; i < rows.count; ++i)
       tile_max[i] = score_row(rows.q[i], k.rows, keys, head_dim, scale, scores + i * stride);
@@ -220,6 +221,7 @@ struct attention_buffers {
   float *tree_k, *tree_v;                 ///< a tree query's gathered tile
   std::uint32_t *key_pairs, *tree_pairs;  ///< paired keys of the block's tile and of a tree query's
   std::uint16_t* tree_narrow;             ///< a tree query's keys narrowed back to bf16
+  std::uint32_t* q_pairs;                 ///< every row's query as pairs (paired_query_words each)
 };
 
 /// One block's tiles of kv head `head`: keys as the fold reads them, values
@@ -243,7 +245,7 @@ inline void load_tiles(const attention_args& a, const attention_buffers& b, std:
   const std::uint16_t* next =
       next_block >= 0 ? static_cast<const std::uint16_t*>(a.cache) + tile_offset(a, next_block, head) : nullptr;
   const bool bf16 = a.cache_type == elem::bf16;
-  const bool paired = scores_key_pairs(a.cache_type, a.head_dim);
+  const bool paired = scores_key_pairs(a.cache_type);
   if (paired) pair_keys(base, count, a.head_dim, b.key_pairs);
   std::int64_t i = 0;
   for (; i + W <= n; i += W) {
@@ -293,6 +295,7 @@ inline void fold_block_head(const attention_args& a, const attention_buffers& b,
         const int q_head = head * a.group + g0 + i;
         const std::int64_t r = static_cast<std::int64_t>(t) * q_heads + q_head;
         rows.q[i] = a.q + t * a.q_stride + static_cast<std::int64_t>(q_head) * a.head_dim;
+        rows.q_pairs[i] = b.q_pairs + r * paired_query_words(a.head_dim);
         rows.o[i] = o + r * a.head_dim;
         rows.m[i] = m + r;
         rows.l[i] = l + r;
@@ -320,6 +323,8 @@ inline attention_buffers carve_buffers(const attention_args& a, std::int64_t row
   b.key_pairs = reinterpret_cast<std::uint32_t*>(b.tree_v + static_cast<std::int64_t>(a.block_size) * a.head_dim);
   b.tree_pairs = b.key_pairs + pair_words;
   b.tree_narrow = reinterpret_cast<std::uint16_t*>(b.tree_pairs + pair_words);
+  b.q_pairs =
+      reinterpret_cast<std::uint32_t*>(b.tree_narrow) + (static_cast<std::int64_t>(a.block_size) * a.head_dim + 1) / 2;
   return b;
 }
 
@@ -349,6 +354,12 @@ inline void attention(const attention_args& a) {
   const int head_dim = a.head_dim;
   const std::int64_t rows = static_cast<std::int64_t>(a.num_queries) * a.kv_heads * a.group;
   const attention_buffers b = carve_buffers(a, rows);
+  if (scores_key_pairs(a.cache_type)) {
+    const int q_heads = a.kv_heads * a.group;
+    for (std::int64_t r = 0; r < rows; ++r)
+      pair_query(a.q + (r / q_heads) * a.q_stride + (r % q_heads) * static_cast<std::int64_t>(head_dim), head_dim,
+                 b.q_pairs + r * paired_query_words(head_dim));
+  }
   std::int32_t last_position = 0;
   for (int t = 0; t < a.num_queries; ++t)
     last_position = a.positions[t] > last_position ? a.positions[t] : last_position;

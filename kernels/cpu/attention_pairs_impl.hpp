@@ -17,11 +17,8 @@ namespace troupe::cpu::TROUPE_ISA_NS {
 
 #if defined(__AVX512BF16__)
 
-/// Widest head the paired scores take (their q pairs live on the stack).
-constexpr int max_paired_head_dim = 256;
-
-/// Whether this level scores a cache of `type` with heads of `head_dim` from key pairs.
-inline bool scores_key_pairs(elem type, int head_dim) { return type == elem::bf16 && head_dim <= max_paired_head_dim; }
+/// Whether this level scores a cache of `type` from key pairs.
+inline bool scores_key_pairs(elem type) { return type == elem::bf16; }
 
 /// Transposes 16 rows of 16 dwords (r[i] = key i) so that r[j] holds dword j of every key.
 inline void transpose_dwords(__m512i* r) {
@@ -84,23 +81,26 @@ inline void pair_keys_from_f32(const float* k, int count, int head_dim, std::uin
   pair_keys(narrow, count, head_dim, out);
 }
 
-/// Scores of N rows (q as f32 [head_dim]) for keys [0, keys) from key
+/// Writes a query row (f32 [head_dim]) rounded to bf16 as dimension pairs
+/// (paired_query_words(head_dim) words, zero past head_dim), once per work
+/// item: every block's scores read them.
+inline void pair_query(const float* q, int head_dim, std::uint32_t* out) {
+  for (int d = 0; d < 2 * key_pair_count(head_dim); d += 2 * W) {
+    const int rest = head_dim - d;
+    const vf low = rest >= W ? load(q + d) : load_tail(q + d, rest);
+    const vf high = rest >= 2 * W ? load(q + d + W) : rest > W ? load_tail(q + d + W, rest - W) : zero();
+    _mm512_storeu_si512(out + d / 2, (__m512i)_mm512_cvtne2ps_pbh(high, low));
+  }
+}
+
+/// Scores of N rows (q as pairs, pair_query) for keys [0, keys) from key
 /// pairs, scaled, into rows of `scores` (stride floats apart, padded with
 /// -inf to a multiple of W); the maxima go to `maxima`. Each row sums its
 /// pairs in C interleaved chains, so its bits do not depend on N.
 template <int N, int C>
-void score_rows_paired(const float* const* q, const std::uint32_t* key_pairs, int keys, int head_dim, float scale,
-                       float* scores, int stride, float* maxima) {
+void score_rows_paired(const std::uint32_t* const* q_pairs, const std::uint32_t* key_pairs, int keys, int head_dim,
+                       float scale, float* scores, int stride, float* maxima) {
   const int pairs = key_pair_count(head_dim);
-  alignas(64) std::uint32_t q_pairs[N][max_paired_head_dim / 2];
-  for (int i = 0; i < N; ++i) {
-    for (int d = 0; d < 2 * pairs; d += 2 * W) {
-      const int rest = head_dim - d;
-      const vf low = rest >= W ? load(q[i] + d) : load_tail(q[i] + d, rest);
-      const vf high = rest >= 2 * W ? load(q[i] + d + W) : rest > W ? load_tail(q[i] + d + W, rest - W) : zero();
-      _mm512_store_si512(q_pairs[i] + d / 2, (__m512i)_mm512_cvtne2ps_pbh(high, low));
-    }
-  }
   const float neg_inf = -__builtin_inff();
   vf max_v[N];
   for (int i = 0; i < N; ++i) max_v[i] = set1(neg_inf);
@@ -139,19 +139,21 @@ void score_rows_paired(const float* const* q, const std::uint32_t* key_pairs, in
 
 /// score_rows_paired for `count` (1..8) rows: four chains for up to four
 /// rows, two beyond (the accumulators must stay in registers).
-inline void score_rows_paired(int count, const float* const* q, const std::uint32_t* key_pairs, int keys, int head_dim,
-                              float scale, float* scores, int stride, float* maxima) {
+inline void score_rows_paired(int count, const std::uint32_t* const* q_pairs, const std::uint32_t* key_pairs, int keys,
+                              int head_dim, float scale, float* scores, int stride, float* maxima) {
   with_count<8>(count, [&]<int N>() {
-    score_rows_paired<N, (N <= 4 ? 4 : 2)>(q, key_pairs, keys, head_dim, scale, scores, stride, maxima);
+    score_rows_paired<N, (N <= 4 ? 4 : 2)>(q_pairs, key_pairs, keys, head_dim, scale, scores, stride, maxima);
   });
 }
 
 #else
 
-inline bool scores_key_pairs(elem, int) { return false; }
+inline bool scores_key_pairs(elem) { return false; }
+inline void pair_query(const float*, int, std::uint32_t*) {}
 inline void pair_keys(const std::uint16_t*, int, int, std::uint32_t*) {}
 inline void pair_keys_from_f32(const float*, int, int, std::uint16_t*, std::uint32_t*) {}
-inline void score_rows_paired(int, const float* const*, const std::uint32_t*, int, int, float, float*, int, float*) {}
+inline void score_rows_paired(int, const std::uint32_t* const*, const std::uint32_t*, int, int, float, float*, int,
+                              float*) {}
 
 #endif
 

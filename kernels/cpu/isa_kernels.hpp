@@ -172,14 +172,19 @@ inline std::int64_t paired_key_words(int block_size, int head_dim) {
   return (std::int64_t{block_size} + 15) / 16 * 16 * ((head_dim + 1) / 2);
 }
 
+/// 32-bit words of one query row in dimension pairs, padded to whole vectors
+/// (attention_pairs_impl.hpp).
+inline std::int64_t paired_query_words(int head_dim) { return ((std::int64_t{head_dim} + 1) / 2 + 15) / 16 * 16; }
+
 /// Scratch floats one attention work item needs; rows = num_queries * q heads.
 inline std::size_t attention_scratch_floats(std::int64_t rows, int head_dim, int block_size) {
   const auto r = static_cast<std::size_t>(rows), d = static_cast<std::size_t>(head_dim),
              b = static_cast<std::size_t>(block_size);
   // Chunk and merged softmax states, 8 score rows of up to 16-wide padding, K/V tiles, a tree query's tiles,
-  // the paired keys of a tile and of a tree query's, that query's keys as bf16.
+  // the paired keys of a tile and of a tree query's, that query's keys as bf16, the rows' paired queries.
   return 2 * (r * d + 2 * r) + 8 * (b + 32) + 4 * b * d + 64 +
-         2 * static_cast<std::size_t>(paired_key_words(block_size, head_dim)) + (b * d + 1) / 2;
+         2 * static_cast<std::size_t>(paired_key_words(block_size, head_dim)) + (b * d + 1) / 2 +
+         r * static_cast<std::size_t>(paired_query_words(head_dim));
 }
 
 /// Rows of a split attention run whose chunks ran as separate items: row r

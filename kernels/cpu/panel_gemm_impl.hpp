@@ -1,8 +1,9 @@
 #pragma once
 // GEMM on bf16 weights in output panels (isa_kernels.hpp, bf16_panel_rows)
-// at the AVX-512 levels (AVX2: panel_gemm_avx2_impl.hpp). A tile is up to 6 activation rows × one panel's 64
-// output rows: 24 f32 accumulators. Per input pair it loads the panel's 4
-// weight vectors once for all the tile's rows. With AVX-512 BF16 each
+// at the AVX-512 levels (AVX2: panel_gemm_avx2_impl.hpp). A tile is up to 6
+// activation rows × one panel's 64 output rows: 24 f32 accumulators. Per
+// input pair it loads the panel's 4 weight vectors once for all the tile's
+// rows. With AVX-512 BF16 each
 // activation pair (rounded to bf16, panel_gemm_args::x_bf16) is broadcast
 // as one 32-bit word and `vdpbf16ps` multiplies it into the pair layout as
 // it lies. Without it the weights are widened twice (even inputs: the low
