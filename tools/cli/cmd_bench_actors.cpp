@@ -7,6 +7,8 @@
 #include <chrono>
 #include <iomanip>
 #include <iostream>
+#include <stdexcept>
+#include <string>
 
 #include "actors/detokenizer_actor.hpp"
 #include "actors/kv_manager_actor.hpp"
@@ -67,9 +69,11 @@ void run(const bench_actors_flags& flags) {
   setup.loop.scheduler.max_num_seqs = flags.sequences;
   setup.loop.scheduler.max_num_batched_tokens =
       std::max(setup.loop.scheduler.max_num_batched_tokens, flags.sequences * 2);
-  // Every request outlives the timed steps: the 10 warm-up steps come first,
-  // and one sequence alone is never split into two half steps.
-  const int max_tokens = flags.steps + 64;
+  // Every request outlives the timed steps: the warm-up steps come first,
+  // 10 or however many more run while this thread sleeps (at 20 us a step,
+  // a 1 ms sleep stretched by a busy machine lets hundreds through), and
+  // one sequence alone is never split into two half steps.
+  const int max_tokens = 2 * flags.steps + 1024;
   setup.loop.scheduler.max_model_len = flags.prompt_tokens + max_tokens + 64;
   const std::int32_t blocks_per_seq = setup.loop.scheduler.max_model_len / setup.loop.scheduler.block_size + 2;
   setup.loop.scheduler.num_device_blocks = blocks_per_seq * flags.sequences;
@@ -96,18 +100,40 @@ void run(const bench_actors_flags& flags) {
   const int first = *executed;
   const auto t0 = std::chrono::steady_clock::now();
   const auto cpu0 = std::clock();
-  while (*executed < first + flags.steps) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  // A stalled engine must not hang the benchmark: give up after 10 s
+  // without a step.
+  int seen = first;
+  auto last_progress = std::chrono::steady_clock::now();
+  while (*executed < first + flags.steps) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    const auto now = std::chrono::steady_clock::now();
+    if (*executed != seen) {
+      seen = *executed;
+      last_progress = now;
+    } else if (now - last_progress > std::chrono::seconds(10)) {
+      break;
+    }
+  }
+  const int timed = *executed - first;
+  const bool stalled = timed < flags.steps;
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto shut_down = [&] {
+    caf::anon_send_exit(scheduler, caf::exit_reason::user_shutdown);
+    caf::anon_send(setup.executor, atom::fail_v);
+    caf::anon_send_exit(setup.kv, caf::exit_reason::user_shutdown);
+    for (auto& shard : setup.shards) caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
+  };
+  if (stalled) {
+    shut_down();
+    throw std::runtime_error("bench-actors: no step for 10 s after " + std::to_string(seen - first) + " of " +
+                             std::to_string(flags.steps) + " timed steps");
+  }
   const double cpu = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
-  const double per_step_us = 1e6 * wall / flags.steps;
-  std::cout << std::fixed << std::setprecision(1) << "sequences " << flags.sequences << ", steps " << flags.steps
-            << ": " << per_step_us << " us per step wall (" << 1e6 * cpu / flags.steps
-            << " us CPU per step, all threads), " << static_cast<double>(deltas.load()) / wall / 1e3
-            << "k token events/s\n";
-  caf::anon_send_exit(scheduler, caf::exit_reason::user_shutdown);
-  caf::anon_send(setup.executor, atom::fail_v);
-  caf::anon_send_exit(setup.kv, caf::exit_reason::user_shutdown);
-  for (auto& shard : setup.shards) caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
+  const double per_step_us = 1e6 * wall / timed;
+  std::cout << std::fixed << std::setprecision(1) << "sequences " << flags.sequences << ", steps " << timed << ": "
+            << per_step_us << " us per step wall (" << 1e6 * cpu / timed << " us CPU per step, all threads), "
+            << static_cast<double>(deltas.load()) / wall / 1e3 << "k token events/s\n";
+  shut_down();
 }
 
 void setup(CLI::App& root) {
