@@ -19,6 +19,13 @@ std::filesystem::path draft_directory(const engine_config& config) {
   throw std::runtime_error("knob 'draft_model': speculative=draft needs a draft model directory");
 }
 
+// A draft head of fewer rows than the vocabulary: named in the load log.
+std::string head_description(const engine_config& config, const model_config& draft) {
+  if (config.draft_vocab_size == 0 || config.draft_vocab_size == draft.vocab_size) return "";
+  return ", LM head over ids 0-" + std::to_string(config.draft_vocab_size - 1) + " of " +
+         std::to_string(draft.vocab_size);
+}
+
 void check_proposer(const engine_config& config, speculative_method method) {
   if (method == speculative_method::off && config.num_speculative_tokens > 0)
     throw std::runtime_error("knob 'num_speculative_tokens' is " + std::to_string(config.num_speculative_tokens) +
@@ -29,6 +36,10 @@ void check_proposer(const engine_config& config, speculative_method method) {
   if (config.prompt_lookup_min > config.prompt_lookup_max)
     throw std::runtime_error("knob 'prompt_lookup_min' (" + std::to_string(config.prompt_lookup_min) +
                              ") exceeds knob 'prompt_lookup_max' (" + std::to_string(config.prompt_lookup_max) + ")");
+  if (config.draft_vocab_size > 0 && method != speculative_method::draft)
+    throw std::runtime_error("knob 'draft_vocab_size' is " + std::to_string(config.draft_vocab_size) +
+                             " but knob 'speculative' is " + config.speculative +
+                             ": it narrows the draft model's LM head (speculative=draft)");
 }
 
 // Text that exercises the normaliser, pre-tokeniser and merges: two
@@ -119,10 +130,14 @@ std::shared_ptr<executor_resources> load_drafter(const engine_config& config, co
     drafter->weights_source = std::make_shared<const checkpoint>(std::move(opened.weights));
     const model_config& draft = drafter->weights_source->config();
     check_draft_vocabulary(dir, draft, target, target_tokenizer);
-    drafter->model =
-        std::make_unique<llama_model>(draft, drafter->weights_source->weights(), *drafter->device, opened.quantization);
+    if (config.draft_vocab_size > draft.vocab_size)
+      throw std::runtime_error("knob 'draft_vocab_size' is " + std::to_string(config.draft_vocab_size) +
+                               ", more than the " + std::to_string(draft.vocab_size) + " ids of " +
+                               (dir / "config.json").string());
+    drafter->model = std::make_unique<llama_model>(draft, drafter->weights_source->weights(), *drafter->device,
+                                                   opened.quantization, std::nullopt, config.draft_vocab_size);
     description = dir.filename().string() + " (" + std::to_string(draft.num_hidden_layers) + " layers, linear layers " +
-                  std::string(quantization_name(opened.quantization)) + ")";
+                  std::string(quantization_name(opened.quantization)) + head_description(config, draft) + ")";
   } else {
     const std::vector<int> kept = kept_layers(config.speculative_skip_layers, target.model->num_layers());
     drafter->weights_device = target.device;

@@ -140,8 +140,10 @@ caf::result<draft_reply_ptr> run_round(executor_state& state, const draft_reques
 executor_actor::behavior_type executor_behavior(executor_actor::stateful_pointer<executor_state> self,
                                                 std::shared_ptr<executor_resources> resources,
                                                 std::int32_t draft_block_size) {
-  if (draft_block_size > 0)
+  if (draft_block_size > 0) {
     self->state.proposer = std::make_unique<draft_proposer>(draft_block_size, resources->model->vocab_size());
+    self->state.proposer->set_logits_width(resources->model->logits_width());
+  }
   self->state.resources = std::move(resources);
   return {
       [self](atom::run_step, const step_work_ptr& step) -> caf::result<step_result_ptr> {

@@ -179,6 +179,11 @@ std::vector<knob_spec> engine_knobs() {
                "speculative draft: weight-only quantisation of the draft model at load, as knob quantization does "
                "for the target (auto: the same setting as the target's, so a quantised target drafts with a "
                "quantised draft); its LM head follows lm_head_quantization's auto rule"),
+          integer("draft_vocab_size", 0, 0, 1 << 24, "ids",
+                  "speculative draft: the draft's LM head scores only the ids below this (0: every id); "
+                  "byte-level BPE vocabularies number tokens by merge order, so the lowest ids are the most "
+                  "frequent. Drafts never propose a higher id (verification still emits them), and a round "
+                  "reads that much less of the head"),
           text("speculative_skip_layers", "", {},
                "layerskip: decoder layers the drafter skips, e.g. \"4-7\" or \"1,3,5\" (empty: the upper half)"),
           integer("prompt_lookup_max", 4, 1, 64, "tokens", "ngram: longest suffix matched against the context"),

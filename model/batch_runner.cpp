@@ -163,7 +163,7 @@ std::vector<std::vector<float>> batch_runner::prompt_logits(const std::vector<st
     total += static_cast<std::int64_t>(prompts[i].size()) + options_.block_size;
   }
   allocate_pool(total);
-  const auto vocab = static_cast<std::size_t>(model_.vocab_size());
+  const auto width = static_cast<std::size_t>(model_.logits_width());
   std::vector<std::vector<float>> logits(prompts.size());
   auto unfinished = [](const sequence& s) { return s.num_computed < static_cast<std::int64_t>(s.tokens.size()); };
   while (std::any_of(seqs.begin(), seqs.end(), unfinished)) {
@@ -184,9 +184,9 @@ std::vector<std::vector<float>> batch_runner::prompt_logits(const std::vector<st
     record_step(batch, start);
     auto row = step_logits.begin();
     for (std::size_t i = 0; i < seqs.size(); ++i) {
-      const auto width = static_cast<std::ptrdiff_t>(static_cast<std::size_t>(seqs[i].step_tokens) * vocab);
-      logits[i].insert(logits[i].end(), row, row + width);
-      row += width;
+      const auto rows = static_cast<std::ptrdiff_t>(static_cast<std::size_t>(seqs[i].step_tokens) * width);
+      logits[i].insert(logits[i].end(), row, row + rows);
+      row += rows;
       seqs[i].num_computed += seqs[i].step_tokens;
     }
   }

@@ -69,7 +69,8 @@ bool lm_head_refinable(const model_config& config, const backend& device) {
 }
 
 llama_model::llama_model(const model_config& config, const model_weights& weights, backend& backend,
-                         weight_quantization quantization, std::optional<weight_quantization> lm_head)
+                         weight_quantization quantization, std::optional<weight_quantization> lm_head,
+                         std::int64_t head_rows)
     : config_(config), backend_(backend), workspace_(std::make_unique<workspace>()) {
   geometry_.num_q_heads = static_cast<int>(config.num_attention_heads);
   geometry_.num_kv_heads = static_cast<int>(config.num_key_value_heads);
@@ -79,7 +80,11 @@ llama_model::llama_model(const model_config& config, const model_weights& weight
   const bool refinable = lm_head_refinable(config, backend);
   const weight_quantization head = lm_head.value_or(*lm_head_quantization(quantization, "auto", refinable));
   refine_head_ = refinable && (head == weight_quantization::int4 || head == weight_quantization::int4_asym);
-  upload_weights(weights, quantization, head);
+  if (head_rows < 0 || head_rows > config.vocab_size)
+    throw std::invalid_argument("an LM head of " + std::to_string(head_rows) + " rows: the vocabulary has " +
+                                std::to_string(config.vocab_size) + " ids");
+  logits_width_ = head_rows > 0 ? head_rows : config.vocab_size;
+  upload_weights(weights, quantization, head, logits_width_);
   active_layers_.resize(weights_->layers.size());
   for (std::size_t i = 0; i < active_layers_.size(); ++i) active_layers_[i] = static_cast<int>(i);
 }
@@ -90,6 +95,7 @@ llama_model::llama_model(const llama_model& source, backend& backend, std::vecto
       geometry_(source.geometry_),
       weights_(source.weights_),
       active_layers_(std::move(layers)),
+      logits_width_(source.logits_width_),
       refine_head_(source.refine_head_),
       workspace_(std::make_unique<workspace>()) {
   if (backend.name() != source.backend_.name())
@@ -107,11 +113,19 @@ llama_model::llama_model(const llama_model& source, backend& backend, std::vecto
 llama_model::~llama_model() = default;
 
 void llama_model::upload_weights(const model_weights& weights, weight_quantization quantization,
-                                 weight_quantization lm_head_format) {
+                                 weight_quantization lm_head_format, std::int64_t head_rows) {
   auto up = std::make_shared<uploaded>();
   up->embed_tokens = backend_.upload(*weights.embed_tokens);
   up->final_norm = backend_.upload(*weights.final_norm);
-  const host_tensor lm_head = *weights.lm_head;
+  host_tensor lm_head = *weights.lm_head;
+  if (head_rows < lm_head.matrix_rows()) {
+    // The first rows of a row-major [vocab, hidden] matrix are a prefix of its bytes.
+    if (lm_head.int4 || lm_head.data == nullptr || lm_head.shape.size() != 2)
+      throw std::runtime_error(lm_head.name +
+                               ": the LM head is stored in 4 bits; a head of fewer rows than the "
+                               "vocabulary needs it unquantised in the checkpoint");
+    lm_head.shape[0] = head_rows;
+  }
   // A tied head gets its own quantised copy; the embedding gather keeps the table.
   up->lm_head = backend_.prepare_quantized_linear({&lm_head, 1}, {}, lm_head_format);
   up->layers.resize(weights.layers.size());
@@ -157,7 +171,7 @@ std::size_t llama_model::workspace_bytes_per_token() const {
 
 std::size_t llama_model::workspace_bytes_per_row() const {
   return static_cast<std::size_t>(config_.hidden_size) * dtype_size(backend_.activation_type()) +
-         static_cast<std::size_t>(config_.vocab_size) * sizeof(float);
+         static_cast<std::size_t>(logits_width_) * sizeof(float);
 }
 
 // Grows to the next power of two (fewer regrowths) unless that would pass
@@ -209,7 +223,7 @@ void llama_model::ensure_workspace(std::int64_t tokens, std::int64_t logits_rows
     ws.logits = {};
     const auto l = static_cast<std::size_t>(logits_capacity);
     ws.rows = backend_.allocate(l * hidden * act);
-    ws.logits = backend_.allocate(l * static_cast<std::size_t>(config_.vocab_size) * sizeof(float));
+    ws.logits = backend_.allocate(l * static_cast<std::size_t>(logits_width_) * sizeof(float));
     ws.logits_capacity = logits_capacity;
   }
 }
@@ -279,7 +293,7 @@ tensor_view llama_model::forward(const step_batch& batch, kv_cache& cache, host_
     run_layer(weights_->layers[static_cast<std::size_t>(active_layers_[i])], static_cast<int>(i), *plan_, cache, tokens,
               i == 0);
   }
-  const tensor_view logits = ws.logits.view(dtype::f32, rows, config_.vocab_size);
+  const tensor_view logits = ws.logits.view(dtype::f32, rows, logits_width_);
   if (rows == 0) return logits;
   const tensor_view normed = ws.normed.view(act, tokens, hidden);
   backend_.add_rms_norm(ws.residual.view(act, tokens, hidden), ws.proj.view(act, tokens, hidden),
@@ -288,9 +302,10 @@ tensor_view llama_model::forward(const step_batch& batch, kv_cache& cache, host_
   backend_.gather_logits_rows(*plan_, normed, last_rows);
   backend_.linear(last_rows, *weights_->lm_head, logits);
   if (refine_head_) {
-    backend_.refine_logits(last_rows, weights_->embed_tokens.view,
-                           static_cast<int>(std::min<std::int64_t>(refined_head_candidates, config_.vocab_size)),
-                           logits);
+    tensor_view head_rows_of_table = weights_->embed_tokens.view;
+    head_rows_of_table.rows = logits_width_;
+    backend_.refine_logits(last_rows, head_rows_of_table,
+                           static_cast<int>(std::min<std::int64_t>(refined_head_candidates, logits_width_)), logits);
   }
   return logits;
 }

@@ -29,9 +29,11 @@ class llama_model {
   /// lm_head_refinable(config, backend))); embeddings keep their type. A
   /// 4-bit head tied to the embeddings has its best logits rescored exactly
   /// from them where the backend can (backend::refine_logits).
+  /// `head_rows` > 0 keeps only the head's first `head_rows` rows (at most
+  /// vocab_size; a drafter's frequent ids): logits rows are then that wide.
   llama_model(const model_config& config, const model_weights& weights, backend& backend,
               weight_quantization quantization = weight_quantization::none,
-              std::optional<weight_quantization> lm_head = std::nullopt);
+              std::optional<weight_quantization> lm_head = std::nullopt, std::int64_t head_rows = 0);
   /// A self-speculative drafter: `source`'s uploaded weights, shared (not
   /// copied), with only the decoder layers `layers` (ascending indices into
   /// source's, none repeated) run, on `backend` (a second backend of the same
@@ -47,6 +49,8 @@ class llama_model {
   const attention_geometry& geometry() const { return geometry_; }
   backend& device() const { return backend_; }
   std::int64_t vocab_size() const { return config_.vocab_size; }
+  /// Logits per row: vocab_size, or the head_rows it was built with (ids [0, logits_width)).
+  std::int64_t logits_width() const { return logits_width_; }
   /// Decoder layers this model runs (all of the checkpoint's, unless built as a layer-skipping drafter).
   int num_layers() const { return static_cast<int>(active_layers_.size()); }
 
@@ -65,14 +69,14 @@ class llama_model {
   void set_workspace_limit(std::size_t bytes) { workspace_limit_ = bytes; }
 
   /// Runs one step: the batch's block copies, then the forward pass over its
-  /// T tokens. Returns the logits, f32 [L, vocab] for the batch's logits
+  /// T tokens. Returns the logits, f32 [L, logits_width] for the batch's logits
   /// rows, in backend memory valid until the next call. `host` may be null
   /// when the batch has no host copies.
   tensor_view forward(const step_batch& batch, kv_cache& cache, host_block_pool* host);
   /// forward() then samples every logits row with the batch's sampling rows
   /// and verifies its verify groups (backend::sample).
   sample_result step(const step_batch& batch, kv_cache& cache, host_block_pool* host);
-  /// forward() then copies the logits to the host: [L * vocab] floats, row major.
+  /// forward() then copies the logits to the host: [L * logits_width] floats, row major.
   std::vector<float> logits(const step_batch& batch, kv_cache& cache, host_block_pool* host);
 
  private:
@@ -80,7 +84,8 @@ class llama_model {
   struct uploaded;
   struct workspace;
 
-  void upload_weights(const model_weights& weights, weight_quantization quantization, weight_quantization lm_head);
+  void upload_weights(const model_weights& weights, weight_quantization quantization, weight_quantization lm_head,
+                      std::int64_t head_rows);
   void ensure_workspace(std::int64_t tokens, std::int64_t logits_rows);
   void run_layer(const layer& weights, int index, const step_plan& plan, kv_cache& cache, std::int64_t tokens,
                  bool first);
@@ -90,6 +95,7 @@ class llama_model {
   attention_geometry geometry_;
   std::shared_ptr<const uploaded> weights_;  ///< shared with layer-skipping drafters
   std::vector<int> active_layers_;           ///< indices into weights_->layers, in run order
+  std::int64_t logits_width_ = 0;            ///< rows of the LM head: vocab_size or fewer
   bool refine_head_ = false;                 ///< rescore the best logits of a tied 4-bit head from the embeddings
   std::unique_ptr<workspace> workspace_;
   std::unique_ptr<step_plan> plan_;

@@ -33,7 +33,19 @@ std::vector<std::int32_t> runners_up(std::span<const float> logits, std::int32_t
 }  // namespace
 
 draft_proposer::draft_proposer(std::int32_t block_size, std::int64_t vocab_size, std::size_t max_remembered)
-    : block_size_(block_size), vocab_size_(vocab_size), max_remembered_(std::max<std::size_t>(1, max_remembered)) {}
+    : block_size_(block_size),
+      vocab_size_(vocab_size),
+      logits_width_(vocab_size),
+      max_remembered_(std::max<std::size_t>(1, max_remembered)) {}
+
+void draft_proposer::set_logits_width(std::int64_t width) {
+  if (width < 1 || width > vocab_size_)
+    throw std::invalid_argument("draft logits of " + std::to_string(width) + " ids for a vocabulary of " +
+                                std::to_string(vocab_size_));
+  logits_width_ = width;
+  widened_.assign(width < vocab_size_ ? static_cast<std::size_t>(vocab_size_) : 0,
+                  -std::numeric_limits<float>::infinity());
+}
 
 std::int32_t draft_proposer::trusted_prefix(std::span<const std::int32_t> tokens,
                                             std::span<const std::int32_t> block_table) const {
@@ -153,11 +165,18 @@ void draft_proposer::draw(job_state& state, std::span<const float> logits_row) {
 }
 
 std::optional<scheduled_step> draft_proposer::on_logits(std::span<const float> logits) {
-  const auto vocab = static_cast<std::size_t>(vocab_size_);
-  if (logits.size() != stepped_.size() * vocab)
+  const auto width = static_cast<std::size_t>(logits_width_);
+  if (logits.size() != stepped_.size() * width)
     throw std::invalid_argument("draft step returned " + std::to_string(logits.size()) + " logits for " +
-                                std::to_string(stepped_.size()) + " rows of " + std::to_string(vocab));
-  for (std::size_t r = 0; r < stepped_.size(); ++r) draw(jobs_[stepped_[r]], logits.subspan(r * vocab, vocab));
+                                std::to_string(stepped_.size()) + " rows of " + std::to_string(width));
+  for (std::size_t r = 0; r < stepped_.size(); ++r) {
+    std::span<const float> row = logits.subspan(r * width, width);
+    if (!widened_.empty()) {
+      std::copy(row.begin(), row.end(), widened_.begin());  // the tail stays -inf
+      row = widened_;
+    }
+    draw(jobs_[stepped_[r]], row);
+  }
   const bool more = std::any_of(jobs_.begin(), jobs_.end(), [](const job_state& s) {
     return static_cast<std::int32_t>(s.result.drafts.size()) < s.chain;
   });

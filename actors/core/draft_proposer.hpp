@@ -78,6 +78,12 @@ class draft_proposer {
   /// at most `max_remembered` sequences' written state is kept (least recently drafted forgotten first).
   draft_proposer(std::int32_t block_size, std::int64_t vocab_size, std::size_t max_remembered = 4096);
 
+  /// The draft's logits rows hold ids [0, `width`) only (an LM head of
+  /// fewer rows, knob draft_vocab_size; 1 <= width <= vocab_size): each row
+  /// is widened to vocab_size with the other ids impossible, so penalties,
+  /// suppressed ids and the q rows keep the target's ids.
+  void set_logits_width(std::int64_t width);
+
   /// Starts a round; returns its first draft step (logits_only). Jobs must
   /// have slots >= 1 and a block table covering tokens.size() + slots - 1 positions.
   scheduled_step begin(draft_request request);
@@ -124,6 +130,8 @@ class draft_proposer {
 
   std::int32_t block_size_;
   std::int64_t vocab_size_;
+  std::int64_t logits_width_;
+  std::vector<float> widened_;  ///< [vocab] a narrow row, then -inf up to vocab_size
   std::size_t max_remembered_;
   std::uint64_t round_ = 0;
   std::uint64_t next_step_id_ = 1;

@@ -70,6 +70,7 @@ const std::pair<const char*, engine_field> engine_fields[] = {
     {"speculative", &engine_config::speculative},
     {"draft_model", &engine_config::draft_model},
     {"draft_quantization", &engine_config::draft_quantization},
+    {"draft_vocab_size", &engine_config::draft_vocab_size},
     {"speculative_skip_layers", &engine_config::speculative_skip_layers},
     {"prompt_lookup_max", &engine_config::prompt_lookup_max},
     {"prompt_lookup_min", &engine_config::prompt_lookup_min},

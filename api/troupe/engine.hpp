@@ -86,6 +86,7 @@ struct engine_config {
   std::string speculative;           ///< speculative decoding proposer: off | ngram | draft | layerskip
   std::string draft_model;           ///< draft: HF directory (empty: the demo draft with the demo model)
   std::string draft_quantization;    ///< draft: its weights' format at load: auto (quantization's) | none | int8 | ...
+  std::int64_t draft_vocab_size;     ///< draft: its LM head scores ids [0, this) only (0: every id)
   std::string speculative_skip_layers;  ///< layerskip: layers skipped ("4-7", "1,3,5"; empty: the upper half)
   int prompt_lookup_max;                ///< ngram: longest suffix matched
   int prompt_lookup_min;                ///< ngram: shortest suffix matched

@@ -135,6 +135,9 @@ def test_tree_speculation_set_live_keeps_the_outputs(plain, speculating):
     (["--speculative", "draft", "--num-speculative-tokens", "4", "--draft-quantization", "int3"], "draft_quantization"),
     (["--speculative", "layerskip", "--num-speculative-tokens", "2", "--speculative-skip-layers", "99"],
      "speculative_skip_layers"),
+    (["--speculative", "ngram", "--num-speculative-tokens", "4", "--draft-vocab-size", "100"], "draft_vocab_size"),
+    (["--speculative", "draft", "--num-speculative-tokens", "4", "--draft-vocab-size", "16000000"],
+     "draft_vocab_size"),
 ])
 def test_bad_speculation_flags_stop_the_server_naming_the_knob(flags, knob):
     binary = os.environ.get("TROUPE_BIN")

@@ -330,5 +330,60 @@ TEST(DraftProposer, ASampledRequestsTreeStaysAChain) {
   EXPECT_EQ(reply.sequences[0].probs.size(), 2u * kVocab);
 }
 
+// A head narrowed to ids [0, width): the fake model's rows cut to that width.
+draft_reply run_narrow_round(draft_proposer& proposer, fake_draft_model& model, std::size_t width, draft_job job) {
+  return proposer.run_round({{std::move(job)}}, [&](const scheduled_step& step) {
+    const std::vector<float> full = model.run(step);
+    std::vector<float> narrow;
+    for (std::size_t row = 0; row * kVocab < full.size(); ++row)
+      narrow.insert(narrow.end(), full.begin() + static_cast<std::ptrdiff_t>(row * kVocab),
+                    full.begin() + static_cast<std::ptrdiff_t>(row * kVocab + width));
+    return narrow;
+  });
+}
+
+TEST(DraftProposer, ANarrowHeadDraftsOnlyItsIdsAndItsQRowsKeepTheTargetsIds) {
+  constexpr std::size_t width = 20;
+  draft_proposer proposer(kBlockSize, kVocab);
+  proposer.set_logits_width(width);
+  fake_draft_model model;
+  const std::vector<std::int32_t> tokens = {45, 9, 13, 2, 48, 1, 4};
+  std::vector<std::int32_t> context = tokens, expected;
+  for (int i = 0; i < 3; ++i) {
+    // The fake's peak when the head has it, else its best other logit below
+    // the width: sin(0.3 v) peaks at v = 5.
+    const std::int32_t next = fake_draft_model::next_after(context);
+    expected.push_back(next < static_cast<std::int32_t>(width) ? next : 5);
+    context.push_back(expected.back());
+  }
+  EXPECT_EQ(run_narrow_round(proposer, model, width, greedy_job(1, tokens, 3, blocks_from(0, 3))).sequences[0].drafts,
+            expected);
+
+  // Sampled, with penalties over context ids above the head's and a suppressed one.
+  draft_job job = greedy_job(2, tokens, 3, blocks_from(10, 3));
+  job.params.temperature = 1.0f;
+  job.params.repetition_penalty = 1.3f;
+  job.suppressed = {49, 3};
+  const drafted sampled = run_narrow_round(proposer, model, width, job).sequences[0];
+  ASSERT_EQ(sampled.probs.size(), 3u * kVocab) << "q rows are as wide as the vocabulary";
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_LT(sampled.drafts[i], static_cast<std::int32_t>(width));
+    const auto q = std::span<const float>(sampled.probs).subspan(i * kVocab, kVocab);
+    EXPECT_NEAR(std::accumulate(q.begin(), q.end(), 0.0), 1.0, 1e-5);
+    EXPECT_EQ(q[3], 0.0f) << "suppressed";
+    for (std::size_t id = width; id < kVocab; ++id) EXPECT_EQ(q[id], 0.0f) << "id " << id;
+  }
+}
+
+TEST(DraftProposer, LogitsOfAnotherWidthAreRefused) {
+  draft_proposer proposer(kBlockSize, kVocab);
+  EXPECT_THROW(proposer.set_logits_width(0), std::invalid_argument);
+  EXPECT_THROW(proposer.set_logits_width(kVocab + 1), std::invalid_argument);
+  proposer.set_logits_width(20);
+  fake_draft_model model;
+  EXPECT_THROW(run_round(proposer, model, {{greedy_job(1, {5, 9, 13}, 2, blocks_from(0, 2))}}), std::invalid_argument)
+      << "full rows from a head said to be narrow";
+}
+
 }  // namespace
 }  // namespace troupe

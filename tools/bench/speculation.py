@@ -18,7 +18,7 @@ after the main one. Each repeat runs every proposer in turn, so a slow
 minute of a shared machine falls on all of them; the median repeat is
 reported.
 
-Usage: tools/bench/speculation.py --troupe build/troupe [--model DIR --draft-model DIR]
+Usage: tools/bench/speculation.py --troupe build/troupe [--model DIR --draft-model DIR --draft-vocab-size N]
            [--text tests/fixtures/demo/heldout.txt] [--batches 1,8,32] [--proposers off,ngram,draft]
 """
 
@@ -53,6 +53,12 @@ def grounded_prompts(text: str, count: int, passage_words: int) -> list:
     return prompts
 
 
+def draft_flags(args):
+    """The draft model's flags, as given to this script."""
+    flags = ["--draft-model", args.draft_model] if args.draft_model else []
+    return flags + (["--draft-vocab-size", str(args.draft_vocab_size)] if args.draft_vocab_size else [])
+
+
 def offline(args, proposer, prompts):
     command = [args.troupe, "generate", "--json", "--temperature", "0", "--ignore-eos", "--max-tokens",
                str(args.max_tokens), "--speculative", proposer, "--threads", str(args.threads)]
@@ -62,8 +68,8 @@ def offline(args, proposer, prompts):
         command.append("--batch-invariant")
     if proposer != "off":
         command += ["--num-speculative-tokens", str(args.k)]
-    if proposer == "draft" and args.draft_model:
-        command += ["--draft-model", args.draft_model]
+    if proposer == "draft":
+        command += draft_flags(args)
     if proposer == "off":  # the engine path without speculation, for a like-for-like baseline
         command.append("--engine")
     for p in prompts:
@@ -90,8 +96,8 @@ def serve_rate(args, proposer, prompts, streams=8):
         command += ["--model", args.model]
     if proposer != "off":
         command += ["--num-speculative-tokens", str(args.k)]
-    if proposer == "draft" and args.draft_model:
-        command += ["--draft-model", args.draft_model]
+    if proposer == "draft":
+        command += draft_flags(args)
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -123,6 +129,7 @@ def main():
     ap.add_argument("--troupe", required=True)
     ap.add_argument("--model", default="")
     ap.add_argument("--draft-model", default="")
+    ap.add_argument("--draft-vocab-size", type=int, default=0, help="the draft head's ids (0: all of them)")
     ap.add_argument("--text", default="tests/fixtures/demo/heldout.txt")
     ap.add_argument("--batches", default="1,8,32")
     ap.add_argument("--proposers", default="off,ngram,draft,layerskip")

@@ -139,6 +139,9 @@ void setup(CLI::App& root) {
   cmd->add_option("--draft-model", flags->speculation.draft_model, "draft: HF directory (default: the demo draft)");
   cmd->add_option("--draft-quantization", flags->speculation.draft_quantization,
                   "draft: auto (as --quantization), none, int8, int4 or int4_asym");
+  cmd->add_option("--draft-vocab-size", flags->speculation.draft_vocab_size,
+                  "draft: its LM head scores only the ids below this (default 0: every id)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--speculative-skip-layers", flags->speculation.speculative_skip_layers,
                   "layerskip: layers skipped, e.g. 4-7 or 1,3,5 (default: the upper half)");
   cmd->add_option("--speculative-tree-width", flags->speculation.speculative_tree_width,

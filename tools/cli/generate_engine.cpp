@@ -72,6 +72,7 @@ engine_config config_from(const generate_flags& flags) {
   config.num_speculative_tokens = flags.speculation.speculative == "off" ? 0 : flags.speculation.num_speculative_tokens;
   config.draft_model = flags.speculation.draft_model;
   config.draft_quantization = flags.speculation.draft_quantization;
+  config.draft_vocab_size = flags.speculation.draft_vocab_size;
   config.speculative_skip_layers = flags.speculation.speculative_skip_layers;
   config.speculative_tree_width = flags.speculation.speculative_tree_width;
   config.max_num_seqs =
