@@ -2,17 +2,22 @@
 
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
+#include "base/parallel_blocks.hpp"
+
 namespace troupe::cpu {
 
 namespace {
 
 constexpr std::size_t page_bytes = 4096;
+/// Populated per task: whole huge pages, and few enough tasks to start cheaply.
+constexpr std::int64_t populate_chunk_bytes = std::int64_t{64} << 20;
 
 std::size_t round_up(std::size_t value, std::size_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
@@ -48,8 +53,17 @@ void* allocate_host_resident(std::size_t bytes) {
 #if defined(MADV_POPULATE_WRITE)
   // Fails with ENOMEM instead of a later SIGBUS or OOM kill; kernels before
   // 5.14 answer EINVAL, and then writing one byte per page does the same.
-  if (madvise(data, round_up(bytes, page_bytes), MADV_POPULATE_WRITE) == 0) return data;
-  if (errno != EINVAL) {
+  // Populating is the kernel zeroing every page on the calling thread, about
+  // a second per GiB on a VM, so the range is split over the cores.
+  const std::size_t length = round_up(bytes, page_bytes);
+  std::atomic<int> failure{0};
+  parallel_blocks(static_cast<std::int64_t>(length), populate_chunk_bytes, [&](std::int64_t begin, std::int64_t end) {
+    if (failure.load(std::memory_order_relaxed) != 0) return;
+    if (madvise(static_cast<char*>(data) + begin, static_cast<std::size_t>(end - begin), MADV_POPULATE_WRITE) != 0)
+      failure.store(errno, std::memory_order_relaxed);
+  });
+  if (failure.load() == 0) return data;
+  if (failure.load() != EINVAL) {
     free_host(data, bytes);
     throw std::bad_alloc();
   }
