@@ -311,6 +311,10 @@ tensor_view llama_model::forward(const step_batch& batch, kv_cache& cache, host_
 }
 
 sample_result llama_model::step(const step_batch& batch, kv_cache& cache, host_block_pool* host) {
+  // Sampling rules name any id of the vocabulary (penalties, logit bias).
+  if (logits_width_ != config_.vocab_size)
+    throw std::logic_error("a model whose LM head covers " + std::to_string(logits_width_) + " of " +
+                           std::to_string(config_.vocab_size) + " ids gives logits, not samples");
   const tensor_view logits = forward(batch, cache, host);
   if (batch.num_logits_rows() == 0) return {};
   return backend_.sample(*plan_, logits);

@@ -74,7 +74,8 @@ class llama_model {
   /// when the batch has no host copies.
   tensor_view forward(const step_batch& batch, kv_cache& cache, host_block_pool* host);
   /// forward() then samples every logits row with the batch's sampling rows
-  /// and verifies its verify groups (backend::sample).
+  /// and verifies its verify groups (backend::sample). Throws
+  /// std::logic_error on a model with a narrowed head (logits_width < vocab_size).
   sample_result step(const step_batch& batch, kv_cache& cache, host_block_pool* host);
   /// forward() then copies the logits to the host: [L * logits_width] floats, row major.
   std::vector<float> logits(const step_batch& batch, kv_cache& cache, host_block_pool* host);
