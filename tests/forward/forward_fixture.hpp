@@ -129,4 +129,11 @@ inline std::vector<runner_request> seeded_neighbours(const fixture_model& f, flo
   return batch;
 }
 
+/// Logits of every position of every prompt on `model`, in 64-token chunks.
+inline std::vector<std::vector<float>> logits_of(llama_model& model,
+                                                 const std::vector<std::vector<std::int32_t>>& prompts) {
+  batch_runner runner(model, runner_options{});
+  return runner.prompt_logits(prompts, 64);
+}
+
 }  // namespace troupe::testing

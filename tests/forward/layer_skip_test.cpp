@@ -10,12 +10,7 @@ namespace troupe {
 namespace {
 
 using testing::fixture_model;
-
-// Logits of every prompt position, run on `model`.
-std::vector<std::vector<float>> logits_of(llama_model& model, const std::vector<std::vector<std::int32_t>>& prompts) {
-  batch_runner runner(model, runner_options{});
-  return runner.prompt_logits(prompts, 64);
-}
+using testing::logits_of;
 
 class LayerSkip : public ::testing::TestWithParam<std::string> {};
 

@@ -13,11 +13,7 @@ namespace troupe {
 namespace {
 
 using testing::fixture_model;
-
-std::vector<std::vector<float>> logits_of(llama_model& model, const std::vector<std::vector<std::int32_t>>& prompts) {
-  batch_runner runner(model, runner_options{});
-  return runner.prompt_logits(prompts, 64);
-}
+using testing::logits_of;
 
 class NarrowHead : public ::testing::TestWithParam<std::string> {};
 
