@@ -75,8 +75,12 @@ engine_config config_from(const generate_flags& flags) {
   config.draft_vocab_size = flags.speculation.draft_vocab_size;
   config.speculative_skip_layers = flags.speculation.speculative_skip_layers;
   config.speculative_tree_width = flags.speculation.speculative_tree_width;
-  config.max_num_seqs =
-      std::max<int>(config.max_num_seqs, static_cast<int>(flags.prompts.size() + flags.prompt_ids.size()));
+  // An offline run knows its sequences: the automatic KV pool holds exactly
+  // them at full context, not max_num_seqs' default of 256, so a run of one
+  // prompt does not fault in gigabytes at start; and as no sequence can then
+  // be preempted, it needs no swap pool.
+  config.max_num_seqs = std::max<int>(1, static_cast<int>(flags.prompts.size() + flags.prompt_ids.size()));
+  config.swap_space_bytes = 0;
   return config;
 }
 
