@@ -26,6 +26,7 @@ struct bench_flags {
   std::string batches = "1,8,32";
   int decode_prompt_len = 128;
   int decode_tokens = 64;
+  std::string verify_tokens;  ///< comma-separated tokens per verify step (empty: none)
 };
 
 struct decode_result {
@@ -124,6 +125,29 @@ decode_result measure_decode(const loaded_model& loaded, const bench_flags& flag
   return {batch, step_s * 1e3, batch / step_s, bytes / seconds / 1e9};
 }
 
+/// A speculative verify step of one sequence: `tokens` fed with a logits
+/// row each (the last accepted token and its drafts), at the decode prompt
+/// length and beyond. Returns its time in seconds.
+double measure_verify_step(llama_model& model, const bench_flags& flags, int tokens, std::mt19937& rng) {
+  const int length = flags.decode_prompt_len + flags.decode_tokens * tokens;
+  batch_runner runner(model, runner_options{});
+  runner.prompt_logits({random_prompt(length, model.vocab_size(), rng)}, tokens);
+  double seconds = 0.0;
+  int steps = 0;
+  bool first = true;
+  for (const auto& step : runner.history()) {
+    if (step.tokens != tokens || step.context_tokens <= flags.decode_prompt_len) continue;
+    if (first) {  // the first warms caches; not counted
+      first = false;
+      continue;
+    }
+    seconds += step.seconds;
+    ++steps;
+  }
+  if (steps == 0) throw std::runtime_error("bench: no verify steps; raise --decode-tokens");
+  return seconds / steps;
+}
+
 std::string today() {
   const std::time_t now = std::time(nullptr);
   std::ostringstream out;
@@ -171,6 +195,13 @@ void run(const bench_flags& flags) {
               << r.tokens_per_s << " | " << std::setprecision(2) << r.step_ms << " | " << std::setprecision(1)
               << r.bandwidth_gbps << " | " << std::setprecision(0) << 100.0 * r.bandwidth_gbps / copy_gbps << "% |\n";
   }
+  if (flags.verify_tokens.empty()) return;
+  for (int tokens : parse_id_list(flags.verify_tokens, "--verify-tokens")) {
+    if (tokens <= 0) throw std::runtime_error("--verify-tokens: counts must be positive");
+    const double step_s = measure_verify_step(*loaded.model, flags, tokens, rng);
+    std::cout << "| verify step, " << tokens << " tokens with logits (prompt " << flags.decode_prompt_len << ") | "
+              << std::setprecision(1) << tokens / step_s << " | " << std::setprecision(2) << 1e3 * step_s << " | | |\n";
+  }
 }
 
 void setup(CLI::App& root) {
@@ -183,6 +214,9 @@ void setup(CLI::App& root) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--decode-tokens", flags->decode_tokens, "tokens generated per decode sequence")
       ->check(CLI::Range(3, 1 << 20));
+  cmd->add_option("--verify-tokens", flags->verify_tokens,
+                  "comma-separated tokens per speculative verify step of one sequence, each with its logits row "
+                  "(e.g. 1,5: a decode step and a 4-draft verify; default: none)");
   cmd->callback([flags] { run(*flags); });
 }
 
