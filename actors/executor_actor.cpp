@@ -171,7 +171,7 @@ bool step_failure_is_recoverable(const std::exception& error, const backend& dev
          dynamic_cast<const std::logic_error*>(&error) != nullptr;
 }
 
-double time_one_token_step(executor_resources& r) {
+double time_one_token_step(executor_resources& r, bool logits_only) {
   static const sampling_params greedy = [] {
     sampling_params params;
     params.temperature = 0;
@@ -183,8 +183,7 @@ double time_one_token_step(executor_resources& r) {
   double fastest = std::numeric_limits<double>::infinity();
   for (int run = 0; run < 3; ++run) {
     const auto started = std::chrono::steady_clock::now();
-    // A drafter with a narrowed head gives logits only (its rounds read them).
-    if (r.model->logits_width() < r.model->vocab_size()) {
+    if (logits_only) {
       r.model->logits(batch, *r.cache, r.host.get());
     } else {
       r.model->step(batch, *r.cache, r.host.get());

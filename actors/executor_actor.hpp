@@ -40,8 +40,9 @@ bool step_failure_is_recoverable(const std::exception& error, const backend& dev
 /// Runs a one-token greedy step (writing slot 0 of the free KV pool) a few
 /// times and returns the fastest, seconds: the cost every step pays however
 /// small, which decides whether overlapping steps split their decodes.
-/// Also warms the backend up before the first request.
-double time_one_token_step(executor_resources& resources);
+/// Also warms the backend up before the first request. `logits_only`
+/// times it as a drafter's rounds run their steps: logits out, nothing sampled.
+double time_one_token_step(executor_resources& resources, bool logits_only = false);
 
 /// Spawns a detached executor over `resources`.
 executor_actor spawn_executor(caf::actor_system& system, std::shared_ptr<executor_resources> resources);

@@ -198,7 +198,7 @@ loaded_engine_model load_engine_model(const engine_config& config) {
   loaded.one_token_step_s = time_one_token_step(*resources);
   loaded.executor = resources;
   loaded.drafter = load_drafter(config, *resources, loaded.num_device_blocks, *loaded.preparer->tokenizer());
-  if (loaded.drafter) loaded.draft_one_token_step_s = time_one_token_step(*loaded.drafter);
+  if (loaded.drafter) loaded.draft_one_token_step_s = time_one_token_step(*loaded.drafter, true);
   loaded.eos_token_ids = eos_ids(*loaded.weights, *loaded.preparer->tokenizer());
   loaded.constraints = make_constraint_compiler(*loaded.preparer->tokenizer(), loaded.eos_token_ids);
   loaded.info.served_model_name = config.served_model_name.empty() ? dir.filename().string() : config.served_model_name;

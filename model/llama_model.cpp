@@ -84,7 +84,7 @@ llama_model::llama_model(const model_config& config, const model_weights& weight
     throw std::invalid_argument("an LM head of " + std::to_string(head_rows) + " rows: the vocabulary has " +
                                 std::to_string(config.vocab_size) + " ids");
   logits_width_ = head_rows > 0 ? head_rows : config.vocab_size;
-  upload_weights(weights, quantization, head, logits_width_);
+  upload_weights(weights, quantization, head);
   active_layers_.resize(weights_->layers.size());
   for (std::size_t i = 0; i < active_layers_.size(); ++i) active_layers_[i] = static_cast<int>(i);
 }
@@ -113,18 +113,18 @@ llama_model::llama_model(const llama_model& source, backend& backend, std::vecto
 llama_model::~llama_model() = default;
 
 void llama_model::upload_weights(const model_weights& weights, weight_quantization quantization,
-                                 weight_quantization lm_head_format, std::int64_t head_rows) {
+                                 weight_quantization lm_head_format) {
   auto up = std::make_shared<uploaded>();
   up->embed_tokens = backend_.upload(*weights.embed_tokens);
   up->final_norm = backend_.upload(*weights.final_norm);
   host_tensor lm_head = *weights.lm_head;
-  if (head_rows < lm_head.matrix_rows()) {
+  if (logits_width_ < lm_head.matrix_rows()) {
     // The first rows of a row-major [vocab, hidden] matrix are a prefix of its bytes.
     if (lm_head.int4 || lm_head.data == nullptr || lm_head.shape.size() != 2)
       throw std::runtime_error(lm_head.name +
                                ": the LM head is stored in 4 bits; a head of fewer rows than the "
                                "vocabulary needs it unquantised in the checkpoint");
-    lm_head.shape[0] = head_rows;
+    lm_head.shape[0] = logits_width_;
   }
   // A tied head gets its own quantised copy; the embedding gather keeps the table.
   up->lm_head = backend_.prepare_quantized_linear({&lm_head, 1}, {}, lm_head_format);

@@ -85,8 +85,7 @@ class llama_model {
   struct uploaded;
   struct workspace;
 
-  void upload_weights(const model_weights& weights, weight_quantization quantization, weight_quantization lm_head,
-                      std::int64_t head_rows);
+  void upload_weights(const model_weights& weights, weight_quantization quantization, weight_quantization lm_head);
   void ensure_workspace(std::int64_t tokens, std::int64_t logits_rows);
   void run_layer(const layer& weights, int index, const step_plan& plan, kv_cache& cache, std::int64_t tokens,
                  bool first);

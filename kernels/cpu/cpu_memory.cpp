@@ -2,12 +2,12 @@
 
 #include <sys/mman.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <system_error>
 
 #include "base/parallel_blocks.hpp"
 
@@ -53,19 +53,21 @@ void* allocate_host_resident(std::size_t bytes) {
 #if defined(MADV_POPULATE_WRITE)
   // Fails with ENOMEM instead of a later SIGBUS or OOM kill; kernels before
   // 5.14 answer EINVAL, and then writing one byte per page does the same.
-  // Populating is the kernel zeroing every page on the calling thread, about
-  // a second per GiB on a VM, so the range is split over the cores.
-  const std::size_t length = round_up(bytes, page_bytes);
-  std::atomic<int> failure{0};
-  parallel_blocks(static_cast<std::int64_t>(length), populate_chunk_bytes, [&](std::int64_t begin, std::int64_t end) {
-    if (failure.load(std::memory_order_relaxed) != 0) return;
-    if (madvise(static_cast<char*>(data) + begin, static_cast<std::size_t>(end - begin), MADV_POPULATE_WRITE) != 0)
-      failure.store(errno, std::memory_order_relaxed);
-  });
-  if (failure.load() == 0) return data;
-  if (failure.load() != EINVAL) {
-    free_host(data, bytes);
-    throw std::bad_alloc();
+  // Populating is the kernel zeroing every page on the calling thread,
+  // seconds for a pool of gigabytes, so the range is split over the cores.
+  try {
+    parallel_blocks(static_cast<std::int64_t>(round_up(bytes, page_bytes)), populate_chunk_bytes,
+                    [data](std::int64_t begin, std::int64_t end) {
+                      if (madvise(static_cast<char*>(data) + begin, static_cast<std::size_t>(end - begin),
+                                  MADV_POPULATE_WRITE) != 0)
+                        throw std::system_error(errno, std::generic_category());
+                    });
+    return data;
+  } catch (const std::system_error& error) {
+    if (error.code().value() != EINVAL) {
+      free_host(data, bytes);
+      throw std::bad_alloc();
+    }
   }
 #endif
   auto* bytes_view = static_cast<volatile char*>(data);
