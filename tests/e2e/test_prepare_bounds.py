@@ -13,7 +13,10 @@
 
 One tokenizer worker and a prompt of megabytes (too long for the demo
 model's context: it fails once encoded) keep that worker busy while the
-test sends what follows.
+test sends what follows. The queue-removal test needs the worker busy for
+longer than a few polls of /metrics, so it sends a prompt twelve times
+that size (over a second of encoding; just under the engine's 32 MiB
+prompt limit, with a body limit raised to fit it).
 """
 
 import json
@@ -29,12 +32,14 @@ from websockets.sync.client import connect
 from conftest import LiveServer, free_port, wait_for
 
 BIG_PROMPT = "".join(f" lorem{i % 97}" for i in range(300_000))
+HUGE_PROMPT = BIG_PROMPT * 12
 FULL_REQUEST = 64  # prompts one completions request may carry, the least the bound may be
 
 
 @pytest.fixture(scope="module")
 def bounded_server():
-    live = LiveServer(["--tokenizer-workers", "1", "--max-pending-prompts-per-connection", str(FULL_REQUEST)])
+    live = LiveServer(["--tokenizer-workers", "1", "--max-pending-prompts-per-connection", str(FULL_REQUEST),
+                       "--max-body-bytes", str(2 * len(HUGE_PROMPT))])
     yield live
     live.stop()
 
@@ -45,11 +50,12 @@ def ws_url(server):
 
 def test_health_and_metrics_answer_while_big_tokenize_calls_run(bounded_server):
     url = bounded_server.base_url
-    with ThreadPoolExecutor(4) as pool:
+    with ThreadPoolExecutor(8) as pool:
         calls = [pool.submit(requests.post, url + "/tokenize", json={"prompt": BIG_PROMPT}, timeout=300)
-                 for _ in range(4)]
+                 for _ in range(8)]
         # More calls than route workers (2) are in the engine's queue at once, and /metrics says so.
-        assert wait_for(lambda: bounded_server.metric("troupe:num_prompts_pending") >= 3, timeout_s=60), \
+        assert wait_for(lambda: bounded_server.metric("troupe:num_prompts_pending") >= 3, timeout_s=60,
+                        interval_s=0.01), \
             "the /tokenize calls never waited in the engine's prepare queue"
         health = requests.get(url + "/health", timeout=30)
         assert health.status_code == 200
@@ -113,16 +119,24 @@ def test_a_cancelled_queued_prompt_ends_before_the_prompt_ahead_of_it_is_prepare
 
 def test_a_tokenize_call_whose_client_leaves_is_taken_out_of_the_queue(bounded_server):
     url = bounded_server.base_url
+
+    def pending_is(count):
+        return wait_for(lambda: bounded_server.metric("troupe:num_prompts_pending") == count,
+                        timeout_s=30, interval_s=0.01)
+
     with ThreadPoolExecutor(1) as pool:
-        big = pool.submit(requests.post, url + "/tokenize", json={"prompt": BIG_PROMPT}, timeout=300)
-        assert wait_for(lambda: bounded_server.metric("troupe:num_prompts_pending") == 1, timeout_s=60)
+        # A completions call, not /tokenize, so that its answer is a short error, not millions of ids.
+        big = pool.submit(requests.post, url + "/v1/completions", json={"prompt": HUGE_PROMPT, "max_tokens": 1},
+                          timeout=300)
+        assert pending_is(1)
         body = json.dumps({"prompt": "hello"}).encode()
         with socket.create_connection(("127.0.0.1", bounded_server.port)) as leaving:
             leaving.sendall(b"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                             b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-            assert wait_for(lambda: bounded_server.metric("troupe:num_prompts_pending") == 2, timeout_s=30)
+            assert pending_is(2)
         # Gone from the queue while the big call ahead of it still runs.
-        assert wait_for(lambda: bounded_server.metric("troupe:num_prompts_pending") == 1, timeout_s=30)
+        assert pending_is(1)
         assert not big.done(), "the big call ended first: the test shows nothing"
-        assert big.result().status_code == 200
+        answer = big.result()
+        assert answer.status_code == 413, answer.text  # too long for the context, once encoded
     assert bounded_server.metric("troupe:num_prompts_pending") == 0
