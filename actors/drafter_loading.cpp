@@ -137,7 +137,7 @@ std::shared_ptr<executor_resources> load_drafter(const engine_config& config, co
     drafter->model = std::make_unique<llama_model>(draft, drafter->weights_source->weights(), *drafter->device,
                                                    opened.quantization, std::nullopt, config.draft_vocab_size);
     description = dir.filename().string() + " (" + std::to_string(draft.num_hidden_layers) + " layers, linear layers " +
-                  std::string(quantization_name(opened.quantization)) + head_description(config, draft) + ")";
+                  describe_linear_formats(*drafter->model, opened.quantization) + head_description(config, draft) + ")";
   } else {
     const std::vector<int> kept = kept_layers(config.speculative_skip_layers, target.model->num_layers());
     drafter->weights_device = target.device;

@@ -211,7 +211,8 @@ loaded_engine_model load_engine_model(const engine_config& config) {
   loaded.info.kv_pool_device_bytes = pools.device_bytes;
   loaded.info.kv_pool_host_bytes = pools.host_bytes;
   spdlog::info("model {}: {} layers, context {}, on {}, linear layers {}", loaded.info.served_model_name,
-               model.num_hidden_layers, loaded.max_model_len, device, quantization_name(quantization));
+               model.num_hidden_layers, loaded.max_model_len, device,
+               describe_linear_formats(*resources->model, quantization));
   spdlog::info("KV pools allocated and resident: device {} blocks of {} tokens ({}), host swap {} blocks ({})",
                loaded.num_device_blocks, config.block_size, format_bytes(pools.device_bytes), loaded.num_host_blocks,
                format_bytes(pools.host_bytes));

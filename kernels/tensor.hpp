@@ -62,6 +62,9 @@ struct host_tensor {
   /// Set (and `data` null) for a [out, in] matrix kept in its checkpoint's
   /// 4-bit form (kernels/int4_source.hpp); `type` is then what it expands to.
   std::shared_ptr<const int4_source> int4;
+  /// Bits of the codes this tensor was expanded from at load (a GGUF
+  /// Q8_0: 8, Q6_K: 6, a 4-bit block: 4); 0 for a tensor stored as floats.
+  int stored_bits = 0;
 
   std::int64_t numel() const {
     std::int64_t n = 1;

@@ -98,11 +98,11 @@ std::map<ggml_type, int> gguf_layer_types(const gguf_file& file) {
 }
 
 // The int4 format most of a GGUF file's layer matrices are stored in
-// (Q4_0: int4, Q4_1: int4_asym), none when they are all of other types.
+// (Q4_0: int4, Q4_1 and Q4_K: int4_asym), none when they are all of other types.
 weight_quantization gguf_layers_int4_format(const gguf_file& file) {
   const std::map<ggml_type, int> types = gguf_layer_types(file);
   const auto count = [&](ggml_type type) { return types.contains(type) ? types.at(type) : 0; };
-  const int symmetric = count(ggml_type::q4_0), asymmetric = count(ggml_type::q4_1);
+  const int symmetric = count(ggml_type::q4_0), asymmetric = count(ggml_type::q4_1) + count(ggml_type::q4_k);
   if (symmetric + asymmetric == 0) return weight_quantization::none;
   return symmetric >= asymmetric ? weight_quantization::int4 : weight_quantization::int4_asym;
 }

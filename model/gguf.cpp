@@ -20,12 +20,14 @@ struct type_info {
   std::string_view name;
   std::uint64_t block_elements;
   std::uint64_t block_bytes;
+  int code_bits;  ///< 0 for plain floats
 };
 
 constexpr type_info supported_types[] = {
-    {ggml_type::f32, "F32", 1, 4},       {ggml_type::f16, "F16", 1, 2},       {ggml_type::bf16, "BF16", 1, 2},
-    {ggml_type::q8_0, "Q8_0", 32, 34},   {ggml_type::q4_0, "Q4_0", 32, 18},   {ggml_type::q4_1, "Q4_1", 32, 20},
-    {ggml_type::q4_k, "Q4_K", 256, 144}, {ggml_type::q6_k, "Q6_K", 256, 210},
+    {ggml_type::f32, "F32", 1, 4, 0},       {ggml_type::f16, "F16", 1, 2, 0},
+    {ggml_type::bf16, "BF16", 1, 2, 0},     {ggml_type::q8_0, "Q8_0", 32, 34, 8},
+    {ggml_type::q4_0, "Q4_0", 32, 18, 4},   {ggml_type::q4_1, "Q4_1", 32, 20, 4},
+    {ggml_type::q4_k, "Q4_K", 256, 144, 4}, {ggml_type::q6_k, "Q6_K", 256, 210, 6},
 };
 
 // ggml types troupe recognises but cannot convert, by number: named in errors.
@@ -263,6 +265,7 @@ void place_tensors(const reader& in, std::vector<gguf_tensor>& tensors, std::spa
 std::string_view ggml_type_name(ggml_type type) { return info_of(type).name; }
 std::uint64_t ggml_block_elements(ggml_type type) { return info_of(type).block_elements; }
 std::uint64_t ggml_block_bytes(ggml_type type) { return info_of(type).block_bytes; }
+int ggml_code_bits(ggml_type type) { return info_of(type).code_bits; }
 
 std::uint64_t gguf_tensor::elements() const {
   std::uint64_t n = 1;

@@ -62,6 +62,8 @@ std::string_view ggml_type_name(ggml_type type);
 std::uint64_t ggml_block_elements(ggml_type type);
 /// Bytes per block.
 std::uint64_t ggml_block_bytes(ggml_type type);
+/// Bits of each weight's code in a quantised type (8, 6 or 4); 0 for plain floats.
+int ggml_code_bits(ggml_type type);
 
 /// One metadata value. Scalars are held widened; strings and string arrays
 /// are views into the mapping; numeric arrays keep their raw little-endian

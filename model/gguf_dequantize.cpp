@@ -56,17 +56,6 @@ void q4_1_block(const std::byte* block, float* out) {
   }
 }
 
-// Q4_K's eight 6-bit scales and mins packed into 12 bytes.
-void q4_k_scale_min(int j, const std::uint8_t* packed, std::uint8_t& scale, std::uint8_t& min) {
-  if (j < 4) {
-    scale = packed[j] & 63;
-    min = packed[j + 4] & 63;
-  } else {
-    scale = static_cast<std::uint8_t>((packed[j + 4] & 0x0f) | ((packed[j - 4] >> 6) << 4));
-    min = static_cast<std::uint8_t>((packed[j + 4] >> 4) | ((packed[j] >> 6) << 4));
-  }
-}
-
 // Q4_K: 256 elements as 8 sub-blocks of 32; f16 d and dmin, 12 bytes of
 // scales/mins, 128 bytes of nibbles (each 32 bytes hold two sub-blocks:
 // low nibbles first, then high); x = d * scale * q - dmin * min.
@@ -78,8 +67,8 @@ void q4_k_block(const std::byte* block, float* out) {
   const std::byte* q = block + 16;
   for (int chunk = 0; chunk < 4; ++chunk) {
     std::uint8_t scale_lo, min_lo, scale_hi, min_hi;
-    q4_k_scale_min(2 * chunk, packed, scale_lo, min_lo);
-    q4_k_scale_min(2 * chunk + 1, packed, scale_hi, min_hi);
+    gguf_q4_k_scale_min(2 * chunk, packed, scale_lo, min_lo);
+    gguf_q4_k_scale_min(2 * chunk + 1, packed, scale_hi, min_hi);
     for (int l = 0; l < 32; ++l) {
       const std::uint8_t v = byte_at(q, l);
       out[l] = d * scale_lo * static_cast<float>(v & 0x0f) - dmin * min_lo;
@@ -119,6 +108,16 @@ void q6_k_block(const std::byte* block, float* out) {
 }
 
 }  // namespace
+
+void gguf_q4_k_scale_min(int j, const std::uint8_t* packed, std::uint8_t& scale, std::uint8_t& min) {
+  if (j < 4) {
+    scale = packed[j] & 63;
+    min = packed[j + 4] & 63;
+  } else {
+    scale = static_cast<std::uint8_t>((packed[j + 4] & 0x0f) | ((packed[j - 4] >> 6) << 4));
+    min = static_cast<std::uint8_t>((packed[j + 4] >> 4) | ((packed[j] >> 6) << 4));
+  }
+}
 
 void gguf_dequantize(ggml_type type, const std::byte* data, float* out, std::uint64_t elements) {
   switch (type) {

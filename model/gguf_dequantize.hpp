@@ -15,4 +15,8 @@ namespace troupe {
 /// alignment.
 void gguf_dequantize(ggml_type type, const std::byte* data, float* out, std::uint64_t elements);
 
+/// Sub-block `j` (0..7) of a Q4_K block: its 6-bit scale and min, unpacked
+/// from the block's 12 bytes of them (`packed`).
+void gguf_q4_k_scale_min(int j, const std::uint8_t* packed, std::uint8_t& scale, std::uint8_t& min);
+
 }  // namespace troupe

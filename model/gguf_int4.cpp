@@ -1,14 +1,30 @@
 #include "model/gguf_int4.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 
+#include "kernels/dtype.hpp"
+#include "model/gguf_dequantize.hpp"
 #include "model/gguf_model.hpp"
 
 namespace troupe {
 
 namespace {
+
+// Byte j of 16 holds element j in its low nibble and element j + 16 in its
+// high one (Q4_0 / Q4_1). Copied out first so that the code stores cannot
+// alias the bytes they are read from, and the loop vectorises.
+void unpack_split_nibbles(const std::byte* at, std::uint8_t* codes) {
+  std::uint8_t packed[16];
+  std::memcpy(packed, at, 16);
+  for (int j = 0; j < 16; ++j) {
+    codes[j] = packed[j] & 0x0f;
+    codes[j + 16] = packed[j] >> 4;
+  }
+}
 
 class gguf_block_source final : public int4_source {
  public:
@@ -28,15 +44,7 @@ class gguf_block_source final : public int4_source {
       for (std::uint64_t b = 0; b < blocks; ++b, block += header + 16) {
         std::memcpy(scales++, block, 2);
         if (asymmetric_) std::memcpy(offsets++, block + 2, 2);
-        // Byte j holds element j in its low nibble and element j + 16 in its
-        // high one. Copied out first so that the code stores cannot alias the
-        // bytes they are read from, and the loop vectorises.
-        std::uint8_t packed[16];
-        std::memcpy(packed, block + header, 16);
-        for (int j = 0; j < 16; ++j) {
-          codes[j] = packed[j] & 0x0f;
-          codes[j + 16] = packed[j] >> 4;
-        }
+        unpack_split_nibbles(block + header, codes);
         codes += 32;
       }
     }
@@ -47,11 +55,65 @@ class gguf_block_source final : public int4_source {
   bool asymmetric_;
 };
 
+constexpr std::size_t q4_k_block_bytes = 144;  // f16 d, f16 dmin, 12 bytes of scales and mins, 128 of codes
+
+float f16_at(const std::byte* at) {
+  std::uint16_t bits;
+  std::memcpy(&bits, at, 2);
+  return f16_to_float(bits);
+}
+
+// Q4_K as int4_asym: each 32-weight sub-block is a group.
+class gguf_q4_k_source final : public int4_source {
+ public:
+  gguf_q4_k_source(const gguf_tensor& tensor, std::int64_t rope_heads)
+      : rows_(tensor, rope_heads), name_(tensor.name) {}
+
+  weight_quantization format() const override { return weight_quantization::int4_asym; }
+
+  void read_rows(std::int64_t first, std::int64_t count, std::uint8_t* codes, std::uint16_t* scales,
+                 std::uint16_t* offsets) const override {
+    for (std::int64_t i = 0; i < count; ++i) {
+      const std::byte* block = rows_.row(static_cast<std::uint64_t>(first + i));
+      for (std::uint64_t b = 0; b < rows_.row_length / 256; ++b, block += q4_k_block_bytes) {
+        const float d = f16_at(block), dmin = f16_at(block + 2);
+        // A product past f16's range would be infinite in the packed weights
+        // (the file's own floats are finite): refused, naming the block.
+        constexpr float f16_max = 65504.0f;
+        if (!(std::max(std::fabs(d), std::fabs(dmin)) * 63.0f <= f16_max))
+          throw std::runtime_error("tensor '" + name_ + "': Q4_K block " + std::to_string(b) + " of row " +
+                                   std::to_string(first + i) + " has d " + std::to_string(d) + " and dmin " +
+                                   std::to_string(dmin) + ", whose products with its 6-bit scales leave f16's range");
+        std::uint8_t packed[12];
+        std::memcpy(packed, block + 4, 12);
+        // Each 32 bytes of codes hold two sub-blocks: the low nibbles the
+        // first, the high nibbles the second.
+        std::uint8_t nibbles[32];
+        for (int chunk = 0; chunk < 4; ++chunk) {
+          std::memcpy(nibbles, block + 16 + 32 * chunk, 32);
+          for (int half = 0; half < 2; ++half) {
+            std::uint8_t scale, min;
+            gguf_q4_k_scale_min(2 * chunk + half, packed, scale, min);
+            *scales++ = float_to_f16(d * static_cast<float>(scale));
+            *offsets++ = float_to_f16(-(dmin * static_cast<float>(min)));
+            for (int l = 0; l < 32; ++l) codes[l] = half == 0 ? nibbles[l] & 0x0f : nibbles[l] >> 4;
+            codes += 32;
+          }
+        }
+      }
+    }
+  }
+
+ private:
+  gguf_rows rows_;
+  std::string name_;
+};
+
 }  // namespace
 
 std::optional<weight_quantization> gguf_int4_format(ggml_type type) {
   if (type == ggml_type::q4_0) return weight_quantization::int4;
-  if (type == ggml_type::q4_1) return weight_quantization::int4_asym;
+  if (type == ggml_type::q4_1 || type == ggml_type::q4_k) return weight_quantization::int4_asym;
   return std::nullopt;
 }
 
@@ -59,7 +121,8 @@ std::shared_ptr<const int4_source> gguf_int4_source(const gguf_tensor& tensor, s
   if (!gguf_int4_format(tensor.type) || tensor.dims.size() != 2)
     throw std::runtime_error("tensor '" + tensor.name + "': a " + std::string(ggml_type_name(tensor.type)) +
                              " tensor of " + std::to_string(tensor.dims.size()) +
-                             " dimensions is not a Q4_0 / Q4_1 matrix");
+                             " dimensions is not a Q4_0 / Q4_1 / Q4_K matrix");
+  if (tensor.type == ggml_type::q4_k) return std::make_shared<gguf_q4_k_source>(tensor, rope_heads);
   return std::make_shared<gguf_block_source>(tensor, rope_heads);
 }
 

@@ -225,6 +225,7 @@ host_tensor convert_gguf_tensor(const gguf_tensor& tensor, std::string hf_name, 
   host_tensor out;
   out.name = std::move(hf_name);
   out.type = target;
+  out.stored_bits = ggml_code_bits(tensor.type);
   for (auto dim = tensor.dims.rbegin(); dim != tensor.dims.rend(); ++dim)
     out.shape.push_back(static_cast<std::int64_t>(*dim));
   const bool same_type = (target == dtype::f32 && tensor.type == ggml_type::f32) ||

@@ -1,21 +1,24 @@
 #include "model/llama_model.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <map>
 #include <stdexcept>
 #include <string>
 
 namespace troupe {
 
 struct llama_model::layer {
-  std::unique_ptr<linear_weight> qkv;      // [(Hq + 2 Hkv) * D, hidden]
-  std::unique_ptr<linear_weight> o;        // [hidden, Hq * D]
-  std::unique_ptr<linear_weight> gate_up;  // [2 F, hidden]
-  std::unique_ptr<linear_weight> down;     // [hidden, F]
-  device_tensor input_norm;                // [hidden]
-  device_tensor post_attention_norm;       // [hidden]
-  device_tensor q_norm;                    // [D] (Qwen3 only)
-  device_tensor k_norm;                    // [D] (Qwen3 only)
+  std::unique_ptr<linear_weight> qkv;            // [(Hq + 2 Hkv) * D, hidden]
+  std::unique_ptr<linear_weight> o;              // [hidden, Hq * D]
+  std::unique_ptr<linear_weight> gate_up;        // [2 F, hidden]
+  std::unique_ptr<linear_weight> down;           // [hidden, F]
+  device_tensor input_norm;                      // [hidden]
+  device_tensor post_attention_norm;             // [hidden]
+  device_tensor q_norm;                          // [D] (Qwen3 only)
+  device_tensor k_norm;                          // [D] (Qwen3 only)
+  std::array<weight_quantization, 4> formats{};  // of qkv, o, gate_up, down
 };
 
 // What upload_weights produced; drafters built over the same model share it.
@@ -54,6 +57,28 @@ std::vector<host_tensor> present(std::initializer_list<const host_tensor*> tenso
     if (t != nullptr) out.push_back(*t);
   }
   return out;
+}
+
+// True when some layer matrix is kept in its checkpoint's 4-bit codes
+// (kernels/int4_source.hpp) rather than expanded at load.
+bool keeps_4_bit_layers(const model_weights& weights) {
+  for (const layer_weights& w : weights.layers) {
+    for (const host_tensor* t : {w.q_proj, w.k_proj, w.v_proj, w.o_proj, w.gate_proj, w.up_proj, w.down_proj})
+      if (t != nullptr && t->int4 != nullptr) return true;
+  }
+  return false;
+}
+
+// The format of one linear. A checkpoint that keeps 4-bit layers and stores
+// others finer (llama.cpp's Q4_K_M: Q6_K attn_v and ffn_down, expanded at
+// load) keeps what the finer codes hold: those linears run as int8 instead
+// of being rounded to 4 bits a second time. Every other linear takes the
+// model's format.
+weight_quantization linear_format(const std::vector<host_tensor>& parts, weight_quantization model_format,
+                                  bool keeps_4_bits) {
+  const bool four_bit = model_format == weight_quantization::int4 || model_format == weight_quantization::int4_asym;
+  const bool finer = std::any_of(parts.begin(), parts.end(), [](const host_tensor& p) { return p.stored_bits > 4; });
+  return four_bit && keeps_4_bits && finer ? weight_quantization::int8 : model_format;
 }
 
 std::int64_t grown(std::int64_t needed, std::int64_t current) {
@@ -112,6 +137,26 @@ llama_model::llama_model(const llama_model& source, backend& backend, std::vecto
 
 llama_model::~llama_model() = default;
 
+std::string describe_linear_formats(const llama_model& model, weight_quantization quantization) {
+  std::map<weight_quantization, int> others;
+  int all = 0;
+  for (int layer = 0; layer < static_cast<int>(model.config().num_hidden_layers); ++layer) {
+    for (const weight_quantization format : model.linear_formats(layer)) {
+      ++all;
+      if (format != quantization) ++others[format];
+    }
+  }
+  std::string out(quantization_name(quantization));
+  for (const auto& [format, count] : others)
+    out += " (" + std::to_string(count) + " of " + std::to_string(all) + " projections " +
+           std::string(quantization_name(format)) + ")";
+  return out;
+}
+
+std::array<weight_quantization, 4> llama_model::linear_formats(int layer) const {
+  return weights_->layers.at(static_cast<std::size_t>(layer)).formats;
+}
+
 void llama_model::upload_weights(const model_weights& weights, weight_quantization quantization,
                                  weight_quantization lm_head_format) {
   auto up = std::make_shared<uploaded>();
@@ -129,14 +174,18 @@ void llama_model::upload_weights(const model_weights& weights, weight_quantizati
   // A tied head gets its own quantised copy; the embedding gather keeps the table.
   up->lm_head = backend_.prepare_quantized_linear({&lm_head, 1}, {}, lm_head_format);
   up->layers.resize(weights.layers.size());
+  const bool keeps_4_bits = keeps_4_bit_layers(weights);
   for (std::size_t i = 0; i < weights.layers.size(); ++i) {
     const layer_weights& w = weights.layers[i];
     layer& l = up->layers[i];
-    l.qkv = backend_.prepare_quantized_linear(present({w.q_proj, w.k_proj, w.v_proj}),
-                                              present({w.q_bias, w.k_bias, w.v_bias}), quantization);
-    l.o = backend_.prepare_quantized_linear(present({w.o_proj}), present({w.o_bias}), quantization);
-    l.gate_up = backend_.prepare_quantized_linear(present({w.gate_proj, w.up_proj}), {}, quantization);
-    l.down = backend_.prepare_quantized_linear(present({w.down_proj}), {}, quantization);
+    const auto prepare = [&](int slot, std::vector<host_tensor> parts, std::vector<host_tensor> biases) {
+      l.formats[static_cast<std::size_t>(slot)] = linear_format(parts, quantization, keeps_4_bits);
+      return backend_.prepare_quantized_linear(parts, biases, l.formats[static_cast<std::size_t>(slot)]);
+    };
+    l.qkv = prepare(0, present({w.q_proj, w.k_proj, w.v_proj}), present({w.q_bias, w.k_bias, w.v_bias}));
+    l.o = prepare(1, present({w.o_proj}), present({w.o_bias}));
+    l.gate_up = prepare(2, present({w.gate_proj, w.up_proj}), {});
+    l.down = prepare(3, present({w.down_proj}), {});
     l.input_norm = backend_.upload(*w.input_norm);
     l.post_attention_norm = backend_.upload(*w.post_attention_norm);
     if (w.q_norm != nullptr) l.q_norm = backend_.upload(*w.q_norm);

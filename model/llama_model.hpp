@@ -4,9 +4,11 @@
 // workspace; the KV pool is passed in per step so several executors (streams)
 // can share one model's weights.
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "kernels/backend.hpp"
@@ -18,6 +20,13 @@ namespace troupe {
 /// best logits rescored exactly on `device`: the head is tied to the
 /// embeddings and the backend supports it.
 bool lm_head_refinable(const model_config& config, const backend& device);
+
+class llama_model;
+
+/// The decoder projections' formats in words: `quantization`'s name, and
+/// how many projections hold another format, e.g. "int4_asym (16 of 64
+/// projections int8)".
+std::string describe_linear_formats(const llama_model& model, weight_quantization quantization);
 
 class llama_model {
  public:
@@ -51,6 +60,11 @@ class llama_model {
   std::int64_t vocab_size() const { return config_.vocab_size; }
   /// Logits per row: vocab_size, or the head_rows it was built with (ids [0, logits_width)).
   std::int64_t logits_width() const { return logits_width_; }
+  /// The formats decoder layer `layer` (an index into the checkpoint's
+  /// layers) holds its q/k/v, o, gate/up and down projections in: the
+  /// model's quantization, or int8 for a projection with a part stored in
+  /// more than 4 bits beside layers kept in 4 (a GGUF Q4_K_M's Q6_K ones).
+  std::array<weight_quantization, 4> linear_formats(int layer) const;
   /// Decoder layers this model runs (all of the checkpoint's, unless built as a layer-skipping drafter).
   int num_layers() const { return static_cast<int>(active_layers_.size()); }
 

@@ -50,10 +50,12 @@ constexpr std::int64_t invariant_slice_bytes = std::int64_t{32} << 10;
 constexpr std::int64_t invariant_panel_bytes = std::int64_t{512} << 10;
 
 // A part kept in its checkpoint's 4-bit form can only become that format.
+// A part kept in 4 bits packs into its own format, or is decoded into int8
+// (a linear with a finer part beside it, llama_model's linear_format).
 void check_int4_parts(std::span<const host_tensor> parts, weight_quantization format) {
   for (const host_tensor& part : parts) {
     if (part.int4 == nullptr) continue;
-    if (part.int4->format() != format)
+    if (part.int4->format() != format && format != weight_quantization::int8)
       throw std::invalid_argument("prepare_linear: weight " + part.name + " is stored as " +
                                   std::string(quantization_name(part.int4->format())) + ", not " +
                                   std::string(quantization_name(format)));
@@ -96,7 +98,8 @@ std::vector<float> natural_rows(const host_tensor& part, std::int64_t begin, std
 
 // Rows [begin, begin + count) of `part` into the quantised `buffer` from row
 // `first_row` on, whose inputs are in `order` (stacked_permutation): 4-bit
-// codes in that order are repacked as they are; anything else is quantised
+// codes in that order and the layout's format are repacked as they are
+// (kept 4-bit codes going into int8 are decoded); anything else is quantised
 // to nearest, its columns gathered into that order first. A stacked part
 // whose act-order permutation differs from the first one's (AutoGPTQ
 // derives q/k/v's, and gate/up's, from the same input, so they agree) thus
@@ -106,7 +109,7 @@ void quantize_part_rows(const host_tensor& part, std::int64_t begin, std::int64_
   const auto in_order = [&](std::span<const std::int32_t> own) {
     return std::equal(own.begin(), own.end(), order.begin(), order.end());
   };
-  if (part.int4 != nullptr && in_order(part.int4->input_permutation())) {
+  if (part.int4 != nullptr && part.int4->format() == layout.format && in_order(part.int4->input_permutation())) {
     const std::int64_t groups = layout.cols / int4_source_group;
     std::vector<std::uint8_t> codes(static_cast<std::size_t>(count * layout.cols));
     std::vector<std::uint16_t> scales(static_cast<std::size_t>(count * groups)), offsets(scales.size());

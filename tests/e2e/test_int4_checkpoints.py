@@ -1,4 +1,5 @@
-"""Checkpoints stored in 4 bits served as they are: a GGUF Q4_0 file and an
+"""Checkpoints stored in 4 bits served as they are: a GGUF Q4_0 file, a GGUF
+in llama.cpp's Q4_K_M mix (its layers with a Q6_K matrix as int8) and an
 AWQ directory (tests/fixtures/) run in troupe's int4 formats by default
 (`--quantization auto`), answer completions, and `--quantization none`
 expands them to bf16 instead. A GPTQ act-order directory (its activations
@@ -16,6 +17,7 @@ from conftest import LiveServer
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 Q4_0 = FIXTURES / "gguf" / "llama_tiny_q4_0.gguf"
+Q4_K_M = FIXTURES / "gguf" / "llama_k256_q4_k_m.gguf"
 AWQ = FIXTURES / "int4" / "llama_tiny_awq"
 ACT_ORDER = FIXTURES / "int4" / "llama_tiny_gptq_act_order"
 GPTQ_8_BIT = FIXTURES / "int4" / "llama_tiny_gptq_8bit"
@@ -36,7 +38,8 @@ def greedy(server, prompt="The quick brown fox"):
     return reply.json()["choices"][0]["text"]
 
 
-@pytest.mark.parametrize("model,expected", [(Q4_0, "int4"), (AWQ, "int4_asym")])
+@pytest.mark.parametrize("model,expected", [(Q4_0, "int4"), (Q4_K_M, "int4_asym (4 of 8 projections int8)"),
+                                            (AWQ, "int4_asym")])
 def test_stored_4_bit_checkpoints_run_as_stored_by_default(model, expected):
     server = LiveServer(["--model", str(model), "--threads", "1"])
     try:

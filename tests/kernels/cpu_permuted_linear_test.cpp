@@ -1,7 +1,9 @@
 // Linear weights whose 4-bit source reads the inputs permuted (GPTQ
 // act-order, int4_source::input_permutation): linear() gathers x to match,
 // bit for bit the same as the unpermuted codes on gathered activations,
-// and stacked parts whose permutations differ are requantised correctly.
+// and stacked parts whose permutations differ are requantised correctly;
+// kept codes stacked with a finer part go into int8 (a Q4_K_M file's
+// q/k beside its Q6_K v).
 
 #include <gtest/gtest.h>
 
@@ -149,6 +151,43 @@ TEST(PermutedLinear, PartsWithOtherPermutationsAreRequantisedInTheFirstOnesOrder
       EXPECT_NEAR(got[static_cast<std::size_t>(r * 3 * rows + n)], want, bound) << "row " << r << " out " << n;
     }
   }
+}
+
+// Kept int4_asym codes stacked with a float part, prepared as int8: the
+// codes are decoded and every row rounded to its own int8 scale. Bound: half
+// an int8 step of the row's largest weight for every weight, plus the
+// activations' int8 rounding, generously. The other 4-bit format is still refused.
+TEST(PermutedLinear, KeptCodesStackedWithAFinerPartArePreparedAsInt8) {
+  random_source rng;
+  SCOPED_TRACE(rng.trace());
+  const std::int64_t k = 256, rows = 16, m = 3;
+  const auto kept = std::make_shared<test_source>(rng, rows, k, std::vector<std::int32_t>{});
+  const auto floats = test::store_as(rng.floats(static_cast<std::size_t>(rows * k)), dtype::bf16);
+  const std::vector<host_tensor> parts = {as_part("kept", rows, k, kept),
+                                          {"finer", dtype::bf16, {rows, k}, floats.bytes.data()}};
+  auto device = test::make_backend_at(cpu::detected_isa());
+  const auto weight = device->prepare_quantized_linear(parts, {}, weight_quantization::int8);
+  const std::vector<float> x = rng.floats(static_cast<std::size_t>(m * k), -2.0f, 2.0f);
+  const std::vector<float> got = run_linear(*device, *weight, x, m, k);
+  for (std::int64_t r = 0; r < m; ++r) {
+    for (std::int64_t n = 0; n < 2 * rows; ++n) {
+      const std::int64_t row = n % rows;
+      std::vector<float> w(static_cast<std::size_t>(k));
+      for (std::int64_t c = 0; c < k; ++c)
+        w[static_cast<std::size_t>(c)] =
+            n < rows ? kept->natural(row, c) : floats.exact[static_cast<std::size_t>(row * k + c)];
+      double largest = 0.0;
+      for (const float v : w) largest = std::max(largest, static_cast<double>(std::fabs(v)));
+      double want = 0.0, bound = 1e-4;
+      for (std::int64_t c = 0; c < k; ++c) {
+        const double xv = x[static_cast<std::size_t>(r * k + c)], wv = w[static_cast<std::size_t>(c)];
+        want += wv * xv;
+        bound += std::fabs(xv) * largest / 254.0 + std::fabs(wv) * 2.0 / 127.0;
+      }
+      EXPECT_NEAR(got[static_cast<std::size_t>(r * 2 * rows + n)], want, bound) << "row " << r << " out " << n;
+    }
+  }
+  EXPECT_THROW(device->prepare_quantized_linear(parts, {}, weight_quantization::int4), std::invalid_argument);
 }
 
 }  // namespace

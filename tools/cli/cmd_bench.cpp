@@ -3,6 +3,7 @@
 // (../shared/BENCHMARKS.md workloads W1 and W2, offline, no server).
 
 #include <CLI/CLI.hpp>
+#include <array>
 #include <chrono>
 #include <ctime>
 #include <fstream>
@@ -83,8 +84,13 @@ double streamed_weight_bytes(const loaded_model& loaded, const model_flags& mode
   const std::pair<std::int64_t, std::int64_t> shapes[] = {
       {q + 2 * kv, h}, {h, q}, {2 * c.intermediate_size, h}, {h, c.intermediate_size}};
   double bytes = 0;
-  for (const auto& [rows, cols] : shapes)
-    bytes += static_cast<double>(cpu::layout_for(format, rows, cols).total_bytes) * c.num_hidden_layers;
+  for (int layer = 0; layer < static_cast<int>(c.num_hidden_layers); ++layer) {
+    const std::array<weight_quantization, 4> formats = loaded.model->linear_formats(layer);
+    for (std::size_t i = 0; i < formats.size(); ++i) {
+      const auto [rows, cols] = shapes[i];
+      bytes += static_cast<double>(cpu::layout_for(formats[i], rows, cols).total_bytes);
+    }
+  }
   const weight_quantization head =
       lm_head_quantization(format, model.lm_head_quantization, lm_head_refinable(c, *loaded.device)).value();
   const double head_bytes =
@@ -179,7 +185,7 @@ void run(const bench_flags& flags) {
             << config.hidden_size << ", " << (config.torch_dtype ? dtype_name(*config.torch_dtype) : "f32") << ", "
             << std::fixed << std::setprecision(2) << loaded.ckpt.weight_bytes() / 1e9 << " GB of weights, "
             << streamed_weight_bytes(loaded, flags.model) / 1e9 << " GB read per decode step, quantization "
-            << quantization_name(loaded.quantization) << ")\n\n"
+            << describe_linear_formats(*loaded.model, loaded.quantization) << ")\n\n"
             << "- machine: " << cpu_model_name() << ", device " << loaded.device->name() << "\n- date: " << today()
             << "\n";
   const double copy_gbps = print_copy_bandwidth(loaded, flags.model.threads);

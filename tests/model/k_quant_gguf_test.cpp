@@ -1,0 +1,173 @@
+// A GGUF file in llama.cpp's Q4_K_M mix (tests/fixtures/gguf/README.md):
+// its Q4_K matrices load as int4_asym groups without expanding (codes as
+// stored, each sub-block's d·s and −dmin·m rounded once to f16), its Q6_K
+// matrices are expanded, the model runs like the whole file expanded, and a
+// Q4_K block whose products leave f16's range is refused by name.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/backend.hpp"
+#include "kernels/cpu/quantized_weights.hpp"
+#include "kernels/int4_source.hpp"
+#include "model/batch_runner.hpp"
+#include "model/checkpoint.hpp"
+#include "model/gguf_dequantize.hpp"
+#include "model/gguf_model.hpp"
+#include "model/llama_model.hpp"
+#include "tests/model/model_test_util.hpp"
+
+namespace troupe {
+namespace {
+
+const std::filesystem::path q4_k_m = std::filesystem::path(TROUPE_FIXTURES_DIR) / "gguf" / "llama_k256_q4_k_m.gguf";
+
+// Weight (row, col) of `tensor` (int4 set) as the CPU backend packs it.
+class packed_weights {
+ public:
+  explicit packed_weights(const host_tensor& tensor) {
+    const std::int64_t rows = tensor.shape[0], cols = tensor.shape[1], groups = cols / int4_source_group;
+    layout_ = cpu::layout_for(tensor.int4->format(), rows, cols);
+    buffer_.assign(layout_.total_bytes, 0);
+    std::vector<std::uint8_t> codes(static_cast<std::size_t>(rows * cols));
+    std::vector<std::uint16_t> scales(static_cast<std::size_t>(rows * groups)), offsets(scales.size());
+    tensor.int4->read_rows(0, rows, codes.data(), scales.data(), offsets.data());
+    cpu::pack_int4_rows(codes.data(), scales.data(), offsets.data(), rows, layout_, buffer_.data(), 0);
+  }
+  float at(std::int64_t row, std::int64_t col) const {
+    return cpu::dequantized_weight(cpu::view_of(layout_, buffer_.data()), row, col);
+  }
+
+ private:
+  cpu::quantized_layout layout_;
+  std::vector<std::uint8_t> buffer_;
+};
+
+std::int64_t rope_heads_of(const model_config& config, const std::string& name) {
+  if (name.ends_with("q_proj.weight")) return config.num_attention_heads;
+  if (name.ends_with("k_proj.weight")) return config.num_key_value_heads;
+  return 0;
+}
+
+// Each kept weight is the file's up to the f16 rounding of its sub-block's
+// scale and offset: |Δ| ≤ 2^-11 (15·d·s + dmin·m) < 2^-9 of the largest
+// weight of its 256-block. A code or scale read from the wrong place is off
+// by a whole step (about a fifteenth of the sub-block's range).
+TEST(KQuantGguf, Q4_KMatricesKeepTheirCodesAndExpandTheQ6_KOnes) {
+  const checkpoint kept = checkpoint::open(q4_k_m, {.show_progress = false, .keep_int4 = true});
+  ASSERT_EQ(kept.stored_quantization(), weight_quantization::int4_asym);
+  int q4_k = 0, q6_k = 0;
+  for (const gguf_tensor& tensor : kept.gguf()->tensors()) {
+    const auto name = gguf_hf_tensor_name(tensor.name);
+    if (!name || !name->ends_with("_proj.weight")) continue;
+    const host_tensor* loaded = kept.find_tensor(*name);
+    if (tensor.type == ggml_type::q6_k) {
+      EXPECT_EQ(loaded->int4, nullptr) << *name;
+      EXPECT_NE(loaded->data, nullptr) << *name;
+      ++q6_k;
+      continue;
+    }
+    ASSERT_EQ(tensor.type, ggml_type::q4_k) << *name;
+    ASSERT_NE(loaded->int4, nullptr) << *name;
+    EXPECT_EQ(loaded->data, nullptr) << *name << ": nothing is expanded at load";
+    EXPECT_EQ(loaded->int4->format(), weight_quantization::int4_asym);
+    const gguf_rows rows(tensor, rope_heads_of(kept.config(), *name));
+    const packed_weights packed(*loaded);
+    std::vector<float> expected(rows.row_length);
+    for (std::uint64_t n = 0; n < rows.count; ++n) {
+      gguf_dequantize(tensor.type, rows.row(n), expected.data(), rows.row_length);
+      for (std::uint64_t block = 0; block < rows.row_length; block += 256) {
+        float largest = 0.0f;
+        for (std::uint64_t k = block; k < block + 256; ++k) largest = std::max(largest, std::fabs(expected[k]));
+        for (std::uint64_t k = block; k < block + 256; ++k) {
+          ASSERT_NEAR(packed.at(static_cast<std::int64_t>(n), static_cast<std::int64_t>(k)), expected[k],
+                      largest / 512.0f)
+              << *name << " [" << n << ", " << k << "]";
+        }
+      }
+    }
+    ++q4_k;
+  }
+  const auto layers = static_cast<int>(kept.config().num_hidden_layers);
+  EXPECT_EQ(q4_k, 5 * layers);  // q, k, o, gate, up
+  EXPECT_EQ(q6_k, 2 * layers);  // v, down
+}
+
+struct run_result {
+  std::vector<float> logits;
+  std::vector<std::int32_t> greedy;
+};
+
+run_result run(const checkpoint& weights, weight_quantization format) {
+  backend_options options;
+  options.threads = 2;
+  const auto device = make_backend("cpu", options);
+  llama_model model(weights.config(), weights.weights(), *device, format, weight_quantization::int8);
+  batch_runner runner(model, runner_options{});
+  const std::vector<std::int32_t> prompt = {572, 293, 220, 426, 72, 66, 74, 276, 501, 289, 78, 87, 11, 220, 257, 299};
+  run_result out;
+  out.logits = runner.prompt_logits({prompt}, 512)[0];
+  runner_request request;
+  request.prompt = prompt;
+  request.max_tokens = 8;
+  request.params.temperature = 0.0;
+  out.greedy = runner.generate({request})[0].tokens;
+  return out;
+}
+
+// `auto` keeps the Q4_K matrices as int4_asym and runs the linears with a
+// Q6_K part (q/k/v, down) as int8 (llama_model's linear_format); `none`
+// runs the whole file expanded to bf16. Measured max |Δlogit| / max |logit|
+// on this random model (int8 activations and LM head on the quantised
+// side): 0.0225; rounding the Q6_K matrices to int4_asym instead gave 0.20,
+// and the whole file requantised to int8 0.039.
+TEST(KQuantGguf, NativeQ4_KRunsLikeTheExpandedFile) {
+  const quantized_checkpoint native = open_for_quantization(q4_k_m, "auto", true, {.show_progress = false});
+  const quantized_checkpoint expanded = open_for_quantization(q4_k_m, "none", true, {.show_progress = false});
+  EXPECT_EQ(native.quantization, weight_quantization::int4_asym);
+  EXPECT_EQ(expanded.quantization, weight_quantization::none);
+  EXPECT_NE(expanded.weights.weights().layers[0].q_proj->data, nullptr);
+  const run_result a = run(native.weights, native.quantization);
+  const run_result b = run(expanded.weights, expanded.quantization);
+  const double error = testing::relative_max_error(a.logits, b.logits);
+  RecordProperty("relative_error", std::to_string(error));
+  EXPECT_LE(error, 0.04);
+  EXPECT_EQ(a.greedy, b.greedy);
+  // No int4 kernels (cuda): expanded, run as stored.
+  EXPECT_EQ(open_for_quantization(q4_k_m, "auto", false, {.show_progress = false}).quantization,
+            weight_quantization::none);
+}
+
+// The file with the first Q4_K block of layer 0's q_proj given d = 65504
+// (f16's largest): d·s would be infinite in f16.
+TEST(KQuantGguf, AQ4_KBlockBeyondF16IsRefusedNamingTheTensor) {
+  std::string bytes = testing::read_file(q4_k_m);
+  {
+    const gguf_file file(q4_k_m);
+    const gguf_tensor* q = file.find_tensor("blk.0.attn_q.weight");
+    ASSERT_NE(q, nullptr);
+    ASSERT_EQ(q->type, ggml_type::q4_k);
+    const std::string_view first_block(reinterpret_cast<const char*>(q->data), 144);
+    const std::size_t at = bytes.find(first_block);
+    ASSERT_NE(at, std::string::npos);
+    ASSERT_EQ(bytes.find(first_block, at + 1), std::string::npos);
+    const std::uint16_t largest = 0x7bff;
+    std::memcpy(bytes.data() + at, &largest, 2);
+  }
+  const testing::temp_dir dir;
+  testing::write_file(dir / "hostile.gguf", bytes);
+  const quantized_checkpoint hostile =
+      open_for_quantization(dir / "hostile.gguf", "auto", true, {.show_progress = false});
+  const auto device = make_backend("cpu", backend_options{});
+  EXPECT_THAT(testing::error_of([&] {
+                llama_model model(hostile.weights.config(), hostile.weights.weights(), *device, hostile.quantization);
+              }),
+              ::testing::HasSubstr("tensor 'blk.0.attn_q.weight': Q4_K block 0 of row 0 has d 65504"));
+}
+
+}  // namespace
+}  // namespace troupe
