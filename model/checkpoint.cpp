@@ -107,14 +107,15 @@ weight_quantization gguf_layers_int4_format(const gguf_file& file) {
   return symmetric >= asymmetric ? weight_quantization::int4 : weight_quantization::int4_asym;
 }
 
-// True when most of a GGUF file's layer matrices are Q8_0.
-bool gguf_layers_mostly_q8_0(const gguf_file& file) {
-  int q8_0 = 0, all = 0;
+// True when most of a GGUF file's layer matrices are stored in 5 to 8
+// bits (Q5_0, Q5_1, Q5_K, Q6_K, Q8_0).
+bool gguf_layers_mostly_5_to_8_bits(const gguf_file& file) {
+  int finer = 0, all = 0;
   for (const auto& [type, count] : gguf_layer_types(file)) {
     all += count;
-    q8_0 += type == ggml_type::q8_0 ? count : 0;
+    finer += ggml_code_bits(type) >= 5 ? count : 0;
   }
-  return 2 * q8_0 > all;
+  return 2 * finer > all;
 }
 
 }  // namespace
@@ -168,7 +169,7 @@ void checkpoint::add_hf_int4_weights(const checkpoint_options& options) {
   if (!quant) return;
   std::vector<host_tensor> matrices = hf_int4_weights(*quant, config_, files_, tensors_, converted_bytes_);
   if (quant->bits == 8) {
-    stored_8_bit_ = !matrices.empty();
+    stored_5_to_8_bits_ = !matrices.empty();
   } else if (options.keep_int4 && !matrices.empty()) {
     stored_int4_ = quant->format();
   }
@@ -241,7 +242,7 @@ void checkpoint::open_gguf(const std::filesystem::path& path, const checkpoint_o
   // llama.cpp's converter interleaves the RoPE halves of Llama's q and k rows.
   const bool interleaved = config_.architecture == model_architecture::llama;
   if (options.keep_int4) stored_int4_ = gguf_layers_int4_format(*gguf_);
-  stored_8_bit_ = gguf_layers_mostly_q8_0(*gguf_);
+  stored_5_to_8_bits_ = gguf_layers_mostly_5_to_8_bits(*gguf_);
   for (const gguf_tensor& tensor : gguf_->tensors()) {
     const std::optional<std::string> name = gguf_hf_tensor_name(tensor.name);
     if (!name) continue;
@@ -318,10 +319,10 @@ quantized_checkpoint open_for_quantization(const std::filesystem::path& path, st
                                             requested == weight_quantization::int4_asym);
   quantized_checkpoint out{checkpoint::open(path, options), requested};
   const weight_quantization stored = out.weights.stored_quantization();
-  // Q8_0 and 8-bit GPTQ have no exact home; per-row int8 decodes twice as
-  // fast as bf16 at about the same logits (docs/operations.md), so a CPU
-  // runs them as int8.
-  if (automatic && quantized_kernels && out.weights.stored_8_bit()) out.quantization = weight_quantization::int8;
+  // Q5 / Q6_K / Q8_0 and 8-bit GPTQ have no exact home; per-row int8
+  // decodes twice as fast as bf16 at about the same logits
+  // (docs/operations.md), so a CPU runs them as int8.
+  if (automatic && quantized_kernels && out.weights.stored_5_to_8_bits()) out.quantization = weight_quantization::int8;
   if (stored == weight_quantization::none) return out;
   if (automatic) {
     out.quantization = stored;

@@ -102,9 +102,10 @@ class checkpoint {
   /// int4_asym); none when checkpoint_options::keep_int4 was off or nothing
   /// was stored that way. Layers stored otherwise hold bf16 data.
   weight_quantization stored_quantization() const { return stored_int4_; }
-  /// True when the linear layers were stored as 8-bit codes (mostly GGUF
-  /// Q8_0, or GPTQ with bits 8) and are held expanded (bf16 / f16).
-  bool stored_8_bit() const { return stored_8_bit_; }
+  /// True when the linear layers were stored as 5- to 8-bit codes (mostly
+  /// GGUF Q5_0 / Q5_1 / Q5_K / Q6_K / Q8_0, or GPTQ with bits 8) and are
+  /// held expanded (bf16 / f16).
+  bool stored_5_to_8_bits() const { return stored_5_to_8_bits_; }
 
  private:
   checkpoint() = default;
@@ -124,7 +125,7 @@ class checkpoint {
   std::map<std::string, const host_tensor*, std::less<>> tensors_;
   model_weights weights_;
   weight_quantization stored_int4_ = weight_quantization::none;
-  bool stored_8_bit_ = false;
+  bool stored_5_to_8_bits_ = false;
 };
 
 /// A checkpoint opened to run in one weight format, and that format.

@@ -28,14 +28,15 @@ constexpr type_info supported_types[] = {
     {ggml_type::bf16, "BF16", 1, 2, 0},     {ggml_type::q8_0, "Q8_0", 32, 34, 8},
     {ggml_type::q4_0, "Q4_0", 32, 18, 4},   {ggml_type::q4_1, "Q4_1", 32, 20, 4},
     {ggml_type::q4_k, "Q4_K", 256, 144, 4}, {ggml_type::q6_k, "Q6_K", 256, 210, 6},
+    {ggml_type::q5_0, "Q5_0", 32, 22, 5},   {ggml_type::q5_1, "Q5_1", 32, 24, 5},
+    {ggml_type::q5_k, "Q5_K", 256, 176, 5},
 };
 
 // ggml types troupe recognises but cannot convert, by number: named in errors.
 constexpr std::pair<std::uint32_t, std::string_view> unsupported_types[] = {
-    {6, "Q5_0"},   {7, "Q5_1"},     {9, "Q8_1"},    {10, "Q2_K"},    {11, "Q3_K"},  {13, "Q5_K"},
-    {15, "Q8_K"},  {16, "IQ2_XXS"}, {17, "IQ2_XS"}, {18, "IQ3_XXS"}, {19, "IQ1_S"}, {20, "IQ4_NL"},
-    {21, "IQ3_S"}, {22, "IQ2_S"},   {23, "IQ4_XS"}, {24, "I8"},      {25, "I16"},   {26, "I32"},
-    {27, "I64"},   {28, "F64"},     {29, "IQ1_M"},  {34, "TQ1_0"},   {35, "TQ2_0"}, {39, "MXFP4"},
+    {9, "Q8_1"},   {10, "Q2_K"},   {11, "Q3_K"},  {15, "Q8_K"},  {16, "IQ2_XXS"}, {17, "IQ2_XS"}, {18, "IQ3_XXS"},
+    {19, "IQ1_S"}, {20, "IQ4_NL"}, {21, "IQ3_S"}, {22, "IQ2_S"}, {23, "IQ4_XS"},  {24, "I8"},     {25, "I16"},
+    {26, "I32"},   {27, "I64"},    {28, "F64"},   {29, "IQ1_M"}, {34, "TQ1_0"},   {35, "TQ2_0"},  {39, "MXFP4"},
 };
 
 const type_info* find_type(std::uint32_t id) {
@@ -197,8 +198,8 @@ const type_info& tensor_type(reader& in, const std::string& where) {
   if (const type_info* info = find_type(raw_type)) return *info;
   for (const auto& [id, name] : unsupported_types)
     if (id == raw_type)
-      in.fail(where,
-              "unsupported type " + std::string(name) + " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K)");
+      in.fail(where, "unsupported type " + std::string(name) +
+                         " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)");
   in.fail(where, "unknown type " + std::to_string(raw_type));
 }
 

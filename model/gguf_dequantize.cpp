@@ -56,6 +56,27 @@ void q4_1_block(const std::byte* block, float* out) {
   }
 }
 
+// Q5_0 / Q5_1: f16 d (and for Q5_1 f16 m), 32 high bits (bit j for
+// element j), then 16 bytes of low nibbles as in Q4_0; q = nibble | high << 4,
+// x = d * (q - 16) or d * q + m.
+void q5_block(const std::byte* block, float* out, bool with_min) {
+  const float d = load_f16(block);
+  const float m = with_min ? load_f16(block + 2) : -16.0f * d;
+  const std::byte* rest = block + (with_min ? 4 : 2);
+  std::uint32_t high;
+  std::memcpy(&high, rest, 4);
+  const std::array<std::uint8_t, 16> packed = nibbles_of(rest + 4);
+  for (int i = 0; i < 16; ++i) {
+    const auto low_q = static_cast<float>((packed[i] & 0x0f) | (((high >> i) & 1u) << 4));
+    const auto high_q = static_cast<float>((packed[i] >> 4) | (((high >> (i + 16)) & 1u) << 4));
+    out[i] = d * low_q + m;
+    out[i + 16] = d * high_q + m;
+  }
+}
+
+void q5_0_block(const std::byte* block, float* out) { q5_block(block, out, false); }
+void q5_1_block(const std::byte* block, float* out) { q5_block(block, out, true); }
+
 // Q4_K: 256 elements as 8 sub-blocks of 32; f16 d and dmin, 12 bytes of
 // scales/mins, 128 bytes of nibbles (each 32 bytes hold two sub-blocks:
 // low nibbles first, then high); x = d * scale * q - dmin * min.
@@ -75,6 +96,31 @@ void q4_k_block(const std::byte* block, float* out) {
       out[l + 32] = d * scale_hi * static_cast<float>(v >> 4) - dmin * min_hi;
     }
     q += 32;
+    out += 64;
+  }
+}
+
+// Q5_K: as Q4_K, with 32 bytes of fifth bits after the scales: for the
+// 64 elements of chunk c, bit 2c of byte l is element l's and bit 2c + 1
+// element l + 32's; x = d * scale * q - dmin * min, q in 0..31.
+void q5_k_block(const std::byte* block, float* out) {
+  const float d = load_f16(block);
+  const float dmin = load_f16(block + 2);
+  std::uint8_t packed[12], high[32], low[128];
+  std::memcpy(packed, block + 4, 12);
+  std::memcpy(high, block + 16, 32);
+  std::memcpy(low, block + 48, 128);
+  for (int chunk = 0; chunk < 4; ++chunk) {
+    std::uint8_t scale_lo, min_lo, scale_hi, min_hi;
+    gguf_q4_k_scale_min(2 * chunk, packed, scale_lo, min_lo);
+    gguf_q4_k_scale_min(2 * chunk + 1, packed, scale_hi, min_hi);
+    const std::uint8_t* q = low + 32 * chunk;
+    for (int l = 0; l < 32; ++l) {
+      const int q_lo = (q[l] & 0x0f) | (((high[l] >> (2 * chunk)) & 1) << 4);
+      const int q_hi = (q[l] >> 4) | (((high[l] >> (2 * chunk + 1)) & 1) << 4);
+      out[l] = d * scale_lo * static_cast<float>(q_lo) - dmin * min_lo;
+      out[l + 32] = d * scale_hi * static_cast<float>(q_hi) - dmin * min_hi;
+    }
     out += 64;
   }
 }
@@ -146,6 +192,15 @@ void gguf_dequantize(ggml_type type, const std::byte* data, float* out, std::uin
       break;
     case ggml_type::q4_k:
       expand = q4_k_block;
+      break;
+    case ggml_type::q5_0:
+      expand = q5_0_block;
+      break;
+    case ggml_type::q5_1:
+      expand = q5_1_block;
+      break;
+    case ggml_type::q5_k:
+      expand = q5_k_block;
       break;
     default:
       expand = q6_k_block;

@@ -90,7 +90,7 @@ TEST(Int4Hf, EightBitGptqRunsAsInt8) {
   const quantized_checkpoint native =
       open_for_quantization(fixtures / "llama_tiny_gptq_8bit", "auto", true, {.show_progress = false});
   EXPECT_EQ(native.quantization, weight_quantization::int8);
-  EXPECT_TRUE(native.weights.stored_8_bit());
+  EXPECT_TRUE(native.weights.stored_5_to_8_bits());
   const host_tensor& down = *native.weights.weights().layers[1].down_proj;
   EXPECT_EQ(down.type, dtype::f16);
   EXPECT_EQ(down.int4, nullptr);

@@ -1,8 +1,10 @@
-// A GGUF file in llama.cpp's Q4_K_M mix (tests/fixtures/gguf/README.md):
-// its Q4_K matrices load as int4_asym groups without expanding (codes as
-// stored, each sub-block's d·s and −dmin·m rounded once to f16), its Q6_K
-// matrices are expanded, the model runs like the whole file expanded, and a
-// Q4_K block whose products leave f16's range is refused by name.
+// GGUF files in llama.cpp's Q4_K_M and Q5_K_M mixes (tests/fixtures/gguf/
+// README.md). Q4_K_M: its Q4_K matrices load as int4_asym groups without
+// expanding (codes as stored, each sub-block's d·s and −dmin·m rounded once
+// to f16), its Q6_K matrices are expanded, the model runs like the whole
+// file expanded, and a Q4_K block whose products leave f16's range is
+// refused by name. Q5_K_M: expanded, run as int8 under `auto`, like the
+// file expanded to bf16.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -24,7 +26,9 @@
 namespace troupe {
 namespace {
 
-const std::filesystem::path q4_k_m = std::filesystem::path(TROUPE_FIXTURES_DIR) / "gguf" / "llama_k256_q4_k_m.gguf";
+const std::filesystem::path fixtures = std::filesystem::path(TROUPE_FIXTURES_DIR) / "gguf";
+const std::filesystem::path q4_k_m = fixtures / "llama_k256_q4_k_m.gguf";
+const std::filesystem::path q5_k_m = fixtures / "llama_k256_q5_k_m.gguf";
 
 // Weight (row, col) of `tensor` (int4 set) as the CPU backend packs it.
 class packed_weights {
@@ -140,6 +144,24 @@ TEST(KQuantGguf, NativeQ4_KRunsLikeTheExpandedFile) {
   // No int4 kernels (cuda): expanded, run as stored.
   EXPECT_EQ(open_for_quantization(q4_k_m, "auto", false, {.show_progress = false}).quantization,
             weight_quantization::none);
+}
+
+// A file of mostly 5- to 8-bit matrices has no 4-bit layers to keep: `auto`
+// expands it and runs int8 per output row. Measured max |Δlogit| / max
+// |logit| against the file expanded to bf16: 0.0287.
+TEST(KQuantGguf, AQ5_KMFileRunsAsInt8LikeTheExpandedFile) {
+  const quantized_checkpoint native = open_for_quantization(q5_k_m, "auto", true, {.show_progress = false});
+  const quantized_checkpoint expanded = open_for_quantization(q5_k_m, "none", true, {.show_progress = false});
+  EXPECT_EQ(native.quantization, weight_quantization::int8);
+  EXPECT_TRUE(native.weights.stored_5_to_8_bits());
+  EXPECT_EQ(native.weights.stored_quantization(), weight_quantization::none);
+  EXPECT_EQ(expanded.quantization, weight_quantization::none);
+  const run_result a = run(native.weights, native.quantization);
+  const run_result b = run(expanded.weights, expanded.quantization);
+  const double error = testing::relative_max_error(a.logits, b.logits);
+  RecordProperty("relative_error", std::to_string(error));
+  EXPECT_LE(error, 0.06);
+  EXPECT_EQ(a.greedy, b.greedy);
 }
 
 // The file with the first Q4_K block of layer 0's q_proj given d = 65504
