@@ -6,41 +6,20 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <optional>
 
 #include "kernels/backend.hpp"
-#include "kernels/cpu/quantized_weights.hpp"
 #include "kernels/int4_source.hpp"
-#include "model/batch_runner.hpp"
 #include "model/checkpoint.hpp"
 #include "model/gguf_dequantize.hpp"
 #include "model/gguf_model.hpp"
 #include "model/llama_model.hpp"
 #include "tests/model/model_test_util.hpp"
+#include "tests/model/stored_weights_util.hpp"
 
 namespace troupe {
 namespace {
 
 const std::filesystem::path fixtures = std::filesystem::path(TROUPE_FIXTURES_DIR) / "gguf";
-
-// `tensor` (int4 set) packed into the CPU layout the backend builds.
-struct packed_matrix {
-  cpu::quantized_layout layout;
-  std::vector<std::uint8_t> buffer;
-  cpu::quantized_matrix view() const { return cpu::view_of(layout, buffer.data()); }
-};
-
-packed_matrix pack(const host_tensor& tensor) {
-  packed_matrix out;
-  const std::int64_t rows = tensor.shape[0], cols = tensor.shape[1], groups = cols / int4_source_group;
-  out.layout = cpu::layout_for(tensor.int4->format(), rows, cols);
-  out.buffer.assign(out.layout.total_bytes, 0);
-  std::vector<std::uint8_t> codes(static_cast<std::size_t>(rows * cols));
-  std::vector<std::uint16_t> scales(static_cast<std::size_t>(rows * groups)), offsets(scales.size());
-  tensor.int4->read_rows(0, rows, codes.data(), scales.data(), offsets.data());
-  cpu::pack_int4_rows(codes.data(), scales.data(), offsets.data(), rows, out.layout, out.buffer.data(), 0);
-  return out;
-}
 
 // Every layer matrix of `file` kept as int4 and packed equals the f32 the
 // existing dequantiser expands its file rows to (RoPE rows permuted alike).
@@ -60,15 +39,14 @@ void expect_bit_identical(const std::filesystem::path& file, weight_quantization
     if (name->ends_with("q_proj.weight")) rope_heads = config.num_attention_heads;
     if (name->ends_with("k_proj.weight")) rope_heads = config.num_key_value_heads;
     const gguf_rows rows(tensor, rope_heads);
-    const packed_matrix packed = pack(*loaded);
-    const cpu::quantized_matrix view = packed.view();
+    const testing::packed_weights packed(*loaded);
     std::vector<float> expected(rows.row_length);
     for (std::uint64_t n = 0; n < rows.count; ++n) {
       gguf_dequantize(tensor.type, rows.row(n), expected.data(), rows.row_length);
       for (std::uint64_t k = 0; k < rows.row_length; ++k) {
         // Equal as floats: the same bits, except that a code of 8 under a
         // negative scale is +0 here (d·8 − 8d) and −0 there (d·0).
-        const float got = cpu::dequantized_weight(view, static_cast<std::int64_t>(n), static_cast<std::int64_t>(k));
+        const float got = packed.at(static_cast<std::int64_t>(n), static_cast<std::int64_t>(k));
         ASSERT_EQ(got, expected[k]) << *name << " [" << n << ", " << k << "]";
         if (got != 0.0f) {
           std::uint32_t a, b;
@@ -91,29 +69,6 @@ TEST(Int4Gguf, Q4_1MatricesPackExactlyAsInt4Asym) {
   expect_bit_identical(fixtures / "llama_tiny_q4_1.gguf", weight_quantization::int4_asym);
 }
 
-struct run_result {
-  std::vector<float> logits;
-  std::vector<std::int32_t> greedy;
-};
-
-run_result run(const checkpoint& weights, weight_quantization format,
-               std::optional<weight_quantization> lm_head = std::nullopt) {
-  backend_options options;
-  options.threads = 2;
-  const auto device = make_backend("cpu", options);
-  llama_model model(weights.config(), weights.weights(), *device, format, lm_head);
-  batch_runner runner(model, runner_options{});
-  const std::vector<std::int32_t> prompt = {572, 293, 220, 426, 72, 66, 74, 276, 501, 289, 78, 87, 11, 220, 257, 299};
-  run_result out;
-  out.logits = runner.prompt_logits({prompt}, 512)[0];
-  runner_request request;
-  request.prompt = prompt;
-  request.max_tokens = 8;
-  request.params.temperature = 0.0;
-  out.greedy = runner.generate({request})[0].tokens;
-  return out;
-}
-
 // Native int4 against the file expanded to bf16 (the path every other
 // type takes): the same weights up to bf16 rounding, int8 activations on
 // the int4 side. Measured on this fixture (max |Δlogit| / max |logit|):
@@ -128,9 +83,11 @@ TEST(Int4Gguf, NativeInt4RunsLikeTheExpandedFile) {
     EXPECT_NE(native.quantization, weight_quantization::none) << file;
     EXPECT_EQ(expanded.quantization, weight_quantization::none) << file;
     EXPECT_NE(expanded.weights.weights().layers[0].q_proj->data, nullptr) << file;
-    const run_result a = run(native.weights, native.quantization, weight_quantization::int8);
-    const run_result b = run(expanded.weights, expanded.quantization);
-    EXPECT_EQ(run(native.weights, native.quantization).greedy, b.greedy) << file << ", default LM head";
+    const testing::prompt_run a =
+        testing::run_fixed_prompt(native.weights, native.quantization, weight_quantization::int8);
+    const testing::prompt_run b = testing::run_fixed_prompt(expanded.weights, expanded.quantization);
+    EXPECT_EQ(testing::run_fixed_prompt(native.weights, native.quantization).greedy, b.greedy)
+        << file << ", default LM head";
     const double error = testing::relative_max_error(a.logits, b.logits);
     RecordProperty(std::string(file) + "_relative_error", std::to_string(error));
     EXPECT_LE(error, 0.025) << file;

@@ -14,14 +14,12 @@
 #include <cstring>
 
 #include "kernels/backend.hpp"
-#include "kernels/cpu/quantized_weights.hpp"
-#include "kernels/int4_source.hpp"
-#include "model/batch_runner.hpp"
 #include "model/checkpoint.hpp"
 #include "model/gguf_dequantize.hpp"
 #include "model/gguf_model.hpp"
 #include "model/llama_model.hpp"
 #include "tests/model/model_test_util.hpp"
+#include "tests/model/stored_weights_util.hpp"
 
 namespace troupe {
 namespace {
@@ -29,27 +27,6 @@ namespace {
 const std::filesystem::path fixtures = std::filesystem::path(TROUPE_FIXTURES_DIR) / "gguf";
 const std::filesystem::path q4_k_m = fixtures / "llama_k256_q4_k_m.gguf";
 const std::filesystem::path q5_k_m = fixtures / "llama_k256_q5_k_m.gguf";
-
-// Weight (row, col) of `tensor` (int4 set) as the CPU backend packs it.
-class packed_weights {
- public:
-  explicit packed_weights(const host_tensor& tensor) {
-    const std::int64_t rows = tensor.shape[0], cols = tensor.shape[1], groups = cols / int4_source_group;
-    layout_ = cpu::layout_for(tensor.int4->format(), rows, cols);
-    buffer_.assign(layout_.total_bytes, 0);
-    std::vector<std::uint8_t> codes(static_cast<std::size_t>(rows * cols));
-    std::vector<std::uint16_t> scales(static_cast<std::size_t>(rows * groups)), offsets(scales.size());
-    tensor.int4->read_rows(0, rows, codes.data(), scales.data(), offsets.data());
-    cpu::pack_int4_rows(codes.data(), scales.data(), offsets.data(), rows, layout_, buffer_.data(), 0);
-  }
-  float at(std::int64_t row, std::int64_t col) const {
-    return cpu::dequantized_weight(cpu::view_of(layout_, buffer_.data()), row, col);
-  }
-
- private:
-  cpu::quantized_layout layout_;
-  std::vector<std::uint8_t> buffer_;
-};
 
 std::int64_t rope_heads_of(const model_config& config, const std::string& name) {
   if (name.ends_with("q_proj.weight")) return config.num_attention_heads;
@@ -80,7 +57,7 @@ TEST(KQuantGguf, Q4_KMatricesKeepTheirCodesAndExpandTheQ6_KOnes) {
     EXPECT_EQ(loaded->data, nullptr) << *name << ": nothing is expanded at load";
     EXPECT_EQ(loaded->int4->format(), weight_quantization::int4_asym);
     const gguf_rows rows(tensor, rope_heads_of(kept.config(), *name));
-    const packed_weights packed(*loaded);
+    const testing::packed_weights packed(*loaded);
     std::vector<float> expected(rows.row_length);
     for (std::uint64_t n = 0; n < rows.count; ++n) {
       gguf_dequantize(tensor.type, rows.row(n), expected.data(), rows.row_length);
@@ -101,26 +78,22 @@ TEST(KQuantGguf, Q4_KMatricesKeepTheirCodesAndExpandTheQ6_KOnes) {
   EXPECT_EQ(q6_k, 2 * layers);  // v, down
 }
 
-struct run_result {
-  std::vector<float> logits;
-  std::vector<std::int32_t> greedy;
-};
-
-run_result run(const checkpoint& weights, weight_quantization format) {
-  backend_options options;
-  options.threads = 2;
-  const auto device = make_backend("cpu", options);
-  llama_model model(weights.config(), weights.weights(), *device, format, weight_quantization::int8);
-  batch_runner runner(model, runner_options{});
-  const std::vector<std::int32_t> prompt = {572, 293, 220, 426, 72, 66, 74, 276, 501, 289, 78, 87, 11, 220, 257, 299};
-  run_result out;
-  out.logits = runner.prompt_logits({prompt}, 512)[0];
-  runner_request request;
-  request.prompt = prompt;
-  request.max_tokens = 8;
-  request.params.temperature = 0.0;
-  out.greedy = runner.generate({request})[0].tokens;
-  return out;
+// `file` under `auto` (int8 LM head) against the file expanded to bf16
+// (`none`): the largest logit difference over the largest logit, recorded as
+// a test property; the greedy continuations must agree.
+double error_against_expanded(const std::filesystem::path& file, weight_quantization expected) {
+  const quantized_checkpoint native = open_for_quantization(file, "auto", true, {.show_progress = false});
+  const quantized_checkpoint expanded = open_for_quantization(file, "none", true, {.show_progress = false});
+  EXPECT_EQ(native.quantization, expected);
+  EXPECT_EQ(expanded.quantization, weight_quantization::none);
+  EXPECT_NE(expanded.weights.weights().layers[0].q_proj->data, nullptr);
+  const testing::prompt_run a =
+      testing::run_fixed_prompt(native.weights, native.quantization, weight_quantization::int8);
+  const testing::prompt_run b = testing::run_fixed_prompt(expanded.weights, expanded.quantization);
+  const double error = testing::relative_max_error(a.logits, b.logits);
+  ::testing::Test::RecordProperty("relative_error", std::to_string(error));
+  EXPECT_EQ(a.greedy, b.greedy);
+  return error;
 }
 
 // `auto` keeps the Q4_K matrices as int4_asym and runs the linears with a
@@ -130,17 +103,7 @@ run_result run(const checkpoint& weights, weight_quantization format) {
 // side): 0.0225; rounding the Q6_K matrices to int4_asym instead gave 0.20,
 // and the whole file requantised to int8 0.039.
 TEST(KQuantGguf, NativeQ4_KRunsLikeTheExpandedFile) {
-  const quantized_checkpoint native = open_for_quantization(q4_k_m, "auto", true, {.show_progress = false});
-  const quantized_checkpoint expanded = open_for_quantization(q4_k_m, "none", true, {.show_progress = false});
-  EXPECT_EQ(native.quantization, weight_quantization::int4_asym);
-  EXPECT_EQ(expanded.quantization, weight_quantization::none);
-  EXPECT_NE(expanded.weights.weights().layers[0].q_proj->data, nullptr);
-  const run_result a = run(native.weights, native.quantization);
-  const run_result b = run(expanded.weights, expanded.quantization);
-  const double error = testing::relative_max_error(a.logits, b.logits);
-  RecordProperty("relative_error", std::to_string(error));
-  EXPECT_LE(error, 0.04);
-  EXPECT_EQ(a.greedy, b.greedy);
+  EXPECT_LE(error_against_expanded(q4_k_m, weight_quantization::int4_asym), 0.04);
   // No int4 kernels (cuda): expanded, run as stored.
   EXPECT_EQ(open_for_quantization(q4_k_m, "auto", false, {.show_progress = false}).quantization,
             weight_quantization::none);
@@ -150,18 +113,10 @@ TEST(KQuantGguf, NativeQ4_KRunsLikeTheExpandedFile) {
 // expands it and runs int8 per output row. Measured max |Δlogit| / max
 // |logit| against the file expanded to bf16: 0.0287.
 TEST(KQuantGguf, AQ5_KMFileRunsAsInt8LikeTheExpandedFile) {
-  const quantized_checkpoint native = open_for_quantization(q5_k_m, "auto", true, {.show_progress = false});
-  const quantized_checkpoint expanded = open_for_quantization(q5_k_m, "none", true, {.show_progress = false});
-  EXPECT_EQ(native.quantization, weight_quantization::int8);
-  EXPECT_TRUE(native.weights.stored_5_to_8_bits());
-  EXPECT_EQ(native.weights.stored_quantization(), weight_quantization::none);
-  EXPECT_EQ(expanded.quantization, weight_quantization::none);
-  const run_result a = run(native.weights, native.quantization);
-  const run_result b = run(expanded.weights, expanded.quantization);
-  const double error = testing::relative_max_error(a.logits, b.logits);
-  RecordProperty("relative_error", std::to_string(error));
-  EXPECT_LE(error, 0.06);
-  EXPECT_EQ(a.greedy, b.greedy);
+  EXPECT_LE(error_against_expanded(q5_k_m, weight_quantization::int8), 0.06);
+  const checkpoint opened = checkpoint::open(q5_k_m, {.show_progress = false, .keep_int4 = true});
+  EXPECT_TRUE(opened.stored_5_to_8_bits());
+  EXPECT_EQ(opened.stored_quantization(), weight_quantization::none);
 }
 
 // The file with the first Q4_K block of layer 0's q_proj given d = 65504

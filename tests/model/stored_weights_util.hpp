@@ -1,0 +1,67 @@
+#pragma once
+// Helpers of the tests of checkpoints stored quantised (GGUF 4-bit and
+// K-quant files): a kept 4-bit matrix packed as the CPU backend packs it,
+// and the one prompt every such test runs through a model.
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "kernels/backend.hpp"
+#include "kernels/cpu/quantized_weights.hpp"
+#include "kernels/int4_source.hpp"
+#include "model/batch_runner.hpp"
+#include "model/checkpoint.hpp"
+#include "model/llama_model.hpp"
+
+namespace troupe::testing {
+
+/// Weight (row, col) of `tensor` (int4 set) as the CPU backend packs it.
+class packed_weights {
+ public:
+  explicit packed_weights(const host_tensor& tensor) {
+    const std::int64_t rows = tensor.shape[0], cols = tensor.shape[1], groups = cols / int4_source_group;
+    layout_ = cpu::layout_for(tensor.int4->format(), rows, cols);
+    buffer_.assign(layout_.total_bytes, 0);
+    std::vector<std::uint8_t> codes(static_cast<std::size_t>(rows * cols));
+    std::vector<std::uint16_t> scales(static_cast<std::size_t>(rows * groups)), offsets(scales.size());
+    tensor.int4->read_rows(0, rows, codes.data(), scales.data(), offsets.data());
+    cpu::pack_int4_rows(codes.data(), scales.data(), offsets.data(), rows, layout_, buffer_.data(), 0);
+  }
+  float at(std::int64_t row, std::int64_t col) const {
+    return cpu::dequantized_weight(cpu::view_of(layout_, buffer_.data()), row, col);
+  }
+
+ private:
+  cpu::quantized_layout layout_;
+  std::vector<std::uint8_t> buffer_;
+};
+
+/// The logits of a fixed 16-token prompt and its 8-token greedy continuation.
+struct prompt_run {
+  std::vector<float> logits;
+  std::vector<std::int32_t> greedy;
+};
+
+/// Runs the fixed prompt through `weights` on a 2-thread CPU backend with
+/// linear layers in `format` and the LM head in `lm_head` (nullopt: the
+/// model's default for `format`).
+inline prompt_run run_fixed_prompt(const checkpoint& weights, weight_quantization format,
+                                   std::optional<weight_quantization> lm_head = std::nullopt) {
+  backend_options options;
+  options.threads = 2;
+  const auto device = make_backend("cpu", options);
+  llama_model model(weights.config(), weights.weights(), *device, format, lm_head);
+  batch_runner runner(model, runner_options{});
+  const std::vector<std::int32_t> prompt = {572, 293, 220, 426, 72, 66, 74, 276, 501, 289, 78, 87, 11, 220, 257, 299};
+  prompt_run out;
+  out.logits = runner.prompt_logits({prompt}, 512)[0];
+  runner_request request;
+  request.prompt = prompt;
+  request.max_tokens = 8;
+  request.params.temperature = 0.0;
+  out.greedy = runner.generate({request})[0].tokens;
+  return out;
+}
+
+}  // namespace troupe::testing
