@@ -13,6 +13,7 @@
 namespace troupe {
 
 class int4_source;
+class row_source;
 
 /// A 2-D strided view of backend memory (host memory on cpu, device memory on
 /// cuda): `rows` × `cols` elements of `type`; row r starts `r * row_stride`
@@ -62,6 +63,10 @@ struct host_tensor {
   /// Set (and `data` null) for a [out, in] matrix kept in its checkpoint's
   /// 4-bit form (kernels/int4_source.hpp); `type` is then what it expands to.
   std::shared_ptr<const int4_source> int4;
+  /// Set (and `data` null) for a [out, in] matrix its checkpoint expands row
+  /// block by row block as the backend prepares it (kernels/row_source.hpp);
+  /// `type` is what it expands to.
+  std::shared_ptr<const row_source> rows;
   /// Bits of the codes this tensor was expanded from at load (a GGUF
   /// Q8_0: 8, Q6_K: 6, a 4-bit block: 4); 0 for a tensor stored as floats.
   int stored_bits = 0;

@@ -250,12 +250,19 @@ void checkpoint::open_gguf(const std::filesystem::path& path, const checkpoint_o
     if (interleaved && name->ends_with("q_proj.weight")) rope_heads = config_.num_attention_heads;
     if (interleaved && name->ends_with("k_proj.weight")) rope_heads = config_.num_key_value_heads;
     try {
-      if (is_layer_matrix(*name) && stored_int4_ != weight_quantization::none &&
+      const bool layer_matrix = is_layer_matrix(*name) && tensor.dims.size() == 2;
+      if (layer_matrix && stored_int4_ != weight_quantization::none &&
           gguf_int4_format(tensor.type) == stored_int4_) {
         host_tensor kept{*name, dtype::bf16, {}, nullptr};
         kept.shape = {static_cast<std::int64_t>(tensor.dims.at(1)), static_cast<std::int64_t>(tensor.dims.at(0))};
         kept.int4 = gguf_int4_source(tensor, rope_heads);
         converted_.push_back(std::move(kept));
+      } else if (layer_matrix && options.expand_on_demand && ggml_code_bits(tensor.type) > 0) {
+        host_tensor streamed{*name, target, {}, nullptr};
+        streamed.shape = {static_cast<std::int64_t>(tensor.dims.at(1)), static_cast<std::int64_t>(tensor.dims.at(0))};
+        streamed.stored_bits = ggml_code_bits(tensor.type);
+        streamed.rows = gguf_row_source(tensor, rope_heads);
+        converted_.push_back(std::move(streamed));
       } else {
         converted_.push_back(convert_gguf_tensor(tensor, *name, target, rope_heads, converted_bytes_));
       }
@@ -317,6 +324,7 @@ quantized_checkpoint open_for_quantization(const std::filesystem::path& path, st
   }
   options.keep_int4 = quantized_kernels && (automatic || requested == weight_quantization::int4 ||
                                             requested == weight_quantization::int4_asym);
+  options.expand_on_demand = quantized_kernels && (automatic || requested != weight_quantization::none);
   quantized_checkpoint out{checkpoint::open(path, options), requested};
   const weight_quantization stored = out.weights.stored_quantization();
   // Q5 / Q6_K / Q8_0 and 8-bit GPTQ have no exact home; per-row int8

@@ -68,6 +68,12 @@ struct checkpoint_options {
   /// load) instead of being expanded to bf16 here: for backends with int4
   /// kernels (cpu), which then must prepare them as stored_quantization().
   bool keep_int4 = false;
+  /// GGUF layer matrices in other block formats (Q8_0, Q5_0 / Q5_1 / Q5_K,
+  /// Q6_K, a 4-bit format not kept) are expanded row block by row block as
+  /// the backend prepares them (host_tensor::rows) instead of whole at open:
+  /// for a backend that quantises them at load (cpu), so a load never holds
+  /// the model expanded to bf16 beside its quantised form.
+  bool expand_on_demand = false;
 };
 
 /// An open model directory. Move-only; moving keeps every tensor pointer valid.

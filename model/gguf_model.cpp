@@ -220,6 +220,33 @@ const std::byte* gguf_rows::row(std::uint64_t hf_row) const {
   return data_ + source * row_bytes;
 }
 
+namespace {
+
+class gguf_expanding_source final : public row_source {
+ public:
+  gguf_expanding_source(const gguf_tensor& tensor, std::int64_t rope_heads)
+      : rows_(tensor, rope_heads), type_(tensor.type) {}
+
+  void read_rows(std::int64_t first, std::int64_t count, float* out) const override {
+    for (std::int64_t i = 0; i < count; ++i)
+      gguf_dequantize(type_, rows_.row(static_cast<std::uint64_t>(first + i)), out + i * rows_.row_length,
+                      rows_.row_length);
+  }
+
+ private:
+  gguf_rows rows_;
+  ggml_type type_;
+};
+
+}  // namespace
+
+std::shared_ptr<const row_source> gguf_row_source(const gguf_tensor& tensor, std::int64_t rope_heads) {
+  if (tensor.dims.size() != 2)
+    throw std::runtime_error("tensor '" + tensor.name + "': " + std::to_string(tensor.dims.size()) +
+                             " dimensions, not a matrix");
+  return std::make_shared<gguf_expanding_source>(tensor, rope_heads);
+}
+
 host_tensor convert_gguf_tensor(const gguf_tensor& tensor, std::string hf_name, dtype target, std::int64_t rope_heads,
                                 gguf_buffers& storage) {
   host_tensor out;

@@ -14,6 +14,7 @@
 
 #include "kernels/tensor.hpp"
 #include "model/generation_config.hpp"
+#include "kernels/row_source.hpp"
 #include "model/gguf.hpp"
 #include "model/model_config.hpp"
 
@@ -56,6 +57,11 @@ class gguf_rows {
   const std::byte* data_;
   std::uint64_t head_rows_ = 0;
 };
+
+/// A reader of the 2-D `tensor` (any supported type; rows in HF order, see
+/// gguf_rows for `rope_heads`) that expands rows to f32 as the backend asks
+/// (kernels/row_source.hpp). The tensor's mapping must outlive it.
+std::shared_ptr<const row_source> gguf_row_source(const gguf_tensor& tensor, std::int64_t rope_heads);
 
 /// Owns the bytes of converted tensors (those that are not views into the mapping).
 using gguf_buffers = std::vector<std::unique_ptr<std::byte[]>>;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -11,6 +12,7 @@
 #include "kernels/cpu/onednn_matmuls.hpp"
 #include "kernels/cpu/quantized_weights.hpp"
 #include "kernels/int4_source.hpp"
+#include "kernels/row_source.hpp"
 
 namespace troupe::cpu {
 
@@ -25,7 +27,7 @@ void check_parts(std::span<const host_tensor> parts, std::span<const host_tensor
     if (part.shape[1] != in)
       throw std::invalid_argument("prepare_linear: weight " + part.name + " has " + std::to_string(part.shape[1]) +
                                   " input features where " + parts.front().name + " has " + std::to_string(in));
-    if (part.data == nullptr && part.int4 == nullptr && part.numel() > 0)
+    if (part.data == nullptr && part.int4 == nullptr && part.rows == nullptr && part.numel() > 0)
       throw std::invalid_argument("prepare_linear: weight " + part.name + " has no data");
   }
   if (!biases.empty() && biases.size() != parts.size())
@@ -86,6 +88,10 @@ std::vector<std::int32_t> stacked_permutation(std::span<const host_tensor> parts
 std::vector<float> natural_rows(const host_tensor& part, std::int64_t begin, std::int64_t count) {
   const std::int64_t cols = part.shape[1];
   std::vector<float> rows(static_cast<std::size_t>(count * cols));
+  if (part.rows != nullptr) {
+    part.rows->read_rows(begin, count, rows.data());
+    return rows;
+  }
   if (part.int4 == nullptr) {
     const std::size_t row_bytes = static_cast<std::size_t>(cols) * dtype_size(part.type);
     convert_elements(static_cast<const char*>(part.data) + static_cast<std::size_t>(begin) * row_bytes, part.type,
@@ -117,7 +123,7 @@ void quantize_part_rows(const host_tensor& part, std::int64_t begin, std::int64_
     pack_int4_rows(codes.data(), scales.data(), offsets.data(), count, layout, buffer, first_row + begin);
     return;
   }
-  if (part.int4 == nullptr && order.empty()) {
+  if (part.int4 == nullptr && part.rows == nullptr && order.empty()) {
     const std::size_t row_bytes = static_cast<std::size_t>(layout.cols) * dtype_size(part.type);
     quantize_rows(static_cast<const char*>(part.data) + static_cast<std::size_t>(begin) * row_bytes, part.type, count,
                   layout, buffer, first_row + begin);
@@ -165,6 +171,20 @@ void zero_parallel(thread_pool& pool, void* data, std::size_t bytes) {
   });
 }
 
+// `part` (rows set) expanded whole into its `type`, 64 rows a task on the pool.
+std::unique_ptr<std::byte[]> expand_part(thread_pool& pool, const host_tensor& part) {
+  auto out = std::make_unique_for_overwrite<std::byte[]>(part.byte_size());
+  const std::int64_t rows = part.shape[0], cols = part.shape[1];
+  const std::size_t row_bytes = static_cast<std::size_t>(cols) * dtype_size(part.type);
+  pool.parallel_for(ceil_div(rows, quantize_task_rows), [&](std::int64_t task, int) {
+    const std::int64_t begin = task * quantize_task_rows, count = std::min(quantize_task_rows, rows - begin);
+    const std::vector<float> values = natural_rows(part, begin, count);
+    convert_elements(values.data(), dtype::f32, out.get() + static_cast<std::size_t>(begin) * row_bytes, part.type,
+                     values.size());
+  });
+  return out;
+}
+
 }  // namespace
 
 std::unique_ptr<linear_weight> cpu_backend::prepare_linear(std::span<const host_tensor> parts,
@@ -175,13 +195,24 @@ std::unique_ptr<linear_weight> cpu_backend::prepare_linear(std::span<const host_
       throw std::invalid_argument("prepare_linear: weight " + part.name + " is stored as 4-bit codes; prepare it as " +
                                   std::string(quantization_name(part.int4->format())));
   }
+  // A part its checkpoint expands on demand (host_tensor::rows) is expanded
+  // here whole, into scratch this weight then copies or packs from.
+  std::vector<host_tensor> whole(parts.begin(), parts.end());
+  std::vector<std::unique_ptr<std::byte[]>> expanded;
+  for (host_tensor& part : whole) {
+    if (part.rows == nullptr) continue;
+    expanded.push_back(expand_part(pool_, part));
+    part.data = expanded.back().get();
+    part.rows = nullptr;
+  }
+  parts = whole;
   auto weight = std::make_unique<cpu_linear_weight>();
   weight->cols = parts.front().shape[1];
   const bool same_type =
       std::all_of(parts.begin(), parts.end(), [&](const host_tensor& p) { return p.type == parts.front().type; });
   weight->type = same_type ? parts.front().type : dtype::f32;
   for (const host_tensor& part : parts) weight->rows += part.shape[0];
-  if (placement_ == weight_placement::mapped && parts.size() == 1) {
+  if (placement_ == weight_placement::mapped && parts.size() == 1 && expanded.empty()) {
     weight->data = parts.front().data;
   } else if (weight->type == dtype::bf16 && bf16_panels_ && kernels_.bf16_panel_gemm != nullptr) {
     pack_panels(parts, *weight);
