@@ -55,8 +55,6 @@ class gguf_block_source final : public int4_source {
   bool asymmetric_;
 };
 
-constexpr std::size_t q4_k_block_bytes = 144;  // f16 d, f16 dmin, 12 bytes of scales and mins, 128 of codes
-
 float f16_at(const std::byte* at) {
   std::uint16_t bits;
   std::memcpy(&bits, at, 2);
@@ -73,9 +71,11 @@ class gguf_q4_k_source final : public int4_source {
 
   void read_rows(std::int64_t first, std::int64_t count, std::uint8_t* codes, std::uint16_t* scales,
                  std::uint16_t* offsets) const override {
+    // A block: f16 d, f16 dmin, 12 bytes of scales and mins, 128 of codes.
+    const std::uint64_t block_bytes = ggml_block_bytes(ggml_type::q4_k);
     for (std::int64_t i = 0; i < count; ++i) {
       const std::byte* block = rows_.row(static_cast<std::uint64_t>(first + i));
-      for (std::uint64_t b = 0; b < rows_.row_length / 256; ++b, block += q4_k_block_bytes) {
+      for (std::uint64_t b = 0; b < rows_.row_length / 256; ++b, block += block_bytes) {
         const float d = f16_at(block), dmin = f16_at(block + 2);
         // A product past f16's range would be infinite in the packed weights
         // (the file's own floats are finite): refused, naming the block.
