@@ -67,8 +67,9 @@ struct host_tensor {
   /// block by row block as the backend prepares it (kernels/row_source.hpp);
   /// `type` is what it expands to.
   std::shared_ptr<const row_source> rows;
-  /// Bits of the codes this tensor was expanded from at load (a GGUF
-  /// Q8_0: 8, Q6_K: 6, a 4-bit block: 4); 0 for a tensor stored as floats.
+  /// Bits a weight needs on a linear grid to hold what its checkpoint
+  /// stored (a GGUF Q8_0 or IQ4: 8, Q6_K: 6, Q5: 5, a 4-bit block: 4); 0
+  /// for a tensor stored as floats.
   int stored_bits = 0;
 
   std::int64_t numel() const {

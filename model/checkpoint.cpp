@@ -107,8 +107,9 @@ weight_quantization gguf_layers_int4_format(const gguf_file& file) {
   return symmetric >= asymmetric ? weight_quantization::int4 : weight_quantization::int4_asym;
 }
 
-// True when most of a GGUF file's layer matrices are stored in 5 to 8
-// bits (Q5_0, Q5_1, Q5_K, Q6_K, Q8_0).
+// True when most of a GGUF file's layer matrices are stored in codes that
+// need 5 to 8 bits on a linear grid (Q5_0, Q5_1, Q5_K, Q6_K, Q8_0, IQ4_NL,
+// IQ4_XS).
 bool gguf_layers_mostly_5_to_8_bits(const gguf_file& file) {
   int finer = 0, all = 0;
   for (const auto& [type, count] : gguf_layer_types(file)) {
@@ -251,8 +252,7 @@ void checkpoint::open_gguf(const std::filesystem::path& path, const checkpoint_o
     if (interleaved && name->ends_with("k_proj.weight")) rope_heads = config_.num_key_value_heads;
     try {
       const bool layer_matrix = is_layer_matrix(*name) && tensor.dims.size() == 2;
-      if (layer_matrix && stored_int4_ != weight_quantization::none &&
-          gguf_int4_format(tensor.type) == stored_int4_) {
+      if (layer_matrix && stored_int4_ != weight_quantization::none && gguf_int4_format(tensor.type) == stored_int4_) {
         host_tensor kept{*name, dtype::bf16, {}, nullptr};
         kept.shape = {static_cast<std::int64_t>(tensor.dims.at(1)), static_cast<std::int64_t>(tensor.dims.at(0))};
         kept.int4 = gguf_int4_source(tensor, rope_heads);
@@ -327,7 +327,7 @@ quantized_checkpoint open_for_quantization(const std::filesystem::path& path, st
   options.expand_on_demand = quantized_kernels && (automatic || requested != weight_quantization::none);
   quantized_checkpoint out{checkpoint::open(path, options), requested};
   const weight_quantization stored = out.weights.stored_quantization();
-  // Q5 / Q6_K / Q8_0 and 8-bit GPTQ have no exact home; per-row int8
+  // Q5 / Q6_K / Q8_0 / IQ4 and 8-bit GPTQ have no exact home; per-row int8
   // decodes twice as fast as bf16 at about the same logits
   // (docs/operations.md), so a CPU runs them as int8.
   if (automatic && quantized_kernels && out.weights.stored_5_to_8_bits()) out.quantization = weight_quantization::int8;

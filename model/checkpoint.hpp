@@ -108,9 +108,10 @@ class checkpoint {
   /// int4_asym); none when checkpoint_options::keep_int4 was off or nothing
   /// was stored that way. Layers stored otherwise hold bf16 data.
   weight_quantization stored_quantization() const { return stored_int4_; }
-  /// True when the linear layers were stored as 5- to 8-bit codes (mostly
-  /// GGUF Q5_0 / Q5_1 / Q5_K / Q6_K / Q8_0, or GPTQ with bits 8) and are
-  /// held expanded (bf16 / f16).
+  /// True when the linear layers were stored in codes that need 5 to 8 bits
+  /// on a linear grid (mostly GGUF Q5_0 / Q5_1 / Q5_K / Q6_K / Q8_0 /
+  /// IQ4_NL / IQ4_XS, or GPTQ with bits 8: ggml_code_bits) and are held
+  /// expanded (bf16 / f16) or expanded on demand.
   bool stored_5_to_8_bits() const { return stored_5_to_8_bits_; }
 
  private:

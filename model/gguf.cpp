@@ -20,23 +20,31 @@ struct type_info {
   std::string_view name;
   std::uint64_t block_elements;
   std::uint64_t block_bytes;
-  int code_bits;  ///< 0 for plain floats
+  int code_bits;  ///< bits a weight needs on a linear grid to hold its stored value; 0 for plain floats
 };
 
 constexpr type_info supported_types[] = {
-    {ggml_type::f32, "F32", 1, 4, 0},       {ggml_type::f16, "F16", 1, 2, 0},
-    {ggml_type::bf16, "BF16", 1, 2, 0},     {ggml_type::q8_0, "Q8_0", 32, 34, 8},
-    {ggml_type::q4_0, "Q4_0", 32, 18, 4},   {ggml_type::q4_1, "Q4_1", 32, 20, 4},
-    {ggml_type::q4_k, "Q4_K", 256, 144, 4}, {ggml_type::q6_k, "Q6_K", 256, 210, 6},
-    {ggml_type::q5_0, "Q5_0", 32, 22, 5},   {ggml_type::q5_1, "Q5_1", 32, 24, 5},
+    {ggml_type::f32, "F32", 1, 4, 0},
+    {ggml_type::f16, "F16", 1, 2, 0},
+    {ggml_type::bf16, "BF16", 1, 2, 0},
+    {ggml_type::q8_0, "Q8_0", 32, 34, 8},
+    {ggml_type::q4_0, "Q4_0", 32, 18, 4},
+    {ggml_type::q4_1, "Q4_1", 32, 20, 4},
+    {ggml_type::q4_k, "Q4_K", 256, 144, 4},
+    {ggml_type::q6_k, "Q6_K", 256, 210, 6},
+    {ggml_type::q5_0, "Q5_0", 32, 22, 5},
+    {ggml_type::q5_1, "Q5_1", 32, 24, 5},
     {ggml_type::q5_k, "Q5_K", 256, 176, 5},
+    // IQ4's 16 levels are int8 values on a non-linear grid: 8 bits on a linear one.
+    {ggml_type::iq4_nl, "IQ4_NL", 32, 18, 8},
+    {ggml_type::iq4_xs, "IQ4_XS", 256, 136, 8},
 };
 
 // ggml types troupe recognises but cannot convert, by number: named in errors.
 constexpr std::pair<std::uint32_t, std::string_view> unsupported_types[] = {
-    {9, "Q8_1"},   {10, "Q2_K"},   {11, "Q3_K"},  {15, "Q8_K"},  {16, "IQ2_XXS"}, {17, "IQ2_XS"}, {18, "IQ3_XXS"},
-    {19, "IQ1_S"}, {20, "IQ4_NL"}, {21, "IQ3_S"}, {22, "IQ2_S"}, {23, "IQ4_XS"},  {24, "I8"},     {25, "I16"},
-    {26, "I32"},   {27, "I64"},    {28, "F64"},   {29, "IQ1_M"}, {34, "TQ1_0"},   {35, "TQ2_0"},  {39, "MXFP4"},
+    {9, "Q8_1"},   {10, "Q2_K"},  {11, "Q3_K"},  {15, "Q8_K"},  {16, "IQ2_XXS"}, {17, "IQ2_XS"}, {18, "IQ3_XXS"},
+    {19, "IQ1_S"}, {21, "IQ3_S"}, {22, "IQ2_S"}, {24, "I8"},    {25, "I16"},     {26, "I32"},    {27, "I64"},
+    {28, "F64"},   {29, "IQ1_M"}, {34, "TQ1_0"}, {35, "TQ2_0"}, {39, "MXFP4"},
 };
 
 const type_info* find_type(std::uint32_t id) {
@@ -198,8 +206,9 @@ const type_info& tensor_type(reader& in, const std::string& where) {
   if (const type_info* info = find_type(raw_type)) return *info;
   for (const auto& [id, name] : unsupported_types)
     if (id == raw_type)
-      in.fail(where, "unsupported type " + std::string(name) +
-                         " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)");
+      in.fail(where,
+              "unsupported type " + std::string(name) +
+                  " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)");
   in.fail(where, "unknown type " + std::to_string(raw_type));
 }
 

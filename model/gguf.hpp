@@ -56,6 +56,8 @@ enum class ggml_type : std::uint32_t {
   q4_k = 12,
   q5_k = 13,
   q6_k = 14,
+  iq4_nl = 20,
+  iq4_xs = 23,
   bf16 = 30
 };
 
@@ -65,7 +67,9 @@ std::string_view ggml_type_name(ggml_type type);
 std::uint64_t ggml_block_elements(ggml_type type);
 /// Bytes per block.
 std::uint64_t ggml_block_bytes(ggml_type type);
-/// Bits of each weight's code in a quantised type (8, 6 or 4); 0 for plain floats.
+/// Bits a weight of a quantised type needs on a linear grid to hold its
+/// stored value exactly (Q8_0 8, Q6_K 6, Q5_* 5, Q4_* 4, IQ4_NL / IQ4_XS 8:
+/// their 16 levels are int8 values); 0 for plain floats.
 int ggml_code_bits(ggml_type type);
 
 /// One metadata value. Scalars are held widened; strings and string arrays

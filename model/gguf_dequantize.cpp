@@ -153,6 +153,34 @@ void q6_k_block(const std::byte* block, float* out) {
   }
 }
 
+// IQ4_NL / IQ4_XS: each 4-bit code picks one of 16 int8 levels.
+constexpr float iq4_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// 16 bytes of codes as in Q4_0 (low nibbles elements 0..15, high 16..31), times `scale`.
+void iq4_group(const std::byte* codes, float scale, float* out) {
+  const std::array<std::uint8_t, 16> packed = nibbles_of(codes);
+  for (int i = 0; i < 16; ++i) {
+    out[i] = scale * iq4_levels[packed[i] & 0x0f];
+    out[i + 16] = scale * iq4_levels[packed[i] >> 4];
+  }
+}
+
+// IQ4_NL: f16 d, 16 bytes of codes; x = d * level[q].
+void iq4_nl_block(const std::byte* block, float* out) { iq4_group(block + 2, load_f16(block), out); }
+
+// IQ4_XS: 256 elements; f16 d, 16 bits of high scale bits (2 per sub-block),
+// 4 bytes of low scale nibbles, then 8 sub-blocks of 16 code bytes as
+// IQ4_NL's; sub-block j's scale is d * (s_j - 32), s_j 6 bits.
+void iq4_xs_block(const std::byte* block, float* out) {
+  const float d = load_f16(block);
+  const std::uint16_t high = load_u16(block + 2);
+  for (int j = 0; j < 8; ++j) {
+    const int low = (byte_at(block + 4, static_cast<std::size_t>(j / 2)) >> (4 * (j % 2))) & 0x0f;
+    const int s = low | (((high >> (2 * j)) & 3) << 4);
+    iq4_group(block + 8 + 16 * j, d * static_cast<float>(s - 32), out + 32 * j);
+  }
+}
+
 }  // namespace
 
 void gguf_q4_k_scale_min(int j, const std::uint8_t* packed, std::uint8_t& scale, std::uint8_t& min) {
@@ -201,6 +229,12 @@ void gguf_dequantize(ggml_type type, const std::byte* data, float* out, std::uin
       break;
     case ggml_type::q5_k:
       expand = q5_k_block;
+      break;
+    case ggml_type::iq4_nl:
+      expand = iq4_nl_block;
+      break;
+    case ggml_type::iq4_xs:
+      expand = iq4_xs_block;
       break;
     default:
       expand = q6_k_block;

@@ -12,9 +12,9 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/row_source.hpp"
 #include "kernels/tensor.hpp"
 #include "model/generation_config.hpp"
-#include "kernels/row_source.hpp"
 #include "model/gguf.hpp"
 #include "model/model_config.hpp"
 

@@ -4,7 +4,8 @@
 // to f16), its Q6_K matrices are expanded, the model runs like the whole
 // file expanded, and a Q4_K block whose products leave f16's range is
 // refused by name. Q5_K_M: expanded, run as int8 under `auto`, like the
-// file expanded to bf16. Opened for a quantised model (open_for_quantization
+// file expanded to bf16. IQ4_NL (llama-quantize's): run as int8 too.
+// Opened for a quantised model (open_for_quantization
 // on the cpu), layer matrices in the other block formats are expanded only
 // as the backend prepares them (host_tensor::rows).
 
@@ -158,6 +159,17 @@ TEST(KQuantGguf, BlockFormatsNotKeptAreExpandedOnlyAsTheBackendPreparesThem) {
   EXPECT_NE(layer0.q_proj->int4, nullptr);
   EXPECT_NE(layer0.v_proj->rows, nullptr);
   EXPECT_EQ(layer0.v_proj->stored_bits, 6);
+}
+
+// IQ4's 16 levels are int8 values on a non-linear grid: no 4-bit home, so
+// `auto` runs the file as int8. Measured max |Δlogit| / max |logit| against
+// the file expanded to bf16: 0.0204.
+TEST(Iq4Gguf, AnIq4NlFileRunsAsInt8LikeTheExpandedFile) {
+  const auto iq4_nl = fixtures / "llama_tiny_iq4_nl.gguf";
+  EXPECT_LE(error_against_expanded(iq4_nl, weight_quantization::int8), 0.03);
+  const quantized_checkpoint opened = open_for_quantization(iq4_nl, "auto", true, {.show_progress = false});
+  EXPECT_EQ(opened.weights.weights().layers[0].q_proj->stored_bits, 8);
+  EXPECT_NE(opened.weights.weights().layers[0].q_proj->rows, nullptr);
 }
 
 // The file with the first Q4_K block of layer 0's q_proj given d = 65504
