@@ -20,6 +20,7 @@ namespace troupe {
 namespace {
 
 using test::random_source;
+using test::run_linear;
 
 // Random int4_asym codes [rows][cols] in the order of `permutation`.
 class test_source final : public int4_source {
@@ -76,16 +77,6 @@ host_tensor as_part(const std::string& name, std::int64_t rows, std::int64_t col
   host_tensor part{name, dtype::bf16, {rows, cols}, nullptr};
   part.int4 = std::move(source);
   return part;
-}
-
-std::vector<float> run_linear(backend& device, const linear_weight& weight, const std::vector<float>& x, std::int64_t m,
-                              std::int64_t k) {
-  test::padded_matrix xs(device, m, k), out(device, m, weight.out_features());
-  xs.fill(x);
-  out.poison_view();
-  device.linear(xs.view(), weight, out.view());
-  EXPECT_TRUE(out.padding_intact());
-  return out.values();
 }
 
 // Through the integer GEMV (few rows) and the dequantised panels (many).

@@ -18,6 +18,7 @@ namespace troupe {
 namespace {
 
 using test::random_source;
+using test::run_linear;
 
 // Rows of a matrix held as floats, counting the rows it was asked for.
 class counting_source final : public row_source {
@@ -34,16 +35,6 @@ class counting_source final : public row_source {
   std::int64_t cols_;
   mutable std::atomic<std::int64_t> rows_read_{0};
 };
-
-std::vector<float> run_linear(backend& device, const linear_weight& weight, const std::vector<float>& x, std::int64_t m,
-                              std::int64_t k) {
-  test::padded_matrix xs(device, m, k), out(device, m, weight.out_features());
-  xs.fill(x);
-  out.poison_view();
-  device.linear(xs.view(), weight, out.view());
-  EXPECT_TRUE(out.padding_intact());
-  return out.values();
-}
 
 struct two_parts {
   std::vector<host_tensor> in_memory, streamed;

@@ -145,6 +145,18 @@ class padded_matrix {
   device_buffer buffer_;
 };
 
+/// x [m, k] (row-major values) through `weight` on `device`: y [m, out],
+/// checking that linear() writes nothing outside its output view.
+inline std::vector<float> run_linear(backend& device, const linear_weight& weight, const std::vector<float>& x,
+                                     std::int64_t m, std::int64_t k) {
+  padded_matrix xs(device, m, k), out(device, m, weight.out_features());
+  xs.fill(x);
+  out.poison_view();
+  device.linear(xs.view(), weight, out.view());
+  EXPECT_TRUE(out.padding_intact());
+  return out.values();
+}
+
 /// Largest |got - want| / scale; NaN anywhere counts as infinitely wrong.
 inline double max_scaled_error(const std::vector<float>& got, const std::vector<double>& want, double scale) {
   double worst = 0.0;
