@@ -2,8 +2,11 @@
 // files) and opened; what the reader accepts is read further the way a
 // checkpoint load does: every metadata array and tensor touched at both ends,
 // the model and generation configs, every tensor the forward pass reads
-// converted (dequantised, RoPE rows put back), the embedded tokenizer built
-// and run on a short text, and the chat templates collected. Each stage may
+// converted (dequantised, RoPE rows put back) and, as a quantised model's
+// load reads its matrices, the first and last rows of each through its
+// 4-bit source (Q4_0 / Q4_1 / Q4_K) and its on-demand row source, the
+// embedded tokenizer built and run on a short text, and the chat templates
+// collected. Each stage may
 // refuse the file with std::runtime_error (naming the file and the key or
 // tensor); nothing else may escape.
 
@@ -13,9 +16,12 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "fuzz_input.hpp"
+#include "kernels/int4_source.hpp"
 #include "model/gguf.hpp"
+#include "model/gguf_int4.hpp"
 #include "model/gguf_model.hpp"
 #include "model/gguf_tokenizer.hpp"
 
@@ -49,6 +55,23 @@ void touch_views(const gguf_file& file) {
   }
 }
 
+// Rows 0 and rows - 1 of a 2-D tensor through the readers a quantised load
+// hands the backend instead of an expanded copy.
+void read_end_rows(const troupe::gguf_tensor& tensor, std::int64_t rope_heads) {
+  if (tensor.dims.size() != 2 || tensor.dims[0] == 0 || tensor.dims[1] == 0 || tensor.dims[0] > (1u << 20)) return;
+  const auto cols = static_cast<std::int64_t>(tensor.dims[0]), rows = static_cast<std::int64_t>(tensor.dims[1]);
+  std::vector<float> values(static_cast<std::size_t>(cols));
+  const auto source = troupe::gguf_row_source(tensor, rope_heads);
+  source->read_rows(0, 1, values.data());
+  source->read_rows(rows - 1, 1, values.data());
+  if (!troupe::gguf_int4_format(tensor.type) || cols % troupe::int4_source_group != 0) return;
+  std::vector<std::uint8_t> codes(static_cast<std::size_t>(cols));
+  std::vector<std::uint16_t> scales(static_cast<std::size_t>(cols / troupe::int4_source_group)), offsets(scales.size());
+  const auto int4 = troupe::gguf_int4_source(tensor, rope_heads);
+  int4->read_rows(0, 1, codes.data(), scales.data(), offsets.data());
+  int4->read_rows(rows - 1, 1, codes.data(), scales.data(), offsets.data());
+}
+
 // As checkpoint::open_gguf: Llama's q and k rows come back from llama.cpp's RoPE order.
 void convert_tensors(const gguf_file& file, const std::optional<troupe::model_config>& config) {
   const troupe::dtype target = troupe::gguf_weight_dtype(file);
@@ -64,6 +87,7 @@ void convert_tensors(const gguf_file& file, const std::optional<troupe::model_co
     try {
       const troupe::host_tensor out = troupe::convert_gguf_tensor(tensor, *name, target, rope_heads, storage);
       touch(out.data, out.byte_size());
+      read_end_rows(tensor, rope_heads);
     } catch (const std::runtime_error&) {
       // refused with the tensor named
     }

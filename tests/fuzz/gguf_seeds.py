@@ -15,7 +15,10 @@ import struct
 SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 STRING, ARRAY = 8, 9
 # ggml tensor types: (elements per block, bytes per block).
-BLOCKS = {0: (1, 4), 1: (1, 2), 30: (1, 2), 8: (32, 34), 2: (32, 18), 3: (32, 20), 12: (256, 144), 14: (256, 210)}
+# ggml type -> (elements, bytes) of a block: F32, F16, BF16, Q8_0, Q4_0, Q4_1,
+# Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS.
+BLOCKS = {0: (1, 4), 1: (1, 2), 30: (1, 2), 8: (32, 34), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24),
+          20: (32, 18), 12: (256, 144), 13: (256, 176), 14: (256, 210), 23: (256, 136)}
 ALIGNMENT = 32
 
 
@@ -117,10 +120,12 @@ def tiny_model(metadata, tensors, data, rng):
         if name.startswith("blk.") and not name.startswith("blk.0."):
             continue
         new_dims = shrink_dims(name, dims, vocab)
+        block_elements, block_bytes = BLOCKS[kind]
+        if len(new_dims) == 2 and new_dims[0] % block_elements:
+            new_dims = [block_elements, new_dims[1]]  # K-quant rows are whole 256-blocks
         elements = 1
         for d in new_dims:
             elements *= d
-        block_elements, block_bytes = BLOCKS[kind]
         if name == "rope_freqs.weight":
             payload = original_tensor(data, tensors, name)
         else:
