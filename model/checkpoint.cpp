@@ -107,6 +107,11 @@ weight_quantization gguf_layers_int4_format(const gguf_file& file) {
   return symmetric >= asymmetric ? weight_quantization::int4 : weight_quantization::int4_asym;
 }
 
+// A 2-D GGUF tensor's shape in HF order, [rows, cols] (GGUF lists dims innermost first).
+std::vector<std::int64_t> hf_matrix_shape(const gguf_tensor& tensor) {
+  return {static_cast<std::int64_t>(tensor.dims.at(1)), static_cast<std::int64_t>(tensor.dims.at(0))};
+}
+
 // True when most of a GGUF file's layer matrices are stored in codes that
 // need 5 to 8 bits on a linear grid (Q5_0, Q5_1, Q5_K, Q6_K, Q8_0, IQ4_NL,
 // IQ4_XS).
@@ -253,13 +258,11 @@ void checkpoint::open_gguf(const std::filesystem::path& path, const checkpoint_o
     try {
       const bool layer_matrix = is_layer_matrix(*name) && tensor.dims.size() == 2;
       if (layer_matrix && stored_int4_ != weight_quantization::none && gguf_int4_format(tensor.type) == stored_int4_) {
-        host_tensor kept{*name, dtype::bf16, {}, nullptr};
-        kept.shape = {static_cast<std::int64_t>(tensor.dims.at(1)), static_cast<std::int64_t>(tensor.dims.at(0))};
+        host_tensor kept{*name, dtype::bf16, hf_matrix_shape(tensor), nullptr};
         kept.int4 = gguf_int4_source(tensor, rope_heads);
         converted_.push_back(std::move(kept));
       } else if (layer_matrix && options.expand_on_demand && ggml_code_bits(tensor.type) > 0) {
-        host_tensor streamed{*name, target, {}, nullptr};
-        streamed.shape = {static_cast<std::int64_t>(tensor.dims.at(1)), static_cast<std::int64_t>(tensor.dims.at(0))};
+        host_tensor streamed{*name, target, hf_matrix_shape(tensor), nullptr};
         streamed.stored_bits = ggml_code_bits(tensor.type);
         streamed.rows = gguf_row_source(tensor, rope_heads);
         converted_.push_back(std::move(streamed));

@@ -30,15 +30,22 @@ constexpr type_info supported_types[] = {
     {ggml_type::q8_0, "Q8_0", 32, 34, 8},
     {ggml_type::q4_0, "Q4_0", 32, 18, 4},
     {ggml_type::q4_1, "Q4_1", 32, 20, 4},
-    {ggml_type::q4_k, "Q4_K", 256, 144, 4},
-    {ggml_type::q6_k, "Q6_K", 256, 210, 6},
     {ggml_type::q5_0, "Q5_0", 32, 22, 5},
     {ggml_type::q5_1, "Q5_1", 32, 24, 5},
+    {ggml_type::q4_k, "Q4_K", 256, 144, 4},
     {ggml_type::q5_k, "Q5_K", 256, 176, 5},
+    {ggml_type::q6_k, "Q6_K", 256, 210, 6},
     // IQ4's 16 levels are int8 values on a non-linear grid: 8 bits on a linear one.
     {ggml_type::iq4_nl, "IQ4_NL", 32, 18, 8},
     {ggml_type::iq4_xs, "IQ4_XS", 256, 136, 8},
 };
+
+// "F32, F16, ..." for errors naming what troupe reads.
+std::string supported_type_names() {
+  std::string out;
+  for (const type_info& info : supported_types) out += (out.empty() ? "" : ", ") + std::string(info.name);
+  return out;
+}
 
 // ggml types troupe recognises but cannot convert, by number: named in errors.
 constexpr std::pair<std::uint32_t, std::string_view> unsupported_types[] = {
@@ -206,9 +213,7 @@ const type_info& tensor_type(reader& in, const std::string& where) {
   if (const type_info* info = find_type(raw_type)) return *info;
   for (const auto& [id, name] : unsupported_types)
     if (id == raw_type)
-      in.fail(where,
-              "unsupported type " + std::string(name) +
-                  " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)");
+      in.fail(where, "unsupported type " + std::string(name) + " (supported: " + supported_type_names() + ")");
   in.fail(where, "unknown type " + std::to_string(raw_type));
 }
 

@@ -1,7 +1,11 @@
 #include "model/gguf_dequantize.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
+#include <iterator>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/dtype.hpp"
 
@@ -181,6 +185,18 @@ void iq4_xs_block(const std::byte* block, float* out) {
   }
 }
 
+struct block_expander {
+  ggml_type type;
+  void (*expand)(const std::byte* block, float* out);
+};
+
+constexpr block_expander block_expanders[] = {
+    {ggml_type::q8_0, q8_0_block},     {ggml_type::q4_0, q4_0_block}, {ggml_type::q4_1, q4_1_block},
+    {ggml_type::q5_0, q5_0_block},     {ggml_type::q5_1, q5_1_block}, {ggml_type::q4_k, q4_k_block},
+    {ggml_type::q5_k, q5_k_block},     {ggml_type::q6_k, q6_k_block}, {ggml_type::iq4_nl, iq4_nl_block},
+    {ggml_type::iq4_xs, iq4_xs_block},
+};
+
 }  // namespace
 
 void gguf_q4_k_scale_min(int j, const std::uint8_t* packed, std::uint8_t& scale, std::uint8_t& min) {
@@ -207,39 +223,11 @@ void gguf_dequantize(ggml_type type, const std::byte* data, float* out, std::uin
     default:
       break;
   }
-  void (*expand)(const std::byte*, float*) = nullptr;
-  switch (type) {
-    case ggml_type::q8_0:
-      expand = q8_0_block;
-      break;
-    case ggml_type::q4_0:
-      expand = q4_0_block;
-      break;
-    case ggml_type::q4_1:
-      expand = q4_1_block;
-      break;
-    case ggml_type::q4_k:
-      expand = q4_k_block;
-      break;
-    case ggml_type::q5_0:
-      expand = q5_0_block;
-      break;
-    case ggml_type::q5_1:
-      expand = q5_1_block;
-      break;
-    case ggml_type::q5_k:
-      expand = q5_k_block;
-      break;
-    case ggml_type::iq4_nl:
-      expand = iq4_nl_block;
-      break;
-    case ggml_type::iq4_xs:
-      expand = iq4_xs_block;
-      break;
-    default:
-      expand = q6_k_block;
-      break;
-  }
+  const auto found = std::find_if(std::begin(block_expanders), std::end(block_expanders),
+                                  [&](const block_expander& e) { return e.type == type; });
+  if (found == std::end(block_expanders))
+    throw std::logic_error("gguf_dequantize: no expander for " + std::string(ggml_type_name(type)));
+  const auto expand = found->expand;
   const std::uint64_t block_elements = ggml_block_elements(type), block_bytes = ggml_block_bytes(type);
   for (std::uint64_t b = 0; b < elements / block_elements; ++b)
     expand(data + b * block_bytes, out + b * block_elements);

@@ -130,10 +130,14 @@ void quantize_part_rows(const host_tensor& part, std::int64_t begin, std::int64_
     return;
   }
   const std::vector<float> natural = natural_rows(part, begin, count);
+  if (order.empty()) {  // a part expanded on demand, its inputs in order
+    quantize_rows(natural.data(), dtype::f32, count, layout, buffer, first_row + begin);
+    return;
+  }
   std::vector<float> ordered(natural.size());
   for (std::int64_t i = 0; i < count; ++i) {
     for (std::int64_t j = 0; j < layout.cols; ++j) {
-      const std::int64_t k = order.empty() ? j : order[static_cast<std::size_t>(j)];
+      const std::int64_t k = order[static_cast<std::size_t>(j)];
       ordered[static_cast<std::size_t>(i * layout.cols + j)] = natural[static_cast<std::size_t>(i * layout.cols + k)];
     }
   }
