@@ -40,6 +40,14 @@ void check_proposer(const engine_config& config, speculative_method method) {
     throw std::runtime_error("knob 'draft_vocab_size' is " + std::to_string(config.draft_vocab_size) +
                              " but knob 'speculative' is " + config.speculative +
                              ": it narrows the draft model's LM head (speculative=draft)");
+  const bool drafter = method == speculative_method::draft || method == speculative_method::layerskip;
+  if (config.draft_threads > 0 && !drafter)
+    throw std::runtime_error("knob 'draft_threads' is " + std::to_string(config.draft_threads) +
+                             " but knob 'speculative' is " + config.speculative +
+                             ": only a drafter (draft, layerskip) runs on threads of its own");
+  if (config.speculative_draft_ahead == "on" && !drafter)
+    throw std::runtime_error("knob 'speculative_draft_ahead' is on but knob 'speculative' is " + config.speculative +
+                             ": only a drafter (draft, layerskip) runs rounds to draft ahead");
 }
 
 // Text that exercises the normaliser, pre-tokeniser and merges: two
@@ -116,7 +124,7 @@ std::shared_ptr<executor_resources> load_drafter(const engine_config& config, co
     drafter->fail_after_steps = config.test_fail_executor_after_steps;
   }
   backend_options options;
-  options.threads = config.threads;
+  options.threads = config.draft_threads > 0 ? config.draft_threads : config.threads;
   options.batch_invariant = config.batch_invariant;
   drafter->device = make_backend(target.device->name(), options);
   std::string description;

@@ -1,50 +1,21 @@
 // The scheduler actor: messages in, scheduler_loop calls, messages out.
-// Handlers follow a step: submit → plan → KV → run → result → route; then
-// failures, the admin messages and the behavior.
-
-#include "actors/scheduler_actor.hpp"
+// Handlers follow a step: submit → plan → KV → (drafts, in
+// scheduler_drafts.cpp) → run → result → route; then failures, the admin
+// messages and the behavior.
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <unordered_map>
 
-#include "actors/core/scheduler_loop.hpp"
+#include "actors/scheduler_actor_state.hpp"
 
 namespace troupe {
 
-namespace {
+namespace scheduler_flow {
 
-/// A live request's id and sink, kept so that its stream can be failed
-/// should the output shard that streams it die.
-struct live_stream {
-  std::string id;
-  event_sink sink;
-};
-
-struct scheduler_state {
-  scheduler_setup setup;
-  std::unique_ptr<scheduler_loop> loop;
-  /// Every admitted request whose end its output shard has not confirmed yet.
-  std::unordered_map<request_handle, live_stream> streams;
-  std::chrono::steady_clock::time_point start;
-  std::unordered_map<drain_id, caf::typed_response_promise<bool>> drains;  ///< drains the loop has not answered
-  bool tick_scheduled = false;
-  bool drafting = false;  ///< a taken step waits for its drafts: nothing else may be dispatched before it
-  static inline const char* name = "scheduler";
-
-  double now() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
-  detokenizer_actor shard_of(request_handle handle) const { return setup.shards[handle % setup.shards.size()]; }
-};
-
-using self_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
-
-// Defined below in the order a step flows.
-void try_step(self_ptr self);
+// Defined below in the order a step flows (drafts: scheduler_drafts.cpp).
 void send_kv(self_ptr self, kv_request request);
 void finish_planning(self_ptr self);
-void fill_drafts(self_ptr self, scheduled_step step);
-void dispatch(self_ptr self, scheduled_step step);
 void schedule_tick(self_ptr self, caf::timespan delay);
 void on_step_done(self_ptr self, const step_result& result);
 void route(self_ptr self, loop_events out);
@@ -127,51 +98,11 @@ void finish_planning(self_ptr self) {
   }
 }
 
-void drafts_done(self_ptr self, scheduled_step step) {
-  self->state.drafting = false;
-  dispatch(self, std::move(step));
-  try_step(self);
-}
-
-// Prompt lookup fills the draft slots in place; a draft model is asked
-// through the speculator, and the step waits for its answer (or its failure:
-// then it runs without drafts).
-void fill_drafts(self_ptr self, scheduled_step step) {
-  auto& state = self->state;
-  const bool has_slots = std::any_of(step.sequences.begin(), step.sequences.end(),
-                                     [](const scheduled_sequence& seq) { return seq.draft_slots > 0; });
-  if (!has_slots || state.setup.speculation == speculative_method::off) return drafts_done(self, std::move(step));
-  if (state.setup.speculation == speculative_method::ngram) {
-    for (auto& [index, tree] : lookup_drafts(step, state.loop->core().config().prompt_lookup))
-      state.loop->set_drafts(step, index, std::move(tree.drafts), {}, std::move(tree.parents));
-    return drafts_done(self, std::move(step));
-  }
-  auto request = std::make_shared<const draft_request>(draft_jobs(step));
-  auto pending = std::make_shared<scheduled_step>(std::move(step));
-  state.drafting = true;
-  const double asked = state.now();
-  const auto sequences = static_cast<std::int32_t>(request->jobs.size());
-  self->request(state.setup.speculator, state.setup.draft_timeout, atom::propose_v, std::move(request))
-      .then(
-          [self, pending, asked, sequences](const draft_reply_ptr& reply) {
-            self->state.loop->on_draft_round(sequences, reply->steps, self->state.now() - asked);
-            for (const drafted& out : reply->sequences) {
-              const std::string problem =
-                  self->state.loop->set_drafts(*pending, out.sequence_index, out.drafts, out.probs, out.parents);
-              if (!problem.empty()) spdlog::warn("scheduler: drafts refused: {}", problem);
-            }
-            drafts_done(self, std::move(*pending));
-          },
-          [self, pending](const caf::error& error) {
-            spdlog::warn("scheduler: no drafts for step {}: {}", pending->id, caf::to_string(error));
-            drafts_done(self, std::move(*pending));
-          });
-}
-
 void dispatch(self_ptr self, scheduled_step step) {
   auto& state = self->state;
   const std::uint64_t id = step.id;
   state.loop->on_dispatched(id, state.now());
+  draft_ahead(self, step);  // before the step is moved out: its jobs copy from the step's hooks
   auto work = std::make_shared<const scheduled_step>(std::move(step));
   self->request(state.setup.executor, state.setup.step_timeout, atom::run_step_v, work)
       .then([self](const step_result_ptr& result) { on_step_done(self, *result); },
@@ -407,11 +338,11 @@ scheduler_actor::behavior_type scheduler_behavior(self_ptr self, scheduler_setup
   };
 }
 
-}  // namespace
+}  // namespace scheduler_flow
 
 scheduler_actor spawn_scheduler(caf::actor_system& system, scheduler_setup setup,
                                 std::chrono::steady_clock::time_point clock_start) {
-  return system.spawn(scheduler_behavior, std::move(setup), clock_start);
+  return system.spawn(scheduler_flow::scheduler_behavior, std::move(setup), clock_start);
 }
 
 }  // namespace troupe

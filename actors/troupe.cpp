@@ -12,6 +12,7 @@
 #include "actors/scheduler_actor.hpp"
 #include "actors/speculator_actor.hpp"
 #include "actors/tokenizer_actor.hpp"
+#include "base/parallel_blocks.hpp"
 #include "memory/kv_pool_sizing.hpp"
 #include "model/batch_runner.hpp"
 #include "model/chat/tool_calls.hpp"
@@ -265,6 +266,11 @@ troupe_handles spawn_troupe(caf::actor_system& system, const engine_config& conf
     handles.draft_executor = spawn_draft_executor(system, model.drafter, config.block_size);
     handles.speculator = spawn_speculator(system, {.draft_executor = handles.draft_executor});
     setup.speculator = handles.speculator;
+    setup.draft_ahead = drafts_ahead(config.speculative_draft_ahead, model.drafter->device->name() == "cpu",
+                                     config.threads, config.draft_threads, available_cores());
+    setup.block_size = config.block_size;
+    spdlog::info("speculative decoding: the next round is drafted during verification: {}",
+                 setup.draft_ahead ? "yes" : "no (knob speculative_draft_ahead)");
   }
   handles.scheduler = spawn_scheduler(system, std::move(setup), handles.clock_start);
 

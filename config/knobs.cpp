@@ -184,6 +184,14 @@ std::vector<knob_spec> engine_knobs() {
                   "byte-level BPE vocabularies number tokens by merge order, so the lowest ids are the most "
                   "frequent. Drafts never propose a higher id (verification still emits them), and a round "
                   "reads that much less of the head"),
+          integer("draft_threads", 0, 0, 1024, "threads",
+                  "speculative draft, layerskip: CPU threads of the drafter's executor (0: as many as knob threads); "
+                  "threads + draft_threads within the cores lets drafting run beside verification"),
+          text("speculative_draft_ahead", "auto", {"auto", "on", "off"},
+               "speculative draft, layerskip: draft the next round while the target verifies, guessing every "
+               "draft and the bonus token right (the drafts are used only when the guess held); auto: on where "
+               "the drafter does not share the target's compute (cuda, or cpu threads + draft_threads within "
+               "the cores)"),
           text("speculative_skip_layers", "", {},
                "layerskip: decoder layers the drafter skips, e.g. \"4-7\" or \"1,3,5\" (empty: the upper half)"),
           integer("prompt_lookup_max", 4, 1, 64, "tokens", "ngram: longest suffix matched against the context"),

@@ -72,6 +72,8 @@ const std::pair<const char*, engine_field> engine_fields[] = {
     {"draft_quantization", &engine_config::draft_quantization},
     {"draft_vocab_size", &engine_config::draft_vocab_size},
     {"speculative_skip_layers", &engine_config::speculative_skip_layers},
+    {"draft_threads", &engine_config::draft_threads},
+    {"speculative_draft_ahead", &engine_config::speculative_draft_ahead},
     {"prompt_lookup_max", &engine_config::prompt_lookup_max},
     {"prompt_lookup_min", &engine_config::prompt_lookup_min},
     {"num_speculative_tokens", &engine_config::num_speculative_tokens},

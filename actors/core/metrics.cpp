@@ -73,6 +73,8 @@ void scheduler_metrics::fill(engine_stats& stats) const {
   stats.spec_decode_num_draft_tokens = spec_draft_tokens;
   stats.spec_decode_num_accepted_tokens = spec_accepted_tokens;
   stats.spec_decode_num_accepted_tokens_per_pos = spec_accepted_per_position;
+  stats.spec_decode_num_ahead_drafts = spec_ahead_drafts;
+  stats.spec_decode_num_ahead_used = spec_ahead_used;
   stats.time_to_first_token_s = time_to_first_token_s.snapshot();
   stats.inter_token_latency_s = inter_token_latency_s.snapshot();
   stats.e2e_request_latency_s = e2e_request_latency_s.snapshot();

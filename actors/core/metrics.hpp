@@ -58,6 +58,8 @@ struct scheduler_metrics {
   std::uint64_t spec_draft_tokens = 0;                    ///< drafts verified
   std::uint64_t spec_accepted_tokens = 0;                 ///< drafts accepted
   std::vector<std::uint64_t> spec_accepted_per_position;  ///< [>= k_max] groups that accepted draft i (0-based)
+  std::uint64_t spec_ahead_drafts = 0;  ///< sequences drafted for ahead of their step (draft_ahead.hpp)
+  std::uint64_t spec_ahead_used = 0;    ///< of those, whose guess held: their drafts were used
 
   int num_running = 0;  ///< gauges, set after each planned step
   int num_waiting = 0;

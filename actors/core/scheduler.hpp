@@ -103,6 +103,11 @@ class scheduler {
   /// nothing changes then.
   std::string set_drafts(scheduled_step& step, std::size_t sequence_index, std::vector<std::int32_t> drafts,
                          std::vector<float> draft_probs = {}, std::vector<std::int32_t> parents = {});
+  /// Counts `drafted` sequences drafted for ahead of their step and `used` ahead drafts a step took (metrics).
+  void count_drafts_ahead(std::int32_t drafted, std::int32_t used) {
+    metrics_.spec_ahead_drafts += static_cast<std::uint64_t>(drafted);
+    metrics_.spec_ahead_used += static_cast<std::uint64_t>(used);
+  }
 
   // ---- knobs --------------------------------------------------------------
   /// Switches policy at the next step boundary; false for an unknown name.

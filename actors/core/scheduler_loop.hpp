@@ -149,6 +149,8 @@ class scheduler_loop {
                          std::vector<float> draft_probs = {}, std::vector<std::int32_t> parents = {}) {
     return core_.set_drafts(step, sequence_index, std::move(drafts), std::move(draft_probs), std::move(parents));
   }
+  /// An ahead round drafted for `drafted` sequences, or a step took `used` sequences' ahead drafts.
+  void on_drafts_ahead(std::int32_t drafted, std::int32_t used) { core_.count_drafts_ahead(drafted, used); }
   /// A step's samples; times the step and may switch the overlap mode. A
   /// result with a failure fails the step's requests only: the step and
   /// every later one in flight (and the one being planned) are abandoned,

@@ -1,5 +1,6 @@
 #include "actors/core/speculation.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <stdexcept>
 
@@ -13,6 +14,17 @@ const logits_row_hook* token_row(const scheduled_step& step, std::size_t sequenc
     if (row.sequence_index == sequence_index) return &row;
   }
   return nullptr;
+}
+
+// The drafts of a sequence's first chain: all of a chain, the leading
+// nodes of a tree whose parents are the node before (a draft model's tree
+// lists its chain first).
+std::size_t first_chain_length(const scheduled_sequence& seq) {
+  std::size_t length = 0;
+  while (length < seq.drafts.size() &&
+         (seq.draft_parents.empty() || seq.draft_parents[length] == static_cast<std::int32_t>(length)))
+    ++length;
+  return length;
 }
 
 std::vector<std::int32_t> context_of(const logits_row_hook& row) {
@@ -30,6 +42,24 @@ std::vector<std::int32_t> tokens_from(const logits_row_hook& row, std::ptrdiff_t
     tokens.push_back(i < prompt ? row.prompt_tokens[static_cast<std::size_t>(i)]
                                 : row.output_tokens[static_cast<std::size_t>(i - prompt)]);
   return tokens;
+}
+
+// A draft job drawing `slots` drafts after `row`'s context, from its token index on.
+draft_job job_from_row(const scheduled_step& step, std::size_t index, const logits_row_hook& row, std::int32_t slots) {
+  const scheduled_sequence& seq = step.sequences[index];
+  draft_job job;
+  job.sequence_index = index;
+  job.seq = seq.seq;
+  job.tokens = context_of(row);
+  job.prompt_length = static_cast<std::int32_t>(row.prompt_tokens.size());
+  job.block_table = seq.block_table;
+  job.slots = slots;
+  job.tree_width = seq.tree_width;
+  job.params = *row.params;
+  job.seed = row.seed;
+  job.token_index = row.token_index;
+  job.suppressed.assign(row.suppressed_tokens.begin(), row.suppressed_tokens.end());
+  return job;
 }
 
 int parse_layer(std::string_view text, int num_layers) {
@@ -78,22 +108,40 @@ draft_request draft_jobs(const scheduled_step& step) {
   for (std::size_t i = 0; i < step.sequences.size(); ++i) {
     const scheduled_sequence& seq = step.sequences[i];
     const logits_row_hook* row = token_row(step, i);
-    if (seq.draft_slots <= 0 || row == nullptr || row->params == nullptr) continue;
-    draft_job job;
-    job.sequence_index = i;
-    job.seq = seq.seq;
-    job.tokens = context_of(*row);
-    job.prompt_length = static_cast<std::int32_t>(row->prompt_tokens.size());
-    job.block_table = seq.block_table;
-    job.slots = seq.draft_slots;
-    job.tree_width = seq.tree_width;
-    job.params = *row->params;
-    job.seed = row->seed;
-    job.token_index = row->token_index;
-    job.suppressed.assign(row->suppressed_tokens.begin(), row->suppressed_tokens.end());
-    request.jobs.push_back(std::move(job));
+    if (seq.draft_slots <= 0 || !seq.drafts.empty() || row == nullptr || row->params == nullptr) continue;
+    request.jobs.push_back(job_from_row(step, i, *row, seq.draft_slots));
   }
   return request;
+}
+
+draft_request ahead_draft_jobs(const scheduled_step& step, std::int32_t block_size) {
+  draft_request request;
+  for (std::size_t i = 0; i < step.sequences.size(); ++i) {
+    const scheduled_sequence& seq = step.sequences[i];
+    const logits_row_hook* first = token_row(step, i);
+    const std::size_t chain = first_chain_length(seq);
+    if (chain == 0 || first == nullptr || first->params == nullptr) continue;
+    // The chain's last row (a sequence's rows are consecutive, t0's first):
+    // its outputs end with the chain, and its token index is the bonus
+    // token's. The job feeds the context through the chain's last draft at
+    // its position, so its table must cover that and slots - 1 more.
+    const logits_row_hook* row = first + chain;
+    const auto context = static_cast<std::int64_t>(row->prompt_tokens.size() + row->output_tokens.size());
+    const std::int64_t covered = static_cast<std::int64_t>(seq.block_table.size()) * block_size;
+    const std::int64_t slots = std::min<std::int64_t>(static_cast<std::int64_t>(chain) + 1, covered - context + 1);
+    if (slots < 2) continue;
+    request.jobs.push_back(job_from_row(step, i, *row, static_cast<std::int32_t>(slots)));
+    request.jobs.back().tree_width = 1;  // a chain ahead, whatever the step's width
+  }
+  return request;
+}
+
+bool drafts_ahead(std::string_view knob, bool drafter_on_cpu, int target_threads, int draft_threads, int cores) {
+  if (knob != "auto") return knob == "on";
+  if (!drafter_on_cpu) return true;
+  const int target = target_threads > 0 ? target_threads : cores;
+  const int draft = draft_threads > 0 ? draft_threads : target;
+  return target + draft <= cores;
 }
 
 std::vector<int> kept_layers(std::string_view skip, int num_layers) {

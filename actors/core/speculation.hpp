@@ -32,10 +32,25 @@ std::optional<speculative_method> parse_speculative_method(std::string_view name
 std::vector<std::pair<std::size_t, draft_tree>> lookup_drafts(const scheduled_step& step,
                                                               const ngram_settings& settings);
 
-/// The draft-model jobs of `step`: one per sequence with draft slots, with
-/// copies of its tokens, block table and sampling settings (the message
-/// must not point into the scheduler's state).
+/// The draft-model jobs of `step`: one per sequence with draft slots and no
+/// drafts yet, with copies of its tokens, block table and sampling settings
+/// (the message must not point into the scheduler's state).
 draft_request draft_jobs(const scheduled_step& step);
+
+/// The jobs of the round drafted ahead for `step` as dispatched, its drafts
+/// set (draft_ahead.hpp): one per sequence with drafts whose table's blocks
+/// (of `block_size` tokens) cover at least two positions after its first
+/// chain (all of a chain; a tree's leading nodes that each follow the one
+/// before, a draft model's chain): the bonus token's guess and one next
+/// draft. Its context runs through that chain, its slots as far as those
+/// blocks reach, at most the chain's length + 1.
+draft_request ahead_draft_jobs(const scheduled_step& step, std::int32_t block_size);
+
+/// Whether the scheduler drafts ahead (knob speculative_draft_ahead: "on",
+/// "off", or "auto": where the drafter does not share the target's compute,
+/// i.e. off the CPU, or on it with `target_threads` + `draft_threads`
+/// within `cores`; 0 threads means all cores).
+bool drafts_ahead(std::string_view knob, bool drafter_on_cpu, int target_threads, int draft_threads, int cores);
 
 /// The layers a layer-skipping drafter of a `num_layers`-layer model runs,
 /// given the `speculative_skip_layers` knob ("4-7", "1,3,5", "0,6-7"; empty:

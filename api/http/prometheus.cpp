@@ -158,6 +158,13 @@ std::string render_prometheus(const engine_stats& stats, std::string_view model_
   out.indexed_counter("troupe:spec_decode_num_accepted_tokens_per_pos_total",
                       "Speculative decoding: draft runs that accepted the draft at each position (from 0).", "position",
                       stats.spec_decode_num_accepted_tokens_per_pos);
+  out.counter("troupe:spec_decode_num_ahead_drafts_total",
+              "Speculative decoding: sequences the drafter drafted for while their drafts were being verified.",
+              static_cast<double>(stats.spec_decode_num_ahead_drafts));
+  out.counter("troupe:spec_decode_num_ahead_used_total",
+              "Speculative decoding: of those, sequences whose next step took the drafts (every draft and the "
+              "guessed bonus token were right).",
+              static_cast<double>(stats.spec_decode_num_ahead_used));
   out.histogram("troupe:time_to_first_token_seconds", "Time to the first generated token, seconds.",
                 stats.time_to_first_token_s);
   out.histogram("troupe:inter_token_latency_seconds", "Time between consecutive generated tokens, seconds.",

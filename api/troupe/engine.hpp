@@ -88,6 +88,8 @@ struct engine_config {
   std::string draft_quantization;    ///< draft: its weights' format at load: auto (quantization's) | none | int8 | ...
   std::int64_t draft_vocab_size;     ///< draft: its LM head scores ids [0, this) only (0: every id)
   std::string speculative_skip_layers;  ///< layerskip: layers skipped ("4-7", "1,3,5"; empty: the upper half)
+  int draft_threads;                    ///< draft, layerskip: the drafter's CPU threads (0: as many as threads)
+  std::string speculative_draft_ahead;  ///< draft, layerskip: draft the next round during verification: auto|on|off
   int prompt_lookup_max;                ///< ngram: longest suffix matched
   int prompt_lookup_min;                ///< ngram: shortest suffix matched
   int num_speculative_tokens;           ///< speculative decoding: draft tokens per sequence and step at most (0: off)
@@ -233,6 +235,8 @@ struct engine_stats {
   std::uint64_t spec_decode_num_draft_tokens = 0;     ///< draft tokens verified
   std::uint64_t spec_decode_num_accepted_tokens = 0;  ///< of those, accepted
   std::vector<std::uint64_t> spec_decode_num_accepted_tokens_per_pos;  ///< [k_max] accepted at draft position i
+  std::uint64_t spec_decode_num_ahead_drafts = 0;  ///< sequences drafted for while their drafts were being verified
+  std::uint64_t spec_decode_num_ahead_used = 0;    ///< of those, whose next step took the drafts (the guess held)
   histogram_snapshot time_to_first_token_s;
   histogram_snapshot inter_token_latency_s;
   histogram_snapshot e2e_request_latency_s;

@@ -114,17 +114,19 @@ using speculative_case = std::tuple<std::string, std::string, std::string, int>;
                                                                                   // tree width
 
 /// The target's and the draft's weight formats (engine knobs quantization,
-/// draft_quantization and draft_vocab_size).
-struct weight_formats {
+/// draft_quantization and draft_vocab_size) and whether the drafter drafts
+/// ahead (speculative_draft_ahead).
+struct speculation_variant {
   weight_quantization target = weight_quantization::none;
   std::string draft = "auto";
   std::int64_t draft_vocab_size = 0;  ///< the draft head's rows (0: all)
+  std::string draft_ahead = "off";
 };
 
 // Runs the workload with `proposer` (draft trees of `tree_width` branches)
 // and checks every request's tokens, the pool and the metrics.
 void expect_lossless(const std::string& fixture, const std::string& proposer, const std::string& preemption,
-                     int tree_width, const weight_formats& formats = {}) {
+                     int tree_width, const speculation_variant& formats = {}) {
   const auto dir = servable_fixture(fixture);
   const std::vector<planned_request> plan = make_workload(dir, formats.target);
   engine_config config = testing::tiny_engine_config();
@@ -132,6 +134,7 @@ void expect_lossless(const std::string& fixture, const std::string& proposer, co
   config.quantization = std::string(quantization_name(formats.target));
   config.draft_quantization = formats.draft;
   config.draft_vocab_size = formats.draft_vocab_size;
+  config.speculative_draft_ahead = formats.draft_ahead;
   config.batch_invariant = true;
   config.speculative = proposer;
   config.num_speculative_tokens = 4;
@@ -200,6 +203,18 @@ void expect_lossless(const std::string& fixture, const std::string& proposer, co
   if (proposer == "draft") {
     EXPECT_GT(end.spec_decode_num_accepted_tokens, 0u);
   }
+  if (formats.draft_ahead == "off") {
+    EXPECT_EQ(end.spec_decode_num_ahead_drafts, 0u);
+  }
+  if (formats.draft_ahead == "on" && proposer != "ngram") {
+    EXPECT_GT(end.spec_decode_num_ahead_drafts, 0u) << "no round was drafted ahead";
+    EXPECT_LE(end.spec_decode_num_ahead_used, end.spec_decode_num_ahead_drafts);
+    // Drafting for itself, the draft guesses every bonus token right; a
+    // guess is lost only to a sequence that ends, is preempted or cancelled.
+    if (proposer == "draft" && same_format) {
+      EXPECT_GT(end.spec_decode_num_ahead_used, 0u) << "no guess was used";
+    }
+  }
   std::uint64_t preemptions = 0;
   for (const auto& [kind, count] : end.preemptions) preemptions += count;
   EXPECT_GT(preemptions, 0u) << "the pool was meant to force preemption";
@@ -248,6 +263,21 @@ TEST(SpeculativeEngineNarrowHead, ADraftHeadOfTheFirstIdsOnlyIsLossless) {
         checkpoint::open(servable_fixture(fixture), {.show_progress = false}).config().vocab_size;
     expect_lossless(fixture, "draft", "swap", 1, {weight_quantization::none, "auto", vocab / 2});
     expect_lossless(fixture, "draft", "recompute", 3, {weight_quantization::none, "auto", vocab / 2});
+  }
+}
+
+// The next round drafted while the target verifies, on the guess that
+// every draft and the bonus token are right: a model drafting for itself
+// guesses right, so later steps take drafts that were made ahead; the
+// layer-skipping drafter guesses wrong now and then. Outputs stay the
+// target's, under swap and recompute, with trees too (drafted ahead as chains).
+TEST(SpeculativeEngineAhead, DraftsMadeDuringVerificationAreLossless) {
+  for (const char* fixture : {"llama_bf16", "qwen3_f32", "mistral_f32"}) {
+    SCOPED_TRACE(fixture);
+    const speculation_variant ahead{.draft_ahead = "on"};
+    expect_lossless(fixture, "draft", "swap", 1, ahead);
+    expect_lossless(fixture, "layerskip", "recompute", 1, ahead);
+    expect_lossless(fixture, "draft", "recompute", 3, ahead);
   }
 }
 

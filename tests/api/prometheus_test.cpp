@@ -99,6 +99,8 @@ engine_stats sample_stats() {
   stats.spec_decode_num_drafts = 10;
   stats.spec_decode_num_draft_tokens = 30;
   stats.spec_decode_num_accepted_tokens = 17;
+  stats.spec_decode_num_ahead_drafts = 8;
+  stats.spec_decode_num_ahead_used = 3;
   stats.spec_decode_num_accepted_tokens_per_pos = {8, 6, 3};
   stats.step_failures = 2;
   return stats;
@@ -128,7 +130,9 @@ TEST(Prometheus, EveryRequiredNameWithHelpAndType) {
       {"troupe:spec_decode_num_drafts_total", "counter"},
       {"troupe:spec_decode_num_draft_tokens_total", "counter"},
       {"troupe:spec_decode_num_accepted_tokens_total", "counter"},
-      {"troupe:spec_decode_num_accepted_tokens_per_pos_total", "counter"}};
+      {"troupe:spec_decode_num_accepted_tokens_per_pos_total", "counter"},
+      {"troupe:spec_decode_num_ahead_drafts_total", "counter"},
+      {"troupe:spec_decode_num_ahead_used_total", "counter"}};
   for (const auto& [name, type] : required) {
     EXPECT_EQ(parsed.types.count(name) ? parsed.types.at(name) : "", type) << name;
     EXPECT_EQ(parsed.helps.count(name), 1u) << name;
@@ -146,6 +150,8 @@ TEST(Prometheus, EveryRequiredNameWithHelpAndType) {
   EXPECT_EQ(plain.at("troupe:spec_decode_num_drafts_total"), 10);
   EXPECT_EQ(plain.at("troupe:spec_decode_num_draft_tokens_total"), 30);
   EXPECT_EQ(plain.at("troupe:spec_decode_num_accepted_tokens_total"), 17);
+  EXPECT_EQ(plain.at("troupe:spec_decode_num_ahead_drafts_total"), 8);
+  EXPECT_EQ(plain.at("troupe:spec_decode_num_ahead_used_total"), 3);
   EXPECT_EQ(plain.at("troupe:step_failures_total"), 2);
 }
 

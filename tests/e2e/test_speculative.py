@@ -97,6 +97,27 @@ def test_a_request_can_opt_out(speculating):
     assert speculating.metric("troupe:spec_decode_num_draft_tokens_total") == before
 
 
+def test_drafts_made_ahead_keep_the_outputs(plain):
+    """With the next round drafted while the target verifies (forced on; a
+    drafter on a core of its own is what turns it on by itself), greedy
+    outputs stay the plain server's, rounds are drafted ahead, and the
+    counters say how many of them a step could use."""
+    ahead = LiveServer(["--batch-invariant", "--speculative", "draft", "--num-speculative-tokens", "4",
+                        "--speculative-draft-ahead", "on", "--threads", "1", "--draft-threads", "1"])
+    try:
+        want = [complete(plain, p) for p in PROMPTS]
+        with ThreadPoolExecutor(len(PROMPTS)) as pool:
+            got = list(pool.map(lambda p: complete(ahead, p), PROMPTS))
+        assert got == want
+        assert [complete(ahead, p) for p in PROMPTS] == want
+        drafted = ahead.metric("troupe:spec_decode_num_ahead_drafts_total")
+        assert drafted > 0
+        assert 0 <= ahead.metric("troupe:spec_decode_num_ahead_used_total") <= drafted
+        assert plain.metric("troupe:spec_decode_num_ahead_drafts_total") == 0
+    finally:
+        ahead.stop()
+
+
 def test_speculation_is_turned_down_live(speculating):
     url = speculating.base_url + "/admin/config"
     original = requests.get(url, timeout=10).json()["settings"]["num_speculative_tokens"]
@@ -138,6 +159,11 @@ def test_tree_speculation_set_live_keeps_the_outputs(plain, speculating):
     (["--speculative", "ngram", "--num-speculative-tokens", "4", "--draft-vocab-size", "100"], "draft_vocab_size"),
     (["--speculative", "draft", "--num-speculative-tokens", "4", "--draft-vocab-size", "16000000"],
      "draft_vocab_size"),
+    (["--speculative", "ngram", "--num-speculative-tokens", "4", "--speculative-draft-ahead", "on"],
+     "speculative_draft_ahead"),
+    (["--speculative", "draft", "--num-speculative-tokens", "4", "--speculative-draft-ahead", "yes"],
+     "speculative_draft_ahead"),
+    (["--speculative", "ngram", "--num-speculative-tokens", "4", "--draft-threads", "1"], "draft_threads"),
 ])
 def test_bad_speculation_flags_stop_the_server_naming_the_knob(flags, knob):
     binary = os.environ.get("TROUPE_BIN")

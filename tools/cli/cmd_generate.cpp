@@ -148,6 +148,13 @@ void setup(CLI::App& root) {
                   "draft tree branches verified at once (ngram: other matches; draft: runners-up of the first "
                   "draft; default 1: chains)")
       ->check(CLI::Range(1, 8));
+  cmd->add_option("--draft-threads", flags->speculation.draft_threads,
+                  "draft, layerskip: the drafter's CPU threads (default 0: as many as --threads)")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option("--speculative-draft-ahead", flags->speculation.speculative_draft_ahead,
+                  "draft, layerskip: draft the next round while the target verifies: auto (where the drafter has "
+                  "cores of its own), on or off")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
   cmd->callback([flags] { run(*flags); });
 }
 

@@ -75,6 +75,8 @@ engine_config config_from(const generate_flags& flags) {
   config.draft_vocab_size = flags.speculation.draft_vocab_size;
   config.speculative_skip_layers = flags.speculation.speculative_skip_layers;
   config.speculative_tree_width = flags.speculation.speculative_tree_width;
+  config.draft_threads = flags.speculation.draft_threads;
+  config.speculative_draft_ahead = flags.speculation.speculative_draft_ahead;
   // An offline run knows its sequences: the automatic KV pool holds exactly
   // them at full context, not max_num_seqs' default of 256, so a run of one
   // prompt does not fault in gigabytes at start; and as no sequence can then
@@ -129,7 +131,9 @@ void report(const engine_stats& before, const engine_stats& after, double second
             << " tokens/s; decode " << decode_rate << " tokens/s) in " << steps << " steps; drafts: " << rounds
             << " runs, " << drafts << " tokens, " << accepted << " accepted ("
             << (drafts ? 100.0 * static_cast<double>(accepted) / drafts : 0.0) << "%), mean accepted per run "
-            << (rounds ? static_cast<double>(accepted) / rounds : 0.0) << "\n";
+            << (rounds ? static_cast<double>(accepted) / rounds : 0.0) << "; drafted ahead "
+            << after.spec_decode_num_ahead_drafts - before.spec_decode_num_ahead_drafts << ", used "
+            << after.spec_decode_num_ahead_used - before.spec_decode_num_ahead_used << "\n";
 }
 
 }  // namespace

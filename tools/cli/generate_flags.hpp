@@ -22,6 +22,8 @@ struct speculation_flags {
   std::int64_t draft_vocab_size = 0;        ///< draft: its LM head scores ids [0, this) only (0: every id)
   std::string speculative_skip_layers;
   int speculative_tree_width = 1;  ///< draft tree branches (1: chains)
+  int draft_threads = 0;           ///< draft, layerskip: the drafter's CPU threads (0: as many as --threads)
+  std::string speculative_draft_ahead = "auto";  ///< draft the next round during verification: auto | on | off
 };
 
 struct generate_flags {

@@ -1,0 +1,110 @@
+// The scheduler actor's drafts: a taken step's draft slots filled by prompt
+// lookup in place or by the drafter through the speculator, and the round
+// drafted ahead while a step is verified (docs/design.md, "Drafting ahead").
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "actors/scheduler_actor_state.hpp"
+
+namespace troupe::scheduler_flow {
+
+namespace {
+
+void drafts_done(self_ptr self, scheduled_step step) {
+  self->state.drafting = false;
+  dispatch(self, std::move(step));
+  try_step(self);
+}
+
+// The drafts a round drafted ahead holds, then a round for the rest. The
+// turn-down learns the wait for drafts as it was since `since`: none where
+// every sequence's guess held.
+void ask_drafter(self_ptr self, scheduled_step step, double since) {
+  auto& state = self->state;
+  std::vector<draft_ahead_book::ahead_drafts> hits = state.ahead.take(step);
+  state.loop->on_drafts_ahead(0, static_cast<std::int32_t>(hits.size()));
+  std::int32_t deepest = 0;
+  for (draft_ahead_book::ahead_drafts& hit : hits) {
+    deepest = std::max(deepest, static_cast<std::int32_t>(hit.drafts.size()));
+    const std::string problem =
+        state.loop->set_drafts(step, hit.sequence_index, std::move(hit.drafts), std::move(hit.probs));
+    if (!problem.empty()) spdlog::warn("scheduler: drafts drafted ahead refused: {}", problem);
+  }
+  auto request = std::make_shared<const draft_request>(draft_jobs(step));
+  if (request->jobs.empty()) {
+    if (!hits.empty()) state.loop->on_draft_round(static_cast<std::int32_t>(hits.size()), deepest, 0.0);
+    return drafts_done(self, std::move(step));
+  }
+  auto pending = std::make_shared<scheduled_step>(std::move(step));
+  const auto sequences = static_cast<std::int32_t>(request->jobs.size());
+  self->request(state.setup.speculator, state.setup.draft_timeout, atom::propose_v, std::move(request))
+      .then(
+          [self, pending, since, sequences](const draft_reply_ptr& reply) {
+            self->state.loop->on_draft_round(sequences, reply->steps, self->state.now() - since);
+            for (const drafted& out : reply->sequences) {
+              const std::string problem =
+                  self->state.loop->set_drafts(*pending, out.sequence_index, out.drafts, out.probs, out.parents);
+              if (!problem.empty()) spdlog::warn("scheduler: drafts refused: {}", problem);
+            }
+            drafts_done(self, std::move(*pending));
+          },
+          [self, pending](const caf::error& error) {
+            spdlog::warn("scheduler: no drafts for step {}: {}", pending->id, caf::to_string(error));
+            drafts_done(self, std::move(*pending));
+          });
+}
+
+}  // namespace
+
+// Prompt lookup fills the draft slots in place; a draft model is asked
+// through the speculator, and the step waits for its answer (or its failure:
+// then it runs without drafts).
+void fill_drafts(self_ptr self, scheduled_step step) {
+  auto& state = self->state;
+  const bool has_slots = std::any_of(step.sequences.begin(), step.sequences.end(),
+                                     [](const scheduled_sequence& seq) { return seq.draft_slots > 0; });
+  if (!has_slots || state.setup.speculation == speculative_method::off) return drafts_done(self, std::move(step));
+  if (state.setup.speculation == speculative_method::ngram) {
+    for (auto& [index, tree] : lookup_drafts(step, state.loop->core().config().prompt_lookup))
+      state.loop->set_drafts(step, index, std::move(tree.drafts), {}, std::move(tree.parents));
+    return drafts_done(self, std::move(step));
+  }
+  state.drafting = true;
+  if (state.ahead_in_flight) {
+    state.awaiting_ahead = std::make_shared<scheduled_step>(std::move(step));
+    state.awaiting_since = state.now();
+    return;
+  }
+  ask_drafter(self, std::move(step), state.now());
+}
+
+// The next round for the sequences of a step just dispatched, drafted while
+// the target verifies it. A step whose drafts are wanted meanwhile waits for
+// this answer (fill_drafts), which may hold them.
+void draft_ahead(self_ptr self, const scheduled_step& step) {
+  auto& state = self->state;
+  if (!state.setup.draft_ahead || state.ahead_in_flight) return;
+  auto asked = std::make_shared<const draft_request>(ahead_draft_jobs(step, state.setup.block_size));
+  if (asked->jobs.empty()) return;
+  state.ahead_in_flight = true;
+  const auto resume = [self] {
+    self->state.ahead_in_flight = false;
+    if (auto step = std::move(self->state.awaiting_ahead))
+      ask_drafter(self, std::move(*step), self->state.awaiting_since);
+  };
+  self->request(state.setup.speculator, state.setup.draft_timeout, atom::propose_v, asked)
+      .then(
+          [self, asked, resume](const draft_reply_ptr& reply) {
+            self->state.loop->on_drafts_ahead(static_cast<std::int32_t>(asked->jobs.size()), 0);
+            self->state.ahead.record(*asked, *reply);
+            resume();
+          },
+          [resume](const caf::error& error) {
+            spdlog::warn("scheduler: no drafts drafted ahead: {}", caf::to_string(error));
+            resume();
+          });
+}
+
+}  // namespace troupe::scheduler_flow
