@@ -128,7 +128,10 @@ draft_request ahead_draft_jobs(const scheduled_step& step, std::int32_t block_si
     const logits_row_hook* row = first + chain;
     const auto context = static_cast<std::int64_t>(row->prompt_tokens.size() + row->output_tokens.size());
     const std::int64_t covered = static_cast<std::int64_t>(seq.block_table.size()) * block_size;
-    const std::int64_t slots = std::min<std::int64_t>(static_cast<std::int64_t>(chain) + 1, covered - context + 1);
+    // The guess, then as deep a chain as this step's slots planned (not the
+    // chain it got: a short one would make every later round as short).
+    const std::int64_t depth = (seq.draft_slots + std::max(1, seq.tree_width) - 1) / std::max(1, seq.tree_width);
+    const std::int64_t slots = std::min<std::int64_t>(std::max<std::int64_t>(depth, 1) + 1, covered - context + 1);
     if (slots < 2) continue;
     request.jobs.push_back(job_from_row(step, i, *row, static_cast<std::int32_t>(slots)));
     request.jobs.back().tree_width = 1;  // a chain ahead, whatever the step's width

@@ -43,7 +43,8 @@ draft_request draft_jobs(const scheduled_step& step);
 /// chain (all of a chain; a tree's leading nodes that each follow the one
 /// before, a draft model's chain): the bonus token's guess and one next
 /// draft. Its context runs through that chain, its slots as far as those
-/// blocks reach, at most the chain's length + 1.
+/// blocks reach, at most the depth of the step's draft slots
+/// (ceil(draft_slots / tree_width)) + 1.
 draft_request ahead_draft_jobs(const scheduled_step& step, std::int32_t block_size);
 
 /// Whether the scheduler drafts ahead (knob speculative_draft_ahead: "on",

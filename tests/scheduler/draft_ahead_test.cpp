@@ -63,11 +63,13 @@ TEST(DraftAhead, AChainGetsAJobThroughItsLastDraftWithTheSlotsItsBlocksCover) {
   EXPECT_EQ(job.seq, seq_id);
   EXPECT_EQ(job.tokens, (std::vector<std::int32_t>{1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13}));
   EXPECT_EQ(job.prompt_length, 5);
-  EXPECT_EQ(job.slots, 4) << "the guess and as many drafts as were verified";
+  EXPECT_EQ(job.slots, 5) << "the guess and as many drafts as the step had slots for";
   EXPECT_EQ(job.token_index, first_index + 3) << "the first draft drawn is the bonus token's";
   EXPECT_EQ(job.block_table, full.step.sequences[0].block_table);
   EXPECT_EQ(job.seed, 99u);
 
+  // Fewer drafts than slots (a proposer may give fewer): the next round is as deep as the slots.
+  EXPECT_EQ(ahead_draft_jobs(hand_step(prompt, outputs, 4, {11}, 4).step, 4).jobs.at(0).slots, 5);
   // 3 blocks cover positions 0..11: the last draft at 10, then the guess at 11 and one more draft.
   EXPECT_EQ(ahead_draft_jobs(hand_step(prompt, outputs, 4, drafts, 3).step, 4).jobs.at(0).slots, 2);
   // One prompt token more: only the guess fits, which is no next draft.
@@ -79,6 +81,7 @@ TEST(DraftAhead, ATreeIsDraftedAheadAfterItsFirstChain) {
   // The draft model's tree: its chain 11, 12, then 13 a runner-up beside 12.
   hand_step tree(prompt, outputs, 4, drafts, 4);
   tree.step.sequences[0].draft_parents = {0, 1, 1};
+  tree.step.sequences[0].tree_width = 2;
   std::vector<std::int32_t> path = outputs;  // the runner-up's row sees 11, 13
   path.insert(path.end(), {11, 13});
   tree.step.rows[3].output_tokens = path;
@@ -86,7 +89,7 @@ TEST(DraftAhead, ATreeIsDraftedAheadAfterItsFirstChain) {
   const draft_request request = ahead_draft_jobs(tree.step, 4);
   ASSERT_EQ(request.jobs.size(), 1u);
   EXPECT_EQ(request.jobs[0].tokens, (std::vector<std::int32_t>{1, 2, 3, 4, 5, 6, 7, 8, 11, 12}));
-  EXPECT_EQ(request.jobs[0].slots, 3);
+  EXPECT_EQ(request.jobs[0].slots, 3) << "a tree of 4 slots and width 2 is 2 deep, then the guess";
   EXPECT_EQ(request.jobs[0].token_index, first_index + 2);
   EXPECT_EQ(request.jobs[0].tree_width, 1) << "drafted ahead as a chain";
   // A tree whose first node is a runner-up beside nothing: no chain to follow.
