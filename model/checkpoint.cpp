@@ -114,7 +114,8 @@ std::vector<std::int64_t> hf_matrix_shape(const gguf_tensor& tensor) {
 
 // True when most of a GGUF file's layer matrices are stored in codes that
 // need 5 to 8 bits on a linear grid (Q5_0, Q5_1, Q5_K, Q6_K, Q8_0, IQ4_NL,
-// IQ4_XS).
+// IQ4_XS, and Q2_K / Q3_K, whose scales per 16 weights put a group of 32 on
+// no 4-bit grid).
 bool gguf_layers_mostly_5_to_8_bits(const gguf_file& file) {
   int finer = 0, all = 0;
   for (const auto& [type, count] : gguf_layer_types(file)) {

@@ -32,6 +32,11 @@ constexpr type_info supported_types[] = {
     {ggml_type::q4_1, "Q4_1", 32, 20, 4},
     {ggml_type::q5_0, "Q5_0", 32, 22, 5},
     {ggml_type::q5_1, "Q5_1", 32, 24, 5},
+    // Q3_K's values are d·k·q, k·q in -128..124: 8 bits on a linear grid. Q2_K's
+    // d·s·q - dmin·m (s·q in 0..45) shift by a minimum per 16: no small grid
+    // holds a group of 32 of either, and int8 per row comes closest.
+    {ggml_type::q2_k, "Q2_K", 256, 84, 8},
+    {ggml_type::q3_k, "Q3_K", 256, 110, 8},
     {ggml_type::q4_k, "Q4_K", 256, 144, 4},
     {ggml_type::q5_k, "Q5_K", 256, 176, 5},
     {ggml_type::q6_k, "Q6_K", 256, 210, 6},
@@ -49,9 +54,9 @@ std::string supported_type_names() {
 
 // ggml types troupe recognises but cannot convert, by number: named in errors.
 constexpr std::pair<std::uint32_t, std::string_view> unsupported_types[] = {
-    {9, "Q8_1"},   {10, "Q2_K"},  {11, "Q3_K"},  {15, "Q8_K"},  {16, "IQ2_XXS"}, {17, "IQ2_XS"}, {18, "IQ3_XXS"},
-    {19, "IQ1_S"}, {21, "IQ3_S"}, {22, "IQ2_S"}, {24, "I8"},    {25, "I16"},     {26, "I32"},    {27, "I64"},
-    {28, "F64"},   {29, "IQ1_M"}, {34, "TQ1_0"}, {35, "TQ2_0"}, {39, "MXFP4"},
+    {9, "Q8_1"},   {15, "Q8_K"},  {16, "IQ2_XXS"}, {17, "IQ2_XS"}, {18, "IQ3_XXS"}, {19, "IQ1_S"},
+    {21, "IQ3_S"}, {22, "IQ2_S"}, {24, "I8"},      {25, "I16"},    {26, "I32"},     {27, "I64"},
+    {28, "F64"},   {29, "IQ1_M"}, {34, "TQ1_0"},   {35, "TQ2_0"},  {39, "MXFP4"},
 };
 
 const type_info* find_type(std::uint32_t id) {

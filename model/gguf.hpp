@@ -53,6 +53,8 @@ enum class ggml_type : std::uint32_t {
   q5_0 = 6,
   q5_1 = 7,
   q8_0 = 8,
+  q2_k = 10,
+  q3_k = 11,
   q4_k = 12,
   q5_k = 13,
   q6_k = 14,
@@ -69,7 +71,8 @@ std::uint64_t ggml_block_elements(ggml_type type);
 std::uint64_t ggml_block_bytes(ggml_type type);
 /// Bits a weight of a quantised type needs on a linear grid to hold its
 /// stored value exactly (Q8_0 8, Q6_K 6, Q5_* 5, Q4_* 4, IQ4_NL / IQ4_XS 8:
-/// their 16 levels are int8 values); 0 for plain floats.
+/// their 16 levels are int8 values; Q3_K 8: d·k·q with k·q in -128..124;
+/// Q2_K 8: its minimums per 16 weights fit no smaller grid); 0 for plain floats.
 int ggml_code_bits(ggml_type type);
 
 /// One metadata value. Scalars are held widened; strings and string arrays

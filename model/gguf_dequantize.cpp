@@ -81,6 +81,54 @@ void q5_block(const std::byte* block, float* out, bool with_min) {
 void q5_0_block(const std::byte* block, float* out) { q5_block(block, out, false); }
 void q5_1_block(const std::byte* block, float* out) { q5_block(block, out, true); }
 
+// Element e of a 256-block whose 2-bit codes fill 64 bytes as Q2_K and
+// Q3_K pack them: two halves of 128 elements, each 32 bytes whose bit pairs
+// 2j, 2j + 1 hold elements 32j .. 32j + 31 of the half.
+int two_bit_code(const std::uint8_t* codes, int e) {
+  const int half = e / 128, j = (e % 128) / 32, l = e % 32;
+  return (codes[32 * half + l] >> (2 * j)) & 3;
+}
+
+// Q2_K: 256 elements as 16 sub-blocks of 16; 16 bytes of scales (low
+// nibble) and mins (high nibble), 64 bytes of 2-bit codes, f16 d and dmin;
+// x = d * scale * q - dmin * min.
+void q2_k_block(const std::byte* block, float* out) {
+  std::uint8_t scales[16], codes[64];
+  std::memcpy(scales, block, 16);
+  std::memcpy(codes, block + 16, 64);
+  const float d = load_f16(block + 80);
+  const float dmin = load_f16(block + 82);
+  for (int e = 0; e < 256; ++e) {
+    const std::uint8_t sm = scales[e / 16];
+    out[e] = d * static_cast<float>(sm & 0x0f) * static_cast<float>(two_bit_code(codes, e)) -
+             dmin * static_cast<float>(sm >> 4);
+  }
+}
+
+// Q3_K: 256 elements as 16 sub-blocks of 16; 32 bytes of high bits (bit k
+// of byte l is element 32k + l's), 64 bytes of 2-bit codes as Q2_K's, 12
+// bytes of 6-bit scales, f16 d. Scale i's low nibble is byte i's (i < 8) or
+// byte i - 8's high nibble; its top two bits are bits 2(i / 4) of byte
+// 8 + i % 4. q = code - 4 where the high bit is clear, code where it is
+// set; x = d * (scale - 32) * q.
+void q3_k_block(const std::byte* block, float* out) {
+  std::uint8_t high[32], codes[64], packed[12];
+  std::memcpy(high, block, 32);
+  std::memcpy(codes, block + 32, 64);
+  std::memcpy(packed, block + 96, 12);
+  const float d = load_f16(block + 108);
+  float scales[16];
+  for (int i = 0; i < 16; ++i) {
+    const int low = (packed[i % 8] >> (4 * (i / 8))) & 0x0f;
+    const int top = (packed[8 + i % 4] >> (2 * (i / 4))) & 3;
+    scales[i] = d * static_cast<float>((low | (top << 4)) - 32);
+  }
+  for (int e = 0; e < 256; ++e) {
+    const int set = (high[e % 32] >> (e / 32)) & 1;
+    out[e] = scales[e / 16] * static_cast<float>(two_bit_code(codes, e) - (set ? 0 : 4));
+  }
+}
+
 // Q4_K: 256 elements as 8 sub-blocks of 32; f16 d and dmin, 12 bytes of
 // scales/mins, 128 bytes of nibbles (each 32 bytes hold two sub-blocks:
 // low nibbles first, then high); x = d * scale * q - dmin * min.
@@ -191,10 +239,10 @@ struct block_expander {
 };
 
 constexpr block_expander block_expanders[] = {
-    {ggml_type::q8_0, q8_0_block},     {ggml_type::q4_0, q4_0_block}, {ggml_type::q4_1, q4_1_block},
-    {ggml_type::q5_0, q5_0_block},     {ggml_type::q5_1, q5_1_block}, {ggml_type::q4_k, q4_k_block},
-    {ggml_type::q5_k, q5_k_block},     {ggml_type::q6_k, q6_k_block}, {ggml_type::iq4_nl, iq4_nl_block},
-    {ggml_type::iq4_xs, iq4_xs_block},
+    {ggml_type::q8_0, q8_0_block}, {ggml_type::q4_0, q4_0_block},     {ggml_type::q4_1, q4_1_block},
+    {ggml_type::q2_k, q2_k_block}, {ggml_type::q3_k, q3_k_block},     {ggml_type::q5_0, q5_0_block},
+    {ggml_type::q5_1, q5_1_block}, {ggml_type::q4_k, q4_k_block},     {ggml_type::q5_k, q5_k_block},
+    {ggml_type::q6_k, q6_k_block}, {ggml_type::iq4_nl, iq4_nl_block}, {ggml_type::iq4_xs, iq4_xs_block},
 };
 
 }  // namespace

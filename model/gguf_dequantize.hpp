@@ -1,7 +1,7 @@
 #pragma once
 // Expansion of GGUF tensor data (plain floats and the block-quantised ggml
-// formats Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)
-// to f32, following the block layouts ggml documents.
+// formats Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL,
+// IQ4_XS) to f32, following the block layouts ggml documents.
 
 #include <cstddef>
 #include <cstdint>

@@ -3,8 +3,9 @@ in llama.cpp's Q4_K_M mix (its layers with a Q6_K matrix as int8) and an
 AWQ directory (tests/fixtures/) run in troupe's int4 formats by default
 (`--quantization auto`), answer completions, and `--quantization none`
 expands them to bf16 instead. A GPTQ act-order directory (its activations
-permuted per layer), an 8-bit GPTQ one and GGUFs in llama.cpp's Q5_K_M mix
-and IQ4_NL (all three run as int8) answer chat.
+permuted per layer), an 8-bit GPTQ one and GGUFs in llama.cpp's Q5_K_M mix,
+IQ4_NL and Q2_K (all four run as int8) and Q3_K_M (its Q4_K layers as
+stored, the rest int8) answer chat.
 """
 
 import os
@@ -21,6 +22,8 @@ Q4_0 = FIXTURES / "gguf" / "llama_tiny_q4_0.gguf"
 Q4_K_M = FIXTURES / "gguf" / "llama_k256_q4_k_m.gguf"
 Q5_K_M = FIXTURES / "gguf" / "llama_k256_q5_k_m.gguf"
 IQ4_NL = FIXTURES / "gguf" / "llama_tiny_iq4_nl.gguf"
+Q2_K = FIXTURES / "gguf" / "llama_k256_q2_k.gguf"
+Q3_K_M = FIXTURES / "gguf" / "llama_k256_q3_k_m.gguf"
 AWQ = FIXTURES / "int4" / "llama_tiny_awq"
 ACT_ORDER = FIXTURES / "int4" / "llama_tiny_gptq_act_order"
 GPTQ_8_BIT = FIXTURES / "int4" / "llama_tiny_gptq_8bit"
@@ -59,7 +62,8 @@ def test_stored_4_bit_checkpoints_run_as_stored_by_default(model, expected):
 
 
 @pytest.mark.parametrize("model,expected", [(ACT_ORDER, "int4_asym"), (GPTQ_8_BIT, "int8"), (Q5_K_M, "int8"),
-                                            (IQ4_NL, "int8")])
+                                            (IQ4_NL, "int8"), (Q2_K, "int8"),
+                                            (Q3_K_M, "int4_asym (4 of 8 projections int8)")])
 def test_gptq_act_order_and_8_bit_checkpoints_answer_chat(model, expected):
     server = LiveServer(["--model", str(model), "--threads", "1"])
     try:

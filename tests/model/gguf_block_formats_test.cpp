@@ -81,24 +81,6 @@ TEST(KQuantGguf, Q4_KMatricesKeepTheirCodesAndExpandTheQ6_KOnes) {
   EXPECT_EQ(q6_k, 2 * layers);  // v, down
 }
 
-// `file` under `auto` (int8 LM head) against the file expanded to bf16
-// (`none`): the largest logit difference over the largest logit, recorded as
-// a test property; the greedy continuations must agree.
-double error_against_expanded(const std::filesystem::path& file, weight_quantization expected) {
-  const quantized_checkpoint native = open_for_quantization(file, "auto", true, {.show_progress = false});
-  const quantized_checkpoint expanded = open_for_quantization(file, "none", true, {.show_progress = false});
-  EXPECT_EQ(native.quantization, expected);
-  EXPECT_EQ(expanded.quantization, weight_quantization::none);
-  EXPECT_NE(expanded.weights.weights().layers[0].q_proj->data, nullptr);
-  const testing::prompt_run a =
-      testing::run_fixed_prompt(native.weights, native.quantization, weight_quantization::int8);
-  const testing::prompt_run b = testing::run_fixed_prompt(expanded.weights, expanded.quantization);
-  const double error = testing::relative_max_error(a.logits, b.logits);
-  ::testing::Test::RecordProperty("relative_error", std::to_string(error));
-  EXPECT_EQ(a.greedy, b.greedy);
-  return error;
-}
-
 // `auto` keeps the Q4_K matrices as int4_asym and runs the linears with a
 // Q6_K part (q/k/v, down) as int8 (llama_model's linear_format); `none`
 // runs the whole file expanded to bf16. Measured max |Δlogit| / max |logit|
@@ -106,7 +88,7 @@ double error_against_expanded(const std::filesystem::path& file, weight_quantiza
 // side): 0.0254; rounding the Q6_K matrices to int4_asym instead gave 0.20,
 // and the whole file requantised to int8 0.039.
 TEST(KQuantGguf, NativeQ4_KRunsLikeTheExpandedFile) {
-  EXPECT_LE(error_against_expanded(q4_k_m, weight_quantization::int4_asym), 0.04);
+  EXPECT_LE(testing::error_against_expanded(q4_k_m, weight_quantization::int4_asym), 0.04);
   // No int4 kernels (cuda): expanded, run as stored.
   EXPECT_EQ(open_for_quantization(q4_k_m, "auto", false, {.show_progress = false}).quantization,
             weight_quantization::none);
@@ -116,7 +98,7 @@ TEST(KQuantGguf, NativeQ4_KRunsLikeTheExpandedFile) {
 // expands it and runs int8 per output row. Measured max |Δlogit| / max
 // |logit| against the file expanded to bf16: 0.0304.
 TEST(KQuantGguf, AQ5_KMFileRunsAsInt8LikeTheExpandedFile) {
-  EXPECT_LE(error_against_expanded(q5_k_m, weight_quantization::int8), 0.06);
+  EXPECT_LE(testing::error_against_expanded(q5_k_m, weight_quantization::int8), 0.06);
   const checkpoint opened = checkpoint::open(q5_k_m, {.show_progress = false, .keep_int4 = true});
   EXPECT_TRUE(opened.stored_5_to_8_bits());
   EXPECT_EQ(opened.stored_quantization(), weight_quantization::none);
@@ -166,7 +148,7 @@ TEST(KQuantGguf, BlockFormatsNotKeptAreExpandedOnlyAsTheBackendPreparesThem) {
 // the file expanded to bf16: 0.0204.
 TEST(Iq4Gguf, AnIq4NlFileRunsAsInt8LikeTheExpandedFile) {
   const auto iq4_nl = fixtures / "llama_tiny_iq4_nl.gguf";
-  EXPECT_LE(error_against_expanded(iq4_nl, weight_quantization::int8), 0.03);
+  EXPECT_LE(testing::error_against_expanded(iq4_nl, weight_quantization::int8), 0.03);
   const quantized_checkpoint opened = open_for_quantization(iq4_nl, "auto", true, {.show_progress = false});
   EXPECT_EQ(opened.weights.weights().layers[0].q_proj->stored_bits, 8);
   EXPECT_NE(opened.weights.weights().layers[0].q_proj->rows, nullptr);

@@ -21,9 +21,10 @@ TEST(GgufDequantize, BlocksExpandLikeTheGgufPackage) {
   const auto blocks =
       boost::json::parse(read_file(std::filesystem::path(TROUPE_FIXTURES_DIR) / "gguf/quant_blocks.json")).as_object();
   const std::map<std::string, ggml_type> types = {
-      {"Q8_0", ggml_type::q8_0},     {"Q4_0", ggml_type::q4_0},    {"Q4_1", ggml_type::q4_1}, {"Q4_K", ggml_type::q4_k},
-      {"Q6_K", ggml_type::q6_k},     {"Q5_0", ggml_type::q5_0},    {"Q5_1", ggml_type::q5_1}, {"Q5_K", ggml_type::q5_k},
-      {"IQ4_NL", ggml_type::iq4_nl}, {"IQ4_XS", ggml_type::iq4_xs}};
+      {"Q8_0", ggml_type::q8_0},     {"Q4_0", ggml_type::q4_0}, {"Q4_1", ggml_type::q4_1},
+      {"Q4_K", ggml_type::q4_k},     {"Q6_K", ggml_type::q6_k}, {"Q5_0", ggml_type::q5_0},
+      {"Q5_1", ggml_type::q5_1},     {"Q5_K", ggml_type::q5_k}, {"IQ4_NL", ggml_type::iq4_nl},
+      {"IQ4_XS", ggml_type::iq4_xs}, {"Q2_K", ggml_type::q2_k}, {"Q3_K", ggml_type::q3_k}};
   for (const auto& [name, type] : types) {
     const auto& entry = blocks.at(name).as_object();
     const std::string hex(entry.at("hex").as_string());

@@ -154,9 +154,9 @@ TEST(GgufReader, RefusesOffsetsOutsideTheFileOverlapsAndMisalignment) {
 
 TEST(GgufReader, RefusesUnknownTypesBadBlocksAndOverflowingShapes) {
   EXPECT_THAT(open_error(two_tensors(32, 99)), HasSubstr("tensor 'b': unknown type 99"));
-  EXPECT_THAT(open_error(two_tensors(32, 11)),
-              HasSubstr("tensor 'b': unsupported type Q3_K (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
-                        "Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)"));
+  EXPECT_THAT(open_error(two_tensors(32, 18)),
+              HasSubstr("tensor 'b': unsupported type IQ3_XXS (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
+                        "Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)"));
   EXPECT_THAT(open_error(gguf_bytes({}, {{"q", {33, 2}, q8_0_type, 0}}, std::string(96, '\0'))),
               HasSubstr("tensor 'q': row length 33 is not a multiple of the Q8_0 block of 32"));
   EXPECT_THAT(open_error(gguf_bytes({}, {{"big", {1ull << 40, 1ull << 40}, f32_type, 0}}, "")),

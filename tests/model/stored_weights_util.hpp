@@ -1,10 +1,15 @@
 #pragma once
 // Helpers of the tests of checkpoints stored quantised (GGUF 4-bit and
 // K-quant files): a kept 4-bit matrix packed as the CPU backend packs it,
-// and the one prompt every such test runs through a model.
+// the one prompt every such test runs through a model, and a file run as
+// `auto` chooses against the file expanded.
+
+#include <gtest/gtest.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "kernels/backend.hpp"
@@ -13,6 +18,7 @@
 #include "model/batch_runner.hpp"
 #include "model/checkpoint.hpp"
 #include "model/llama_model.hpp"
+#include "tests/model/model_test_util.hpp"
 
 namespace troupe::testing {
 
@@ -62,6 +68,24 @@ inline prompt_run run_fixed_prompt(const checkpoint& weights, weight_quantizatio
   request.params.temperature = 0.0;
   out.greedy = runner.generate({request})[0].tokens;
   return out;
+}
+
+/// `file` under `auto` (int8 LM head) against the file expanded to bf16
+/// (`none`): the largest logit difference over the largest logit, recorded
+/// as a test property; `auto` must choose `expected`, and the greedy
+/// continuations must agree.
+inline double error_against_expanded(const std::filesystem::path& file, weight_quantization expected) {
+  const quantized_checkpoint native = open_for_quantization(file, "auto", true, {.show_progress = false});
+  const quantized_checkpoint expanded = open_for_quantization(file, "none", true, {.show_progress = false});
+  EXPECT_EQ(native.quantization, expected);
+  EXPECT_EQ(expanded.quantization, weight_quantization::none);
+  EXPECT_NE(expanded.weights.weights().layers[0].q_proj->data, nullptr);
+  const prompt_run a = run_fixed_prompt(native.weights, native.quantization, weight_quantization::int8);
+  const prompt_run b = run_fixed_prompt(expanded.weights, expanded.quantization);
+  const double error = relative_max_error(a.logits, b.logits);
+  ::testing::Test::RecordProperty("relative_error", std::to_string(error));
+  EXPECT_EQ(a.greedy, b.greedy);
+  return error;
 }
 
 }  // namespace troupe::testing
