@@ -146,6 +146,9 @@ std::string describe_linear_formats(const llama_model& model, weight_quantizatio
       if (format != quantization) ++others[format];
     }
   }
+  // Every projection in another format (a Q2_K file: its Q4_K attn_v kept, but in q/k/v beside Q2_K
+  // parts, so every projection int8): that format alone.
+  if (others.size() == 1 && others.begin()->second == all) return std::string(quantization_name(others.begin()->first));
   std::string out(quantization_name(quantization));
   for (const auto& [format, count] : others)
     out += " (" + std::to_string(count) + " of " + std::to_string(all) + " projections " +
