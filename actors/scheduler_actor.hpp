@@ -35,8 +35,9 @@ struct scheduler_setup {
   speculator_actor speculator;                               ///< draft, layerskip: the draft model's actor
   /// A round of drafting slower than this is given up (the step runs without drafts).
   caf::timespan draft_timeout = std::chrono::seconds(60);
-  /// Draft the next round while the target verifies (draft_ahead.hpp; knob speculative_draft_ahead).
-  bool draft_ahead = false;
+  /// The drafter runs on compute the target does not use (speculation.hpp,
+  /// drafter_has_own_compute): knob speculative_draft_ahead's auto drafts ahead then.
+  bool drafter_own_compute = false;
   std::int32_t block_size = 16;  ///< tokens per KV block (the blocks an ahead round may write through)
 };
 

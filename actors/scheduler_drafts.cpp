@@ -85,7 +85,9 @@ void fill_drafts(self_ptr self, scheduled_step step) {
 // this answer (fill_drafts), which may hold them.
 void draft_ahead(self_ptr self, const scheduled_step& step) {
   auto& state = self->state;
-  if (!state.setup.draft_ahead || state.ahead_in_flight) return;
+  if (state.ahead_in_flight ||
+      !drafts_ahead(state.loop->core().config().speculative_draft_ahead, state.setup.drafter_own_compute))
+    return;
   auto asked = std::make_shared<const draft_request>(ahead_draft_jobs(step, state.setup.block_size));
   if (asked->jobs.empty()) return;
   state.ahead_in_flight = true;

@@ -266,11 +266,14 @@ troupe_handles spawn_troupe(caf::actor_system& system, const engine_config& conf
     handles.draft_executor = spawn_draft_executor(system, model.drafter, config.block_size);
     handles.speculator = spawn_speculator(system, {.draft_executor = handles.draft_executor});
     setup.speculator = handles.speculator;
-    setup.draft_ahead = drafts_ahead(config.speculative_draft_ahead, model.drafter->device->name() == "cpu",
-                                     config.threads, config.draft_threads, available_cores());
+    setup.drafter_own_compute = drafter_has_own_compute(model.drafter->device->name() == "cpu", config.threads,
+                                                        config.draft_threads, available_cores());
     setup.block_size = config.block_size;
-    spdlog::info("speculative decoding: the next round is drafted during verification: {}",
-                 setup.draft_ahead ? "yes" : "no (knob speculative_draft_ahead)");
+    const bool ahead = drafts_ahead(setup.loop.scheduler.speculative_draft_ahead, setup.drafter_own_compute);
+    spdlog::info(
+        "speculative decoding: the next round is drafted during verification: {} (knob "
+        "speculative_draft_ahead {}; the drafter {} compute of its own)",
+        ahead ? "yes" : "no", config.speculative_draft_ahead, setup.drafter_own_compute ? "has" : "has no");
   }
   handles.scheduler = spawn_scheduler(system, std::move(setup), handles.clock_start);
 

@@ -191,13 +191,18 @@ std::vector<knob_spec> engine_knobs() {
                "speculative draft, layerskip: draft the next round while the target verifies, guessing every "
                "draft and the bonus token right (the drafts are used only when the guess held); auto: on where "
                "the drafter does not share the target's compute (cuda, or cpu threads + draft_threads within "
-               "the cores)"),
+               "the cores)",
+               true),
           text("speculative_skip_layers", "", {},
                "layerskip: decoder layers the drafter skips, e.g. \"4-7\" or \"1,3,5\" (empty: the upper half)"),
           integer("prompt_lookup_max", 4, 1, 64, "tokens", "ngram: longest suffix matched against the context"),
           integer("prompt_lookup_min", 1, 1, 64, "tokens", "ngram: shortest suffix matched against the context"),
           integer("num_speculative_tokens", 0, 0, 16, "tokens",
                   "speculative decoding: draft tokens verified per decoding sequence and step at most (0: off)", true),
+          boolean("speculative_turn_down", true,
+                  "speculative decoding: a decode speculates only where the measured costs say it pays; false: every "
+                  "eligible decode speculates up to speculative_max_batch (to measure the proposer alone)",
+                  true),
           boolean("speculative_adaptive", true,
                   "speculative decoding: each sequence's draft length follows its acceptance rate", true),
           integer("speculative_max_batch", 16, 0, 65536, "sequences",

@@ -11,7 +11,7 @@ void draft_ahead_book::record(const draft_request& request, const draft_reply& r
     // The first draft is the guess for the bonus token; without one after it there is nothing to keep.
     if (job == request.jobs.end() || out.drafts.size() < 2 || !out.parents.empty()) continue;
     guess kept;
-    // The outputs the next step's must be: the job's (through the drafts being verified) and the guess.
+    // The outputs the next step's sequence must have: the job's (through the drafts being verified), then the guess.
     kept.outputs.assign(job->tokens.begin() + job->prompt_length, job->tokens.end());
     kept.outputs.push_back(out.drafts.front());
     kept.context = job->tokens.size() + 1;
@@ -33,7 +33,7 @@ std::vector<draft_ahead_book::ahead_drafts> draft_ahead_book::take(const schedul
     const scheduled_sequence& seq = step.sequences[i];
     const auto it = kept_.find(seq.seq);
     if (it == kept_.end()) continue;
-    const guess kept = std::move(it->second);
+    guess kept = std::move(it->second);
     kept_.erase(it);
     if (seq.draft_slots <= 0 || !seq.drafts.empty()) continue;
     const auto row = std::find_if(step.rows.begin(), step.rows.end(),
@@ -43,7 +43,7 @@ std::vector<draft_ahead_book::ahead_drafts> draft_ahead_book::take(const schedul
     if (row->token_index != kept.token_index || row->prompt_tokens.size() + outputs.size() != kept.context ||
         !std::equal(outputs.begin(), outputs.end(), kept.outputs.begin(), kept.outputs.end()))
       continue;
-    ahead_drafts hit{.sequence_index = i, .drafts = kept.drafts, .probs = kept.probs};
+    ahead_drafts hit{.sequence_index = i, .drafts = std::move(kept.drafts), .probs = std::move(kept.probs)};
     const auto slots = static_cast<std::size_t>(seq.draft_slots);
     if (hit.drafts.size() > slots) {
       if (!hit.probs.empty()) hit.probs.resize(hit.probs.size() / hit.drafts.size() * slots);

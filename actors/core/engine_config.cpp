@@ -78,6 +78,7 @@ const std::pair<const char*, engine_field> engine_fields[] = {
     {"prompt_lookup_min", &engine_config::prompt_lookup_min},
     {"num_speculative_tokens", &engine_config::num_speculative_tokens},
     {"speculative_adaptive", &engine_config::speculative_adaptive},
+    {"speculative_turn_down", &engine_config::speculative_turn_down},
     {"speculative_max_batch", &engine_config::speculative_max_batch},
     {"speculative_tree_width", &engine_config::speculative_tree_width},
     {"test_fail_executor_after_steps", &engine_config::test_fail_executor_after_steps},

@@ -30,8 +30,10 @@ live_settings scheduler_loop::settings() const {
   settings.admission_watermark = config.admission_watermark;
   settings.num_speculative_tokens = config.num_speculative_tokens;
   settings.speculative_adaptive = config.speculative_adaptive;
+  settings.speculative_turn_down = config.speculative_turn_down;
   settings.speculative_max_batch = config.speculative_max_batch;
   settings.speculative_tree_width = config.speculative_tree_width;
+  settings.speculative_draft_ahead = draft_ahead_mode_name(config.speculative_draft_ahead);
   return settings;
 }
 
@@ -80,8 +82,14 @@ std::string scheduler_loop::configure(const settings_change& change, double now)
   if (change.admission_watermark) config.admission_watermark = *change.admission_watermark;
   if (change.num_speculative_tokens) config.num_speculative_tokens = *change.num_speculative_tokens;
   if (change.speculative_adaptive) config.speculative_adaptive = *change.speculative_adaptive;
+  if (change.speculative_turn_down) config.speculative_turn_down = *change.speculative_turn_down;
   if (change.speculative_max_batch) config.speculative_max_batch = *change.speculative_max_batch;
   if (change.speculative_tree_width) config.speculative_tree_width = *change.speculative_tree_width;
+  if (change.speculative_draft_ahead) {
+    const auto ahead = parse_draft_ahead_mode(*change.speculative_draft_ahead);
+    if (!ahead) return "unknown speculative_draft_ahead '" + *change.speculative_draft_ahead + "'";
+    config.speculative_draft_ahead = *ahead;
+  }
   if (change.policy && !make_policy(*change.policy)) return "unknown policy '" + *change.policy + "'";
   if (std::string problem = core_.set_config(config); !problem.empty()) return problem;
   if (change.policy) core_.set_policy(*change.policy, now);

@@ -107,7 +107,8 @@ scheduler::speculating_set scheduler::speculating_decodes(int cap) const {
         tree_candidate(e.acceptance, wanted_slots(*e.seq, lookup ? &e.match : nullptr), width, e.seq->fed_fraction));
   }
   const auto plain = static_cast<std::int32_t>(decodes.size());
-  const std::size_t chosen = speculation_costs_.worth_speculating(candidates, plain, plain);
+  const std::size_t chosen = config_.speculative_turn_down ? speculation_costs_.worth_speculating(candidates, plain, plain)
+                                                           : candidates.size();
   // Past the chosen prefix only probes stay: sequences left plain for long,
   // and those whose drafts were never verified (their acceptance and fill
   // are still the optimistic start, not a measurement).

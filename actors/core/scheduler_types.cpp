@@ -51,11 +51,16 @@ scheduler_config::scheduler_config(const engine_config& engine)
       enable_prefix_caching(engine.enable_prefix_caching),
       num_speculative_tokens(engine.num_speculative_tokens),
       speculative_adaptive(engine.speculative_adaptive),
+      speculative_turn_down(engine.speculative_turn_down),
       speculative_max_batch(engine.speculative_max_batch),
       speculative_tree_width(engine.speculative_tree_width) {
   const auto mode = parse_preemption_mode(engine.preemption_mode);
   if (!mode) throw std::runtime_error("knob 'preemption_mode': unknown mode '" + engine.preemption_mode + "'");
   preemption = *mode;
+  const auto ahead = parse_draft_ahead_mode(engine.speculative_draft_ahead);
+  if (!ahead)
+    throw std::runtime_error("knob 'speculative_draft_ahead': unknown mode '" + engine.speculative_draft_ahead + "'");
+  speculative_draft_ahead = *ahead;
   if (engine.speculative == "ngram")
     prompt_lookup = {.max_ngram = engine.prompt_lookup_max, .min_ngram = engine.prompt_lookup_min};
 }
@@ -89,6 +94,25 @@ std::optional<preemption_mode> parse_preemption_mode(std::string_view name) {
 }
 
 const char* preemption_kind_name(preemption_kind kind) { return kind == preemption_kind::swap ? "swap" : "recompute"; }
+
+const char* draft_ahead_mode_name(draft_ahead_mode mode) {
+  switch (mode) {
+    case draft_ahead_mode::automatic:
+      return "auto";
+    case draft_ahead_mode::on:
+      return "on";
+    case draft_ahead_mode::off:
+      return "off";
+  }
+  return "unknown";
+}
+
+std::optional<draft_ahead_mode> parse_draft_ahead_mode(std::string_view name) {
+  if (name == "auto") return draft_ahead_mode::automatic;
+  if (name == "on") return draft_ahead_mode::on;
+  if (name == "off") return draft_ahead_mode::off;
+  return std::nullopt;
+}
 
 request_spec make_request_spec(const generation_request& request, std::vector<std::int32_t> prompt_ids) {
   request_spec spec;

@@ -44,6 +44,19 @@ std::optional<preemption_mode> parse_preemption_mode(std::string_view name);
 /// "swap" or "recompute".
 const char* preemption_kind_name(preemption_kind kind);
 
+/// Whether the next draft round is drafted while the target verifies
+/// (knob speculative_draft_ahead; actors/core/draft_ahead.hpp).
+enum class draft_ahead_mode : std::uint8_t {
+  automatic,  ///< where the drafter has compute of its own (speculation.hpp, drafts_ahead)
+  on,
+  off,
+};
+
+/// "auto", "on", "off".
+const char* draft_ahead_mode_name(draft_ahead_mode mode);
+/// Parses a draft_ahead_mode_name; nullopt when unknown.
+std::optional<draft_ahead_mode> parse_draft_ahead_mode(std::string_view name);
+
 /// Tunables of every policy (each reads its own part). Those that are knobs
 /// come from the engine configuration; the others are fixed here.
 struct policy_config {
@@ -93,8 +106,10 @@ struct scheduler_config {
   std::uint64_t seed = 0x7472'6f75'7065ull;  ///< source of seeds for requests that bring none
   int num_speculative_tokens;                ///< k_max: draft slots per decoding sequence and step (0: off)
   bool speculative_adaptive;                 ///< each sequence's k follows its acceptance rate
+  bool speculative_turn_down;                ///< speculate only where the cost model says it pays (else every eligible)
   int speculative_max_batch;                 ///< no speculation in a step with more decoding sequences than this
   int speculative_tree_width;                ///< draft tree branches (1: chains); draft slots = k * width
+  draft_ahead_mode speculative_draft_ahead;  ///< read by the scheduler actor as it dispatches a step
   /// Prompt lookup (knob speculative = ngram; max_ngram 0 otherwise): the
   /// core looks each decode's match up as it plans, grants draft slots only
   /// where there is one and no more than it offers, and measures acceptance

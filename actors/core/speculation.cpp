@@ -139,12 +139,15 @@ draft_request ahead_draft_jobs(const scheduled_step& step, std::int32_t block_si
   return request;
 }
 
-bool drafts_ahead(std::string_view knob, bool drafter_on_cpu, int target_threads, int draft_threads, int cores) {
-  if (knob != "auto") return knob == "on";
+bool drafter_has_own_compute(bool drafter_on_cpu, int target_threads, int draft_threads, int cores) {
   if (!drafter_on_cpu) return true;
   const int target = target_threads > 0 ? target_threads : cores;
   const int draft = draft_threads > 0 ? draft_threads : target;
   return target + draft <= cores;
+}
+
+bool drafts_ahead(draft_ahead_mode mode, bool own_compute) {
+  return mode == draft_ahead_mode::on || (mode == draft_ahead_mode::automatic && own_compute);
 }
 
 std::vector<int> kept_layers(std::string_view skip, int num_layers) {

@@ -47,11 +47,13 @@ draft_request draft_jobs(const scheduled_step& step);
 /// (ceil(draft_slots / tree_width)) + 1.
 draft_request ahead_draft_jobs(const scheduled_step& step, std::int32_t block_size);
 
-/// Whether the scheduler drafts ahead (knob speculative_draft_ahead: "on",
-/// "off", or "auto": where the drafter does not share the target's compute,
-/// i.e. off the CPU, or on it with `target_threads` + `draft_threads`
-/// within `cores`; 0 threads means all cores).
-bool drafts_ahead(std::string_view knob, bool drafter_on_cpu, int target_threads, int draft_threads, int cores);
+/// Whether a drafter has compute the target does not use: off the CPU (its
+/// own stream), or on it with `target_threads` + `draft_threads` within
+/// `cores` (0 threads means all cores; 0 draft threads, as many as the target's).
+bool drafter_has_own_compute(bool drafter_on_cpu, int target_threads, int draft_threads, int cores);
+
+/// Whether the scheduler drafts ahead in `mode` (automatic: where the drafter has `own_compute`).
+bool drafts_ahead(draft_ahead_mode mode, bool own_compute);
 
 /// The layers a layer-skipping drafter of a `num_layers`-layer model runs,
 /// given the `speculative_skip_layers` knob ("4-7", "1,3,5", "0,6-7"; empty:

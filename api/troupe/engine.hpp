@@ -94,6 +94,7 @@ struct engine_config {
   int prompt_lookup_min;                ///< ngram: shortest suffix matched
   int num_speculative_tokens;           ///< speculative decoding: draft tokens per sequence and step at most (0: off)
   bool speculative_adaptive;            ///< speculative decoding: per-sequence draft length follows acceptance
+  bool speculative_turn_down;           ///< speculative decoding: only where measured costs say it pays
   int speculative_max_batch;            ///< speculative decoding: off in steps with more decoding sequences
   int speculative_tree_width;           ///< speculative decoding: draft tree branches (1: chains)
   int test_fail_executor_after_steps;   ///< testing hook: the executor fails after this many steps (-1: never)
@@ -147,8 +148,10 @@ struct live_settings {
   double admission_watermark = 0;  ///< fraction of device blocks
   int num_speculative_tokens = 0;
   bool speculative_adaptive = true;
+  bool speculative_turn_down = true;
   int speculative_max_batch = 0;
   int speculative_tree_width = 1;
+  std::string speculative_draft_ahead = "auto";  ///< auto, on, off
   // Request limits, checked at intake (and by the API before it).
   int max_n = 0;
   int max_stop_strings = 0;
@@ -181,8 +184,10 @@ struct settings_change {
   std::optional<double> admission_watermark;
   std::optional<int> num_speculative_tokens;
   std::optional<bool> speculative_adaptive;
+  std::optional<bool> speculative_turn_down;
   std::optional<int> speculative_max_batch;
   std::optional<int> speculative_tree_width;
+  std::optional<std::string> speculative_draft_ahead;
   std::optional<int> max_n;
   std::optional<int> max_stop_strings;
   std::optional<int> max_stop_string_bytes;

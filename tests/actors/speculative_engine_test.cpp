@@ -121,6 +121,7 @@ struct speculation_variant {
   std::string draft = "auto";
   std::int64_t draft_vocab_size = 0;  ///< the draft head's rows (0: all)
   std::string draft_ahead = "off";
+  bool turn_down = true;  ///< speculative_turn_down (false: every eligible decode speculates)
 };
 
 // Runs the workload with `proposer` (draft trees of `tree_width` branches)
@@ -135,6 +136,7 @@ void expect_lossless(const std::string& fixture, const std::string& proposer, co
   config.draft_quantization = formats.draft;
   config.draft_vocab_size = formats.draft_vocab_size;
   config.speculative_draft_ahead = formats.draft_ahead;
+  config.speculative_turn_down = formats.turn_down;
   config.batch_invariant = true;
   config.speculative = proposer;
   config.num_speculative_tokens = 4;
@@ -248,7 +250,8 @@ TEST(SpeculativeEngineQuantised, TheDraftRunsInTheTargetsFormatUnlessToldOtherwi
   for (const char* fixture : {"llama_bf16", "qwen3_f32"}) {
     SCOPED_TRACE(fixture);
     expect_lossless(fixture, "draft", "swap", 1, {weight_quantization::int4, "auto"});
-    expect_lossless(fixture, "draft", "recompute", 1, {weight_quantization::int4, "none"});
+    // Every decode speculates, so that the disagreements show whatever the turn-down would decide here.
+    expect_lossless(fixture, "draft", "recompute", 1, {weight_quantization::int4, "none", 0, "off", false});
   }
 }
 
@@ -261,8 +264,9 @@ TEST(SpeculativeEngineNarrowHead, ADraftHeadOfTheFirstIdsOnlyIsLossless) {
     SCOPED_TRACE(fixture);
     const std::int64_t vocab =
         checkpoint::open(servable_fixture(fixture), {.show_progress = false}).config().vocab_size;
-    expect_lossless(fixture, "draft", "swap", 1, {weight_quantization::none, "auto", vocab / 2});
-    expect_lossless(fixture, "draft", "recompute", 3, {weight_quantization::none, "auto", vocab / 2});
+    // Every decode speculates, so that the drafts the cut rules out show whatever the turn-down would decide.
+    expect_lossless(fixture, "draft", "swap", 1, {weight_quantization::none, "auto", vocab / 2, "off", false});
+    expect_lossless(fixture, "draft", "recompute", 3, {weight_quantization::none, "auto", vocab / 2, "off", false});
   }
 }
 
@@ -274,7 +278,9 @@ TEST(SpeculativeEngineNarrowHead, ADraftHeadOfTheFirstIdsOnlyIsLossless) {
 TEST(SpeculativeEngineAhead, DraftsMadeDuringVerificationAreLossless) {
   for (const char* fixture : {"llama_bf16", "qwen3_f32", "mistral_f32"}) {
     SCOPED_TRACE(fixture);
-    const speculation_variant ahead{.draft_ahead = "on"};
+    // Every decode speculates (no cost turn-down), so that the steps after
+    // an ahead round have draft slots whatever this machine's timings.
+    const speculation_variant ahead{.draft_ahead = "on", .turn_down = false};
     expect_lossless(fixture, "draft", "swap", 1, ahead);
     expect_lossless(fixture, "layerskip", "recompute", 1, ahead);
     expect_lossless(fixture, "draft", "recompute", 3, ahead);

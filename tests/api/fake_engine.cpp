@@ -181,8 +181,10 @@ std::string fake_engine::configure(const settings_change& change) {
   if (change.admission_watermark) settings_.admission_watermark = *change.admission_watermark;
   if (change.num_speculative_tokens) settings_.num_speculative_tokens = *change.num_speculative_tokens;
   if (change.speculative_adaptive) settings_.speculative_adaptive = *change.speculative_adaptive;
+  if (change.speculative_turn_down) settings_.speculative_turn_down = *change.speculative_turn_down;
   if (change.speculative_max_batch) settings_.speculative_max_batch = *change.speculative_max_batch;
   if (change.speculative_tree_width) settings_.speculative_tree_width = *change.speculative_tree_width;
+  if (change.speculative_draft_ahead) settings_.speculative_draft_ahead = *change.speculative_draft_ahead;
   report_limits(limits_, settings_);
   return {};
 }
@@ -209,8 +211,10 @@ live_settings fake_engine::default_settings() {
   s.admission_watermark = d.admission_watermark;
   s.num_speculative_tokens = d.num_speculative_tokens;
   s.speculative_adaptive = d.speculative_adaptive;
+  s.speculative_turn_down = d.speculative_turn_down;
   s.speculative_max_batch = d.speculative_max_batch;
   s.speculative_tree_width = d.speculative_tree_width;
+  s.speculative_draft_ahead = d.speculative_draft_ahead;
   report_limits(admission_limits(d), s);
   return s;
 }

@@ -97,14 +97,16 @@ def test_a_request_can_opt_out(speculating):
     assert speculating.metric("troupe:spec_decode_num_draft_tokens_total") == before
 
 
-def test_drafts_made_ahead_keep_the_outputs(plain):
-    """With the next round drafted while the target verifies (forced on; a
-    drafter on a core of its own is what turns it on by itself), greedy
-    outputs stay the plain server's, rounds are drafted ahead, and the
-    counters say how many of them a step could use."""
+def test_drafts_made_ahead_keep_the_outputs_and_turn_off_live(plain):
+    """A drafter on a core of its own (`--threads 1 --draft-threads 1`)
+    drafts the next round while the target verifies (auto): greedy outputs
+    stay the plain server's, rounds are drafted ahead and counted, and
+    speculative_draft_ahead turns it off and on live."""
     ahead = LiveServer(["--batch-invariant", "--speculative", "draft", "--num-speculative-tokens", "4",
-                        "--speculative-draft-ahead", "on", "--threads", "1", "--draft-threads", "1"])
+                        "--threads", "1", "--draft-threads", "1"])
+    url = ahead.base_url + "/admin/config"
     try:
+        assert requests.get(url, timeout=10).json()["settings"]["speculative_draft_ahead"] == "auto"
         want = [complete(plain, p) for p in PROMPTS]
         with ThreadPoolExecutor(len(PROMPTS)) as pool:
             got = list(pool.map(lambda p: complete(ahead, p), PROMPTS))
@@ -114,6 +116,16 @@ def test_drafts_made_ahead_keep_the_outputs(plain):
         assert drafted > 0
         assert 0 <= ahead.metric("troupe:spec_decode_num_ahead_used_total") <= drafted
         assert plain.metric("troupe:spec_decode_num_ahead_drafts_total") == 0
+
+        requests.patch(url, json={"speculative_draft_ahead": "off"}, timeout=10).raise_for_status()
+        assert [complete(ahead, p) for p in PROMPTS] == want
+        assert ahead.metric("troupe:spec_decode_num_ahead_drafts_total") == drafted
+        assert ahead.metric("troupe:spec_decode_num_draft_tokens_total") > 0
+        refused = requests.patch(url, json={"speculative_draft_ahead": "always"}, timeout=10)
+        assert refused.status_code == 400 and "speculative_draft_ahead" in refused.text, refused.text
+        requests.patch(url, json={"speculative_draft_ahead": "on"}, timeout=10).raise_for_status()
+        assert [complete(ahead, p) for p in PROMPTS] == want
+        assert ahead.metric("troupe:spec_decode_num_ahead_drafts_total") > drafted
     finally:
         ahead.stop()
 

@@ -43,16 +43,22 @@ TEST(SpeculationSettings, BadSkipListsNameTheKnob) {
 }
 
 TEST(SpeculationSettings, DraftingAheadAutoNeedsCoresOfItsOwn) {
-  EXPECT_TRUE(drafts_ahead("on", true, 0, 0, 2));
-  EXPECT_FALSE(drafts_ahead("off", false, 1, 1, 64));
-  EXPECT_TRUE(drafts_ahead("auto", false, 0, 0, 2)) << "off the cpu the drafter has its own stream";
-  EXPECT_FALSE(drafts_ahead("auto", true, 0, 0, 16)) << "both on every core";
-  EXPECT_TRUE(drafts_ahead("auto", true, 8, 0, 16)) << "the draft takes as many as the target: 16 of 16";
-  EXPECT_FALSE(drafts_ahead("auto", true, 2, 0, 2));
-  EXPECT_TRUE(drafts_ahead("auto", true, 1, 1, 2));
-  EXPECT_FALSE(drafts_ahead("auto", true, 0, 1, 2)) << "threads 0 is every core";
-  EXPECT_TRUE(drafts_ahead("auto", true, 12, 4, 16));
-  EXPECT_FALSE(drafts_ahead("auto", true, 12, 5, 16));
+  EXPECT_TRUE(drafter_has_own_compute(false, 0, 0, 2)) << "off the cpu the drafter has its own stream";
+  EXPECT_FALSE(drafter_has_own_compute(true, 0, 0, 16)) << "both on every core";
+  EXPECT_TRUE(drafter_has_own_compute(true, 8, 0, 16)) << "the draft takes as many as the target: 16 of 16";
+  EXPECT_FALSE(drafter_has_own_compute(true, 2, 0, 2));
+  EXPECT_TRUE(drafter_has_own_compute(true, 1, 1, 2));
+  EXPECT_FALSE(drafter_has_own_compute(true, 0, 1, 2)) << "threads 0 is every core";
+  EXPECT_TRUE(drafter_has_own_compute(true, 12, 4, 16));
+  EXPECT_FALSE(drafter_has_own_compute(true, 12, 5, 16));
+  for (const bool own : {false, true}) {
+    EXPECT_TRUE(drafts_ahead(draft_ahead_mode::on, own));
+    EXPECT_FALSE(drafts_ahead(draft_ahead_mode::off, own));
+    EXPECT_EQ(drafts_ahead(draft_ahead_mode::automatic, own), own);
+  }
+  for (const draft_ahead_mode mode : {draft_ahead_mode::automatic, draft_ahead_mode::on, draft_ahead_mode::off})
+    EXPECT_EQ(parse_draft_ahead_mode(draft_ahead_mode_name(mode)), mode);
+  EXPECT_FALSE(parse_draft_ahead_mode("yes"));
 }
 
 }  // namespace

@@ -136,6 +136,29 @@ TEST(SpeculativePlanning, MeasuredStepCostsDecideWhetherDecodesSpeculate) {
   d.run();
 }
 
+// speculative_turn_down false: costs that turn every draft down are measured,
+// and every decode speculates anyway (live: back on, they are turned down).
+TEST(SpeculativePlanning, WithoutTheTurnDownEveryDecodeSpeculatesWhateverTheCosts) {
+  scheduler_config config = spec_config(2);
+  config.speculative_turn_down = false;
+  spec_driver d(config, std::nullopt);
+  for (int i = 0; i < 3; ++i) d.submit(make_spec({.prompt_len = 4, .max_tokens = 8, .first_token = 10 * i + 1}));
+  run_plain(d, d.plan());
+  speculation_cost_model& costs = d.sched().speculation_costs();
+  for (std::int32_t tokens = 1; tokens <= 64; ++tokens) costs.observe_target_step(tokens, tokens * 1e-3);
+  verify_one_round(d);
+  const scheduled_step forced = d.plan();
+  ASSERT_EQ(forced.sequences.size(), 3u);
+  for (const auto& s : forced.sequences) EXPECT_EQ(s.draft_slots, 2) << "every draft costs a whole token, yet";
+  run_plain(d, forced);
+  config.speculative_turn_down = true;
+  ASSERT_EQ(d.sched().set_config(config), "");
+  const scheduled_step turned_down = d.plan();
+  for (const auto& s : turned_down.sequences) EXPECT_EQ(s.draft_slots, 0) << "the turn-down is back";
+  run_plain(d, turned_down);
+  d.run();
+}
+
 TEST(SpeculativePlanning, ASequenceLeftPlainForLongIsProbedAgain) {
   spec_driver d(spec_config(2), std::nullopt);
   const request_handle r = d.submit(make_spec({.prompt_len = 4, .max_tokens = 60}));
