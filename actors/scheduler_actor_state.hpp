@@ -45,8 +45,6 @@ struct scheduler_state {
 
 using self_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
 
-using self_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
-
 /// Plans the next step, unless a taken one still waits for its drafts.
 void try_step(self_ptr self);
 /// Sends a step whose drafts are in to the executor.

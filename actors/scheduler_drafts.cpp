@@ -85,7 +85,10 @@ void fill_drafts(self_ptr self, scheduled_step step) {
 // this answer (fill_drafts), which may hold them.
 void draft_ahead(self_ptr self, const scheduled_step& step) {
   auto& state = self->state;
-  if (state.ahead_in_flight ||
+  // Only a drafter runs rounds: prompt lookup (or no proposer) has no speculator, whatever the live knob says.
+  const bool drafter =
+      state.setup.speculation == speculative_method::draft || state.setup.speculation == speculative_method::layerskip;
+  if (!drafter || state.ahead_in_flight ||
       !drafts_ahead(state.loop->core().config().speculative_draft_ahead, state.setup.drafter_own_compute))
     return;
   auto asked = std::make_shared<const draft_request>(ahead_draft_jobs(step, state.setup.block_size));

@@ -142,6 +142,25 @@ def test_speculation_is_turned_down_live(speculating):
         requests.patch(url, json={"num_speculative_tokens": original}, timeout=10).raise_for_status()
 
 
+def test_drafting_ahead_forced_on_live_keeps_the_outputs(plain, speculating):
+    """speculative_draft_ahead is live for every proposer: forced on, prompt
+    lookup (no drafter, nothing to draft ahead) and the drafters keep the
+    plain server's greedy outputs."""
+    url = speculating.base_url + "/admin/config"
+    requests.patch(url, json={"speculative_draft_ahead": "on"}, timeout=10).raise_for_status()
+    try:
+        before = speculating.metric("troupe:spec_decode_num_ahead_drafts_total")
+        with ThreadPoolExecutor(len(PROMPTS)) as pool:
+            got = list(pool.map(lambda p: complete(speculating, p), PROMPTS))
+        assert got == [complete(plain, p) for p in PROMPTS]
+        assert speculating.metric("troupe:spec_decode_num_ahead_drafts_total") >= before
+        assert requests.get(speculating.base_url + "/health", timeout=10).status_code == 200
+        with open(speculating.log_path, encoding="utf-8", errors="replace") as log:
+            assert "no drafts drafted ahead" not in log.read(), "an ahead round was asked of no drafter, or failed"
+    finally:
+        requests.patch(url, json={"speculative_draft_ahead": "auto"}, timeout=10).raise_for_status()
+
+
 def test_tree_speculation_set_live_keeps_the_outputs(plain, speculating):
     """speculative_tree_width is live: with draft trees of three branches
     (tree attention), greedy and constrained outputs stay the plain server's."""
