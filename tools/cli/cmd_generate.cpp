@@ -155,6 +155,9 @@ void setup(CLI::App& root) {
                   "draft, layerskip: draft the next round while the target verifies: auto (where the drafter has "
                   "cores of its own), on or off")
       ->check(CLI::IsMember({"auto", "on", "off"}));
+  cmd->add_option("--speculative-turn-down", flags->speculation.speculative_turn_down,
+                  "speculate only where the measured costs say it pays (default true; false: every decode "
+                  "speculates, to measure a proposer alone)");
   cmd->callback([flags] { run(*flags); });
 }
 

@@ -77,6 +77,7 @@ engine_config config_from(const generate_flags& flags) {
   config.speculative_tree_width = flags.speculation.speculative_tree_width;
   config.draft_threads = flags.speculation.draft_threads;
   config.speculative_draft_ahead = flags.speculation.speculative_draft_ahead;
+  config.speculative_turn_down = flags.speculation.speculative_turn_down;
   // An offline run knows its sequences: the automatic KV pool holds exactly
   // them at full context, not max_num_seqs' default of 256, so a run of one
   // prompt does not fault in gigabytes at start; and as no sequence can then

@@ -24,6 +24,7 @@ struct speculation_flags {
   int speculative_tree_width = 1;  ///< draft tree branches (1: chains)
   int draft_threads = 0;           ///< draft, layerskip: the drafter's CPU threads (0: as many as --threads)
   std::string speculative_draft_ahead = "auto";  ///< draft the next round during verification: auto | on | off
+  bool speculative_turn_down = true;             ///< false: every decode speculates, whatever the measured costs
 };
 
 struct generate_flags {
