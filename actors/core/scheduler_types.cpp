@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <utility>
 
 #include "memory/kv_pool_sizing.hpp"
 
@@ -95,22 +96,23 @@ std::optional<preemption_mode> parse_preemption_mode(std::string_view name) {
 
 const char* preemption_kind_name(preemption_kind kind) { return kind == preemption_kind::swap ? "swap" : "recompute"; }
 
+namespace {
+
+// The one list of draft_ahead_mode names, read both ways.
+constexpr std::pair<draft_ahead_mode, const char*> draft_ahead_names[] = {
+    {draft_ahead_mode::automatic, "auto"}, {draft_ahead_mode::on, "on"}, {draft_ahead_mode::off, "off"}};
+
+}  // namespace
+
 const char* draft_ahead_mode_name(draft_ahead_mode mode) {
-  switch (mode) {
-    case draft_ahead_mode::automatic:
-      return "auto";
-    case draft_ahead_mode::on:
-      return "on";
-    case draft_ahead_mode::off:
-      return "off";
-  }
+  for (const auto& [value, name] : draft_ahead_names)
+    if (value == mode) return name;
   return "unknown";
 }
 
-std::optional<draft_ahead_mode> parse_draft_ahead_mode(std::string_view name) {
-  if (name == "auto") return draft_ahead_mode::automatic;
-  if (name == "on") return draft_ahead_mode::on;
-  if (name == "off") return draft_ahead_mode::off;
+std::optional<draft_ahead_mode> parse_draft_ahead_mode(std::string_view text) {
+  for (const auto& [value, name] : draft_ahead_names)
+    if (text == name) return value;
   return std::nullopt;
 }
 

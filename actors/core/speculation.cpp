@@ -16,17 +16,6 @@ const logits_row_hook* token_row(const scheduled_step& step, std::size_t sequenc
   return nullptr;
 }
 
-// The drafts of a sequence's first chain: all of a chain, the leading
-// nodes of a tree whose parents are the node before (a draft model's tree
-// lists its chain first).
-std::size_t first_chain_length(const scheduled_sequence& seq) {
-  std::size_t length = 0;
-  while (length < seq.drafts.size() &&
-         (seq.draft_parents.empty() || seq.draft_parents[length] == static_cast<std::int32_t>(length)))
-    ++length;
-  return length;
-}
-
 std::vector<std::int32_t> context_of(const logits_row_hook& row) {
   std::vector<std::int32_t> tokens(row.prompt_tokens.begin(), row.prompt_tokens.end());
   tokens.insert(tokens.end(), row.output_tokens.begin(), row.output_tokens.end());
@@ -119,7 +108,8 @@ draft_request ahead_draft_jobs(const scheduled_step& step, std::int32_t block_si
   for (std::size_t i = 0; i < step.sequences.size(); ++i) {
     const scheduled_sequence& seq = step.sequences[i];
     const logits_row_hook* first = token_row(step, i);
-    const std::size_t chain = first_chain_length(seq);
+    // Trees list their first chain at nodes 1..m (draft_tree.hpp), a chain is all of it.
+    const std::size_t chain = first_chain(draft_tree{seq.drafts, seq.draft_parents}).size();
     if (chain == 0 || first == nullptr || first->params == nullptr) continue;
     // The chain's last row (a sequence's rows are consecutive, t0's first):
     // its outputs end with the chain, and its token index is the bonus
