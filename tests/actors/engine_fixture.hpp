@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 #include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
@@ -15,6 +14,7 @@
 #include <sstream>
 
 #include "model/make_model.hpp"
+#include "tests/temp_dir.hpp"
 #include "troupe/engine.hpp"
 
 namespace troupe::testing {
@@ -22,8 +22,7 @@ namespace troupe::testing {
 /// The directory of a tiny llama (f32, built-in tokenizer), created on first use.
 inline const std::filesystem::path& tiny_model_dir() {
   static const std::filesystem::path dir = [] {
-    const auto path = std::filesystem::temp_directory_path() / ("troupe-actors-test-" + std::to_string(::getpid()));
-    std::filesystem::remove_all(path);
+    const auto path = process_scratch_dir() / "tiny";
     make_model_options options;
     options.output_dir = path;
     options.seed = 7;
@@ -142,7 +141,7 @@ inline engine_config tiny_engine_config() {
 /// by `to` (the test fails when `from` is missing); `tag` names the copy.
 inline std::filesystem::path edited_model(const std::string& tag, const std::string& file, const std::string& from,
                                           const std::string& to) {
-  const auto dir = std::filesystem::temp_directory_path() / ("troupe-edited-" + std::to_string(::getpid()) + tag);
+  const auto dir = process_scratch_dir() / ("edited" + tag);
   std::filesystem::remove_all(dir);
   std::filesystem::copy(tiny_model_dir(), dir);
   std::ifstream in(dir / file);

@@ -61,7 +61,7 @@ std::string tokenizer_within_fixture_vocab() {
 // tokenizer beside it that fits its vocabulary, which the engine needs to run.
 std::filesystem::path servable_fixture(const std::string& name) {
   const auto source = std::filesystem::path(TROUPE_FIXTURES_DIR) / "models" / name;
-  const auto dir = std::filesystem::temp_directory_path() / ("troupe-spec-" + name + "-" + std::to_string(::getpid()));
+  const auto dir = testing::process_scratch_dir() / ("spec-" + name);
   if (std::filesystem::exists(dir / "tokenizer.json")) return dir;
   std::filesystem::create_directories(dir);
   for (const char* file : {"config.json", "generation_config.json", "model.safetensors"})

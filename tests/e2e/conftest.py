@@ -17,6 +17,10 @@ import requests
 STARTUP_TIMEOUT_S = 120
 # Short timeouts so the slowloris and stalled-reader cases finish quickly.
 SERVE_FLAGS = ["--read-timeout", "2", "--write-timeout", "5", "--idle-timeout", "10"]
+# Where the servers' logs go: pytest's base temp for the run (set by
+# `server_log_dir` below), which pytest rotates (it keeps the last three
+# runs'), so that a run leaves no log of its own in /tmp for ever.
+LOG_DIR = None
 
 
 def free_port():
@@ -32,7 +36,7 @@ class LiveServer:
             pytest.skip("TROUPE_BIN is not set: end-to-end suites need a built troupe binary")
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
-        self.log_path = f"/tmp/troupe-e2e-{self.port}.log"
+        self.log_path = os.path.join(LOG_DIR or "/tmp", f"troupe-e2e-{self.port}.log")
         self.log = open(self.log_path, "wb")
         command = [binary, "serve", "--host", "127.0.0.1", "--port", str(self.port), *SERVE_FLAGS, *extra_args]
         self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
@@ -91,6 +95,13 @@ class LiveServer:
             self.process.kill()
             self.process.wait()
         self.log.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def server_log_dir(tmp_path_factory):
+    global LOG_DIR
+    LOG_DIR = str(tmp_path_factory.mktemp("server-logs"))
+    return LOG_DIR
 
 
 @pytest.fixture(scope="session")

@@ -15,12 +15,13 @@ import pytest
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def test_short_soak_loses_and_leaks_nothing():
+def test_short_soak_loses_and_leaks_nothing(tmp_path):
     binary = os.environ.get("TROUPE_BIN")
     if not binary:
         pytest.skip("TROUPE_BIN is not set: end-to-end suites need a built troupe binary")
     done = subprocess.run([sys.executable, os.path.join(REPO_ROOT, "tools", "soak"), "--requests", "300",
-                           "--troupe", binary, "--json"], capture_output=True, text=True, timeout=300)
+                           "--troupe", binary, "--json",
+                           "--log", str(tmp_path / "soak-server.log")], capture_output=True, text=True, timeout=300)
     assert done.stdout, done.stderr
     report = json.loads(done.stdout)
     assert done.returncode == 0, json.dumps(report["violations"], indent=2)

@@ -1,12 +1,11 @@
 #pragma once
-// Helpers shared by the model_tests suite: temporary directories, raw file
-// writing, and assertions on exception text.
+// Helpers shared by the model_tests suite: raw file writing and assertions
+// on exception text (temporary directories: tests/temp_dir.hpp).
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -16,32 +15,9 @@
 #include <string_view>
 #include <vector>
 
-#include <unistd.h>
+#include "tests/temp_dir.hpp"
 
 namespace troupe::testing {
-
-/// A fresh directory under the system temp dir, removed with its contents on destruction.
-class temp_dir {
- public:
-  temp_dir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("troupe-model-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  ~temp_dir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::filesystem::path& path() const { return path_; }
-  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  std::filesystem::path path_;
-};
 
 /// Writes `bytes` to `path`, creating or truncating it.
 inline void write_file(const std::filesystem::path& path, std::string_view bytes) {
