@@ -12,7 +12,7 @@ void decode_int4_rows(const int4_source& source, std::int64_t first, std::int64_
   std::vector<std::uint8_t> codes(static_cast<std::size_t>(count * cols));
   std::vector<std::uint16_t> scales(static_cast<std::size_t>(count * groups)), offsets(scales.size());
   source.read_rows(first, count, codes.data(), scales.data(), offsets.data());
-  const bool asymmetric = source.format() == weight_quantization::int4_asym;
+  const bool asymmetric = source.format() != weight_quantization::int4;
   const std::span<const std::int32_t> permutation = source.input_permutation();
   for (std::int64_t i = 0; i < count; ++i) {
     for (std::int64_t j = 0; j < cols; ++j) {

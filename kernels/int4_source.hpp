@@ -1,6 +1,7 @@
 #pragma once
-// A linear weight that its checkpoint already stores as 4-bit codes in
-// groups of 32 inputs (GGUF Q4_0 / Q4_1, AWQ, GPTQ): the loader hands the
+// A linear weight that its checkpoint already stores as 4-bit (or 5-bit)
+// codes in groups of 32 inputs (GGUF Q4_0 / Q4_1 / Q4_K, AWQ, GPTQ; GGUF
+// Q5_0 / Q5_1 / Q5_K): the loader hands the
 // backend this reader instead of float data, and the backend repacks the
 // codes and scales into its own layout a few rows at a time, so nothing is
 // expanded to floats and no precision is lost. GPTQ act-order checkpoints
@@ -19,12 +20,14 @@ class int4_source {
  public:
   virtual ~int4_source() = default;
 
-  /// int4: w = scale · (code − 8); int4_asym: w = scale · code + offset.
+  /// int4: w = scale · (code − 8); int4_asym and int5_asym (5-bit codes,
+  /// GGUF Q5_0 / Q5_1 / Q5_K): w = scale · code + offset.
   virtual weight_quantization format() const = 0;
 
   /// Writes rows [first, first + count) of the matrix: `codes` [count][cols]
-  /// (0..15, one per byte, in input order), `scales` [count][cols / 32] and,
-  /// for int4_asym, `offsets` [count][cols / 32] (f16 bits; untouched for int4).
+  /// (0..15, or 0..31 for int5_asym, one per byte, in input order), `scales`
+  /// [count][cols / 32] and, for int4_asym / int5_asym, `offsets`
+  /// [count][cols / 32] (f16 bits; untouched for int4).
   virtual void read_rows(std::int64_t first, std::int64_t count, std::uint8_t* codes, std::uint16_t* scales,
                          std::uint16_t* offsets) const = 0;
 

@@ -97,14 +97,24 @@ std::map<ggml_type, int> gguf_layer_types(const gguf_file& file) {
   return types;
 }
 
-// The int4 format most of a GGUF file's layer matrices are stored in
-// (Q4_0: int4, Q4_1 and Q4_K: int4_asym), none when they are all of other types.
+// The format whose groups most of a GGUF file's layer matrices are (Q4_0:
+// int4, Q4_1 and Q4_K: int4_asym, Q5_0 / Q5_1 / Q5_K: int5_asym;
+// gguf_int4_format), none when they are all of other types. A tie goes to
+// the fewer bits.
 weight_quantization gguf_layers_int4_format(const gguf_file& file) {
-  const std::map<ggml_type, int> types = gguf_layer_types(file);
-  const auto count = [&](ggml_type type) { return types.contains(type) ? types.at(type) : 0; };
-  const int symmetric = count(ggml_type::q4_0), asymmetric = count(ggml_type::q4_1) + count(ggml_type::q4_k);
-  if (symmetric + asymmetric == 0) return weight_quantization::none;
-  return symmetric >= asymmetric ? weight_quantization::int4 : weight_quantization::int4_asym;
+  std::map<weight_quantization, int> formats;
+  for (const auto& [type, count] : gguf_layer_types(file)) {
+    if (const std::optional<weight_quantization> format = gguf_int4_format(type)) formats[*format] += count;
+  }
+  weight_quantization most = weight_quantization::none;
+  int most_count = 0;
+  for (const auto& [format, count] : formats) {  // in enum order: int4, int4_asym, int5_asym
+    if (count > most_count) {
+      most = format;
+      most_count = count;
+    }
+  }
+  return most;
 }
 
 // A 2-D GGUF tensor's shape in HF order, [rows, cols] (GGUF lists dims innermost first).
@@ -299,8 +309,10 @@ std::uint64_t checkpoint::weight_bytes() const {
   const auto bytes = [](const host_tensor& tensor) -> std::uint64_t {
     if (tensor.int4 == nullptr) return tensor.byte_size();
     const auto weights = static_cast<std::uint64_t>(tensor.numel());
-    const bool offsets = tensor.int4->format() == weight_quantization::int4_asym;
-    return weights / 2 + weights / int4_source_group * (offsets ? 4 : 2);
+    const weight_quantization format = tensor.int4->format();
+    const bool offsets = format != weight_quantization::int4;
+    return weights * static_cast<std::uint64_t>(quantization_code_bits(format)) / 8 +
+           weights / int4_source_group * (offsets ? 4 : 2);
   };
   std::uint64_t total = bytes(*weights_.embed_tokens) + bytes(*weights_.final_norm);
   if (weights_.lm_head != weights_.embed_tokens) total += bytes(*weights_.lm_head);
@@ -323,15 +335,16 @@ quantized_checkpoint open_for_quantization(const std::filesystem::path& path, st
     const std::optional<weight_quantization> parsed = parse_quantization(quantization);
     if (!parsed)
       throw std::runtime_error("quantization '" + std::string(quantization) +
-                               "' is not one of auto, none, int8, int4, int4_asym");
+                               "' is not one of auto, none, int8, int4, int4_asym, int5_asym");
     requested = *parsed;
   }
   options.keep_int4 = quantized_kernels && (automatic || requested == weight_quantization::int4 ||
-                                            requested == weight_quantization::int4_asym);
+                                            requested == weight_quantization::int4_asym ||
+                                            requested == weight_quantization::int5_asym);
   options.expand_on_demand = quantized_kernels && (automatic || requested != weight_quantization::none);
   quantized_checkpoint out{checkpoint::open(path, options), requested};
   const weight_quantization stored = out.weights.stored_quantization();
-  // Q5 / Q6_K / Q8_0 / IQ4 and 8-bit GPTQ have no exact home; per-row int8
+  // Q6_K / Q8_0 / IQ4 and 8-bit GPTQ have no exact home (nor Q5 on cuda); per-row int8
   // decodes twice as fast as bf16 at about the same logits
   // (docs/operations.md), so a CPU runs them as int8.
   if (automatic && quantized_kernels && out.weights.stored_5_to_8_bits()) out.quantization = weight_quantization::int8;

@@ -104,9 +104,10 @@ class checkpoint {
   /// Bytes of all tensors in weights() (the tied lm_head counted once; a
   /// matrix kept in 4-bit form at half a byte per weight plus its scales).
   std::uint64_t weight_bytes() const;
-  /// The format the linear layers kept in 4-bit form are in (int4 or
-  /// int4_asym); none when checkpoint_options::keep_int4 was off or nothing
-  /// was stored that way. Layers stored otherwise hold bf16 data.
+  /// The format the linear layers kept in their stored codes are in (int4,
+  /// int4_asym or, for GGUF Q5 files, int5_asym); none when
+  /// checkpoint_options::keep_int4 was off or nothing was stored that way.
+  /// Layers stored otherwise hold bf16 data.
   weight_quantization stored_quantization() const { return stored_int4_; }
   /// True when the linear layers were stored in codes that need 5 to 8 bits
   /// on a linear grid (mostly GGUF Q5_0 / Q5_1 / Q5_K / Q6_K / Q8_0 /

@@ -14,6 +14,8 @@ namespace troupe {
 
 namespace {
 
+constexpr float f16_max = 65504.0f;
+
 // Byte j of 16 holds element j in its low nibble and element j + 16 in its
 // high one (Q4_0 / Q4_1). Copied out first so that the code stores cannot
 // alias the bytes they are read from, and the loop vectorises.
@@ -26,25 +28,47 @@ void unpack_split_nibbles(const std::byte* at, std::uint8_t* codes) {
   }
 }
 
+// Q4_0 / Q4_1 / Q5_0 / Q5_1: 32 weights a block, copied out as they are.
 class gguf_block_source final : public int4_source {
  public:
   gguf_block_source(const gguf_tensor& tensor, std::int64_t rope_heads)
-      : rows_(tensor, rope_heads), asymmetric_(tensor.type == ggml_type::q4_1) {}
+      : rows_(tensor, rope_heads),
+        name_(tensor.name),
+        asymmetric_(tensor.type == ggml_type::q4_1 || tensor.type == ggml_type::q5_1),
+        fifth_bits_(tensor.type == ggml_type::q5_0 || tensor.type == ggml_type::q5_1) {}
 
   weight_quantization format() const override {
+    if (fifth_bits_) return weight_quantization::int5_asym;
     return asymmetric_ ? weight_quantization::int4_asym : weight_quantization::int4;
   }
 
   void read_rows(std::int64_t first, std::int64_t count, std::uint8_t* codes, std::uint16_t* scales,
                  std::uint16_t* offsets) const override {
     const std::uint64_t blocks = rows_.row_length / 32;
-    const std::size_t header = asymmetric_ ? 4 : 2;
+    // f16 d (and f16 m), for Q5 32 fifth bits (bit j element j's), then 16 bytes of nibbles.
+    const std::size_t header = (asymmetric_ ? 4 : 2) + (fifth_bits_ ? 4 : 0);
     for (std::int64_t i = 0; i < count; ++i) {
       const std::byte* block = rows_.row(static_cast<std::uint64_t>(first + i));
       for (std::uint64_t b = 0; b < blocks; ++b, block += header + 16) {
-        std::memcpy(scales++, block, 2);
-        if (asymmetric_) std::memcpy(offsets++, block + 2, 2);
+        std::memcpy(scales, block, 2);
+        if (asymmetric_) {
+          std::memcpy(offsets++, block + 2, 2);
+        } else if (fifth_bits_) {
+          // Q5_0: x = d · (q − 16), so offset −16 d (exact in f16 unless it overflows).
+          const float offset = -16.0f * f16_to_float(*scales);
+          if (!(std::fabs(offset) <= f16_max))
+            throw std::runtime_error("tensor '" + name_ + "': Q5_0 block " + std::to_string(b) + " of row " +
+                                     std::to_string(first + i) + " has d " + std::to_string(offset / -16.0f) +
+                                     ", whose offset -16 d leaves f16's range");
+          *offsets++ = float_to_f16(offset);
+        }
+        ++scales;
         unpack_split_nibbles(block + header, codes);
+        if (fifth_bits_) {
+          std::uint32_t high;
+          std::memcpy(&high, block + header - 4, 4);
+          for (int j = 0; j < 32; ++j) codes[j] = static_cast<std::uint8_t>(codes[j] | ((high >> j) & 1u) << 4);
+        }
         codes += 32;
       }
     }
@@ -52,7 +76,8 @@ class gguf_block_source final : public int4_source {
 
  private:
   gguf_rows rows_;
-  bool asymmetric_;
+  std::string name_;
+  bool asymmetric_, fifth_bits_;
 };
 
 float f16_at(const std::byte* at) {
@@ -61,42 +86,53 @@ float f16_at(const std::byte* at) {
   return f16_to_float(bits);
 }
 
-// Q4_K as int4_asym: each 32-weight sub-block is a group.
-class gguf_q4_k_source final : public int4_source {
+// Q4_K as int4_asym and Q5_K as int5_asym: each 32-weight sub-block is a group.
+class gguf_k_source final : public int4_source {
  public:
-  gguf_q4_k_source(const gguf_tensor& tensor, std::int64_t rope_heads)
-      : rows_(tensor, rope_heads), name_(tensor.name) {}
+  gguf_k_source(const gguf_tensor& tensor, std::int64_t rope_heads)
+      : rows_(tensor, rope_heads), name_(tensor.name), type_(tensor.type) {}
 
-  weight_quantization format() const override { return weight_quantization::int4_asym; }
+  weight_quantization format() const override {
+    return type_ == ggml_type::q5_k ? weight_quantization::int5_asym : weight_quantization::int4_asym;
+  }
 
   void read_rows(std::int64_t first, std::int64_t count, std::uint8_t* codes, std::uint16_t* scales,
                  std::uint16_t* offsets) const override {
-    // A block: f16 d, f16 dmin, 12 bytes of scales and mins, 128 of codes.
-    const std::uint64_t block_bytes = ggml_block_bytes(ggml_type::q4_k);
+    // A block: f16 d, f16 dmin, 12 bytes of scales and mins, for Q5_K 32
+    // bytes of fifth bits, then 128 bytes of nibbles.
+    const bool fifth_bits = type_ == ggml_type::q5_k;
+    const std::uint64_t block_bytes = ggml_block_bytes(type_);
     for (std::int64_t i = 0; i < count; ++i) {
       const std::byte* block = rows_.row(static_cast<std::uint64_t>(first + i));
       for (std::uint64_t b = 0; b < rows_.row_length / 256; ++b, block += block_bytes) {
         const float d = f16_at(block), dmin = f16_at(block + 2);
         // A product past f16's range would be infinite in the packed weights
         // (the file's own floats are finite): refused, naming the block.
-        constexpr float f16_max = 65504.0f;
         if (!(std::max(std::fabs(d), std::fabs(dmin)) * 63.0f <= f16_max))
-          throw std::runtime_error("tensor '" + name_ + "': Q4_K block " + std::to_string(b) + " of row " +
-                                   std::to_string(first + i) + " has d " + std::to_string(d) + " and dmin " +
-                                   std::to_string(dmin) + ", whose products with its 6-bit scales leave f16's range");
-        std::uint8_t packed[12];
+          throw std::runtime_error("tensor '" + name_ + "': " + std::string(ggml_type_name(type_)) + " block " +
+                                   std::to_string(b) + " of row " + std::to_string(first + i) + " has d " +
+                                   std::to_string(d) + " and dmin " + std::to_string(dmin) +
+                                   ", whose products with its 6-bit scales leave f16's range");
+        std::uint8_t packed[12], high[32] = {};
         std::memcpy(packed, block + 4, 12);
-        // Each 32 bytes of codes hold two sub-blocks: the low nibbles the
-        // first, the high nibbles the second.
+        if (fifth_bits) std::memcpy(high, block + 16, 32);
+        // Each 32 bytes of nibbles hold two sub-blocks: the low nibbles the
+        // first, the high nibbles the second; Q5_K's fifth bits of chunk c
+        // are bits 2c and 2c + 1 of the 32 bytes `high`.
+        const std::byte* nibbles_at = block + (fifth_bits ? 48 : 16);
         std::uint8_t nibbles[32];
         for (int chunk = 0; chunk < 4; ++chunk) {
-          std::memcpy(nibbles, block + 16 + 32 * chunk, 32);
+          std::memcpy(nibbles, nibbles_at + 32 * chunk, 32);
           for (int half = 0; half < 2; ++half) {
             std::uint8_t scale, min;
             gguf_q4_k_scale_min(2 * chunk + half, packed, scale, min);
             *scales++ = float_to_f16(d * static_cast<float>(scale));
             *offsets++ = float_to_f16(-(dmin * static_cast<float>(min)));
-            for (int l = 0; l < 32; ++l) codes[l] = half == 0 ? nibbles[l] & 0x0f : nibbles[l] >> 4;
+            const int bit = 2 * chunk + half;
+            for (int l = 0; l < 32; ++l) {
+              const int nibble = half == 0 ? nibbles[l] & 0x0f : nibbles[l] >> 4;
+              codes[l] = static_cast<std::uint8_t>(nibble | ((high[l] >> bit) & 1) << 4);
+            }
             codes += 32;
           }
         }
@@ -107,6 +143,7 @@ class gguf_q4_k_source final : public int4_source {
  private:
   gguf_rows rows_;
   std::string name_;
+  ggml_type type_;
 };
 
 }  // namespace
@@ -114,6 +151,8 @@ class gguf_q4_k_source final : public int4_source {
 std::optional<weight_quantization> gguf_int4_format(ggml_type type) {
   if (type == ggml_type::q4_0) return weight_quantization::int4;
   if (type == ggml_type::q4_1 || type == ggml_type::q4_k) return weight_quantization::int4_asym;
+  if (type == ggml_type::q5_0 || type == ggml_type::q5_1 || type == ggml_type::q5_k)
+    return weight_quantization::int5_asym;
   return std::nullopt;
 }
 
@@ -121,8 +160,9 @@ std::shared_ptr<const int4_source> gguf_int4_source(const gguf_tensor& tensor, s
   if (!gguf_int4_format(tensor.type) || tensor.dims.size() != 2)
     throw std::runtime_error("tensor '" + tensor.name + "': a " + std::string(ggml_type_name(tensor.type)) +
                              " tensor of " + std::to_string(tensor.dims.size()) +
-                             " dimensions is not a Q4_0 / Q4_1 / Q4_K matrix");
-  if (tensor.type == ggml_type::q4_k) return std::make_shared<gguf_q4_k_source>(tensor, rope_heads);
+                             " dimensions is not a Q4_0 / Q4_1 / Q4_K / Q5_0 / Q5_1 / Q5_K matrix");
+  if (tensor.type == ggml_type::q4_k || tensor.type == ggml_type::q5_k)
+    return std::make_shared<gguf_k_source>(tensor, rope_heads);
   return std::make_shared<gguf_block_source>(tensor, rope_heads);
 }
 

@@ -1,14 +1,17 @@
 #pragma once
-// GGUF matrices whose blocks already are troupe's int4 groups, served to the
-// backend in that form (kernels/int4_source.hpp) rather than expanded:
+// GGUF matrices whose blocks already are troupe's int4 / int5 groups, served
+// to the backend in that form (kernels/int4_source.hpp) rather than expanded:
 //   Q4_0 (f16 d, 32 codes q): x = d · (q − 8)  -> int4, scale d;
 //   Q4_1 (f16 d, f16 m, 32 codes q): x = d · q + m  -> int4_asym, scale d, offset m;
 //   Q4_K (256 weights: f16 d and dmin, eight sub-blocks of 32 with 6-bit
 //   scale s and min m): x = d·s · q − dmin·m  -> int4_asym, one group a
-//   sub-block, scale d·s and offset −dmin·m.
-// Q4_0 / Q4_1 codes and scales are copied bit for bit, so the weights are
-// exactly the file's. Q4_K's codes are too; its two products are rounded
-// once to f16 (relative error at most 2^-11, far inside the 4-bit step).
+//   sub-block, scale d·s and offset −dmin·m;
+//   Q5_0 / Q5_1 / Q5_K: as Q4_0 / Q4_1 / Q4_K with 5-bit codes  -> int5_asym
+//   (Q5_0's offset −16 d).
+// Q4_0 / Q4_1 / Q5_1 codes and scales are copied bit for bit, and Q5_0's
+// offset is exact, so the weights are exactly the file's. The K formats'
+// codes are too; their two products are rounded once to f16 (relative
+// error at most 2^-11, far inside the 4-bit step).
 
 #include <cstdint>
 #include <memory>
@@ -19,15 +22,16 @@
 
 namespace troupe {
 
-/// The int4 format whose groups `type`'s blocks are: int4 for Q4_0,
-/// int4_asym for Q4_1 and Q4_K, nullopt for every other type.
+/// The format whose groups `type`'s blocks are: int4 for Q4_0, int4_asym
+/// for Q4_1 and Q4_K, int5_asym for Q5_0, Q5_1 and Q5_K, nullopt for every
+/// other type.
 std::optional<weight_quantization> gguf_int4_format(ggml_type type);
 
-/// A reader of the 2-D Q4_0 / Q4_1 / Q4_K `tensor` (rows in HF order, see
-/// gguf_rows for `rope_heads`). The tensor's mapping must outlive it.
-/// Throws std::runtime_error naming the tensor for another type or shape;
-/// a Q4_K source's read_rows throws one for a block whose scale or offset
-/// is beyond f16's range.
+/// A reader of the 2-D Q4_0 / Q4_1 / Q4_K / Q5_0 / Q5_1 / Q5_K `tensor`
+/// (rows in HF order, see gguf_rows for `rope_heads`). The tensor's mapping
+/// must outlive it. Throws std::runtime_error naming the tensor for another
+/// type or shape; read_rows throws one for a block whose scale or offset
+/// is beyond f16's range (Q4_K, Q5_K, Q5_0).
 std::shared_ptr<const int4_source> gguf_int4_source(const gguf_tensor& tensor, std::int64_t rope_heads);
 
 }  // namespace troupe

@@ -69,16 +69,18 @@ bool keeps_4_bit_layers(const model_weights& weights) {
   return false;
 }
 
-// The format of one linear. A checkpoint that keeps 4-bit layers and stores
-// others finer (llama.cpp's Q4_K_M: Q6_K attn_v and ffn_down, expanded at
-// load) keeps what the finer codes hold: those linears run as int8 instead
-// of being rounded to 4 bits a second time. Every other linear takes the
-// model's format.
+// The format of one linear. A checkpoint that keeps 4- or 5-bit layers and
+// stores others finer (llama.cpp's Q4_K_M: Q6_K attn_v and ffn_down,
+// expanded at load) keeps what the finer codes hold: those linears run as
+// int8 instead of being rounded to 4 or 5 bits a second time. Every other
+// linear takes the model's format.
 weight_quantization linear_format(const std::vector<host_tensor>& parts, weight_quantization model_format,
                                   bool keeps_4_bits) {
-  const bool four_bit = model_format == weight_quantization::int4 || model_format == weight_quantization::int4_asym;
-  const bool finer = std::any_of(parts.begin(), parts.end(), [](const host_tensor& p) { return p.stored_bits > 4; });
-  return four_bit && keeps_4_bits && finer ? weight_quantization::int8 : model_format;
+  const int bits = quantization_code_bits(model_format);
+  const bool few_bits = bits > 0 && bits < 8;
+  const bool finer =
+      std::any_of(parts.begin(), parts.end(), [&](const host_tensor& p) { return p.stored_bits > bits; });
+  return few_bits && keeps_4_bits && finer ? weight_quantization::int8 : model_format;
 }
 
 std::int64_t grown(std::int64_t needed, std::int64_t current) {
@@ -104,7 +106,8 @@ llama_model::llama_model(const model_config& config, const model_weights& weight
   geometry_.rope = config.rope;
   const bool refinable = lm_head_refinable(config, backend);
   const weight_quantization head = lm_head.value_or(*lm_head_quantization(quantization, "auto", refinable));
-  refine_head_ = refinable && (head == weight_quantization::int4 || head == weight_quantization::int4_asym);
+  refine_head_ = refinable && (head == weight_quantization::int4 || head == weight_quantization::int4_asym ||
+                               head == weight_quantization::int5_asym);
   if (head_rows < 0 || head_rows > config.vocab_size)
     throw std::invalid_argument("an LM head of " + std::to_string(head_rows) + " rows: the vocabulary has " +
                                 std::to_string(config.vocab_size) + " ids");

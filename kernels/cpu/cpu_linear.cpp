@@ -196,8 +196,9 @@ std::unique_ptr<linear_weight> cpu_backend::prepare_linear(std::span<const host_
   check_parts(parts, biases);
   for (const host_tensor& part : parts) {
     if (part.int4 != nullptr)
-      throw std::invalid_argument("prepare_linear: weight " + part.name + " is stored as 4-bit codes; prepare it as " +
-                                  std::string(quantization_name(part.int4->format())));
+      throw std::invalid_argument("prepare_linear: weight " + part.name + " is stored as " +
+                                  std::to_string(quantization_code_bits(part.int4->format())) +
+                                  "-bit codes; prepare it as " + std::string(quantization_name(part.int4->format())));
   }
   // A part its checkpoint expands on demand (host_tensor::rows) is expanded
   // here whole, into scratch this weight then copies or packs from.
@@ -411,7 +412,7 @@ void cpu_backend::linear_quantized(tensor_view x, const cpu_linear_weight& w, te
   // activations, runs small enough to stay in L2 between passes.
   std::int64_t run_length = std::max<std::int64_t>(8, ceil_div(w.rows, 4 * pool_.size()) / 8 * 8);
   if (x.rows > 8) {
-    const auto row_bytes = static_cast<std::int64_t>(w.packed.format == qformat::int8 ? padded : padded / 2);
+    const std::int64_t row_bytes = padded / quant_superblock * superblock_code_bytes(w.packed.format);
     run_length = std::clamp<std::int64_t>(quantized_panel_bytes / row_bytes / 8 * 8, 8, run_length);
   }
   pool_.parallel_for(ceil_div(w.rows, run_length), [&](std::int64_t task, int) {

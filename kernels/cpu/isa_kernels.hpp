@@ -76,13 +76,26 @@ struct panel_gemm_args {
 };
 
 /// Weight-only quantised formats (values of troupe::weight_quantization, kernels/quantized.hpp).
-enum class qformat : std::uint8_t { int8 = 1, int4 = 2, int4_asym = 3 };
+enum class qformat : std::uint8_t { int8 = 1, int4 = 2, int4_asym = 3, int5_asym = 4 };
 
 /// Weights in a superblock of this many input features share one layout
 /// unit; in_features are zero-padded to a multiple of it.
 constexpr std::int64_t quant_superblock = 512;
 /// Input features per quantisation group (int4 weights, int8 activations).
 constexpr std::int64_t quant_group = 32;
+
+/// Bytes of one row's codes per superblock: a byte a weight for int8, a
+/// nibble for int4 / int4_asym, and for int5_asym the nibbles (as int4)
+/// followed by a 64-byte plane of the codes' fifth bits.
+constexpr std::int64_t superblock_code_bytes(qformat format) {
+  return format == qformat::int8 ? quant_superblock
+                                 : quant_superblock / 2 + (format == qformat::int5_asym ? quant_superblock / 8 : 0);
+}
+
+/// True for the formats with an f16 offset per group (w = scale · code + offset).
+constexpr bool has_group_offsets(qformat format) {
+  return format == qformat::int4_asym || format == qformat::int5_asym;
+}
 
 /// A quantised [rows][cols] weight matrix (layout: kernels/cpu/README.md).
 /// Within a superblock of 16 groups, byte p (p < 512) of the interleaved
@@ -95,10 +108,13 @@ struct quantized_matrix {
   /// int8: [rows][padded_cols] bytes q + 128 in interleaved order. int4:
   /// [rows][padded_cols / 2]; byte b of a superblock's 256 holds interleaved
   /// position b in its low nibble and position b + 256 in its high one.
+  /// int5_asym: [rows][padded_cols / 512 · 320]; each superblock's 256
+  /// nibble bytes as int4 (the codes' low four bits), then 64 bytes whose
+  /// bit p % 8 of byte p / 8 is the fifth bit (16) of interleaved position p.
   const std::uint8_t* codes = nullptr;
   const float* row_scales = nullptr;             ///< int8: [rows], w = scale * (code - 128)
   const std::uint16_t* group_scales = nullptr;   ///< int4: f16 [rows][padded_cols / 32]
-  const std::uint16_t* group_offsets = nullptr;  ///< int4_asym: f16 [rows][groups], w = scale * code + offset;
+  const std::uint16_t* group_offsets = nullptr;  ///< int4_asym, int5_asym: f16 [rows][groups], w = scale * code + offset;
                                                  ///< null for int4: offset = -8 * scale
 };
 

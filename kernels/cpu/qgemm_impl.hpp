@@ -32,8 +32,9 @@ template <qformat F>
                                               std::int64_t m0, float (*result)[tile_activation_rows]) {
   constexpr int R = tile_weight_rows, C = tile_activation_rows;
   constexpr bool nibbles = F != qformat::int8;
+  constexpr std::int64_t superblock_bytes = superblock_code_bytes(F);
   const std::int64_t groups = w.padded_cols / quant_group, superblocks = w.padded_cols / quant_superblock;
-  const std::int64_t row_bytes = nibbles ? w.padded_cols / 2 : w.padded_cols;
+  const std::int64_t row_bytes = superblocks * superblock_bytes;
   qf acc[R][C];
 #pragma GCC unroll 4
   for (int i = 0; i < R; ++i) {
@@ -58,10 +59,15 @@ template <qformat F>
           vi low[R], high[R];
 #pragma GCC unroll 4
           for (int i = 0; i < R; ++i) {
-            const vi packed =
-                load_codes(w.codes + (n0 + i) * row_bytes + sb * (quant_superblock / 2) + h * vector_bytes + 64 * p);
+            const std::uint8_t* superblock = w.codes + (n0 + i) * row_bytes + sb * superblock_bytes;
+            const vi packed = load_codes(superblock + h * vector_bytes + 64 * p);
             low[i] = low_nibbles(packed);
             high[i] = high_nibbles(packed);
+            if constexpr (F == qformat::int5_asym) {
+              const std::uint8_t* bits = superblock + quant_superblock / 2 + h * (vector_bytes / 8);
+              low[i] = with_fifth_bits(low[i], bits + 8 * p);
+              high[i] = with_fifth_bits(high[i], bits + 8 * (p + 4));
+            }
           }
 #pragma GCC unroll 4
           for (int j = 0; j < C; ++j) {
@@ -76,7 +82,8 @@ template <qformat F>
         for (int r = 0; r < 8; ++r) {
           vi wv[R];
 #pragma GCC unroll 4
-          for (int i = 0; i < R; ++i) wv[i] = load_codes(w.codes + (n0 + i) * row_bytes + x_offset + 64 * r);
+          for (int i = 0; i < R; ++i)
+            wv[i] = load_codes(w.codes + (n0 + i) * row_bytes + sb * superblock_bytes + h * vector_bytes + 64 * r);
 #pragma GCC unroll 4
           for (int j = 0; j < C; ++j) {
             const vi xv = load_codes(x.codes + (m0 + j) * x.padded_cols + x_offset + 64 * r);
@@ -96,13 +103,13 @@ template <qformat F>
       }
     }
   }
-  // int4_asym's offset terms do not depend on the dot products: summed here,
+  // The offset terms (int4_asym, int5_asym) do not depend on the dot products: summed here,
   // in the GEMV's order, so they hold no registers during the integer loop.
   static_assert(C == 4, "the tile finishes through finished_dots4");
   for (int i = 0; i < R; ++i) {
     qf offsets[C];
     for (int j = 0; j < C; ++j) offsets[j] = qzero();
-    if constexpr (F == qformat::int4_asym) {
+    if constexpr (has_group_offsets(F)) {
       for (std::int64_t g0 = 0; g0 < groups; g0 += lanes) {
         const qf offset = load_halfs(w.group_offsets + (n0 + i) * groups + g0);
         for (int j = 0; j < C; ++j) offsets[j] = qfma(offset, qload(x.sums + (m0 + j) * groups + g0), offsets[j]);
@@ -162,6 +169,9 @@ inline void qgemv(const qgemv_args& args) {
       break;
     case qformat::int4_asym:
       qgemv_rows<qformat::int4_asym>(args);
+      break;
+    case qformat::int5_asym:
+      qgemv_rows<qformat::int5_asym>(args);
       break;
   }
 }

@@ -1,13 +1,15 @@
 #pragma once
 // Quantised GEMV (up to 8 activation rows; more run the tiles of
 // qgemm_impl.hpp): int8 activations (per group of 32, quantised on the fly)
-// times int8 (per output row) or int4 (per group of 32) weights, integer dot
-// products per group, f32 accumulation across groups.
+// times int8 (per output row), int4 or int5 (per group of 32) weights,
+// integer dot products per group, f32 accumulation across groups.
 // Included only by the ISA units. Layouts: isa_kernels.hpp.
 //
 // Each 64-byte vector of a superblock carries 16 groups in its 32-bit lanes
 // (4 bytes each), so the integer dot products of one group sum lane-wise
 // over the superblock's 8 vectors and then meet their 16 scales as one vector.
+
+#include <cstring>
 
 #include "kernels/cpu/isa_kernels.hpp"
 #include "kernels/cpu/simd.hpp"
@@ -75,6 +77,13 @@ inline vi negated_shifted(vi v) {
 /// acc + Σ over each lane's 4 bytes of w (u8, < 16 for int4) × x (s8).
 inline vi dot_nibbles(vi acc, vi w, vi x) { return _mm512_dpbusd_epi32(acc, w, x); }
 inline vi dot_int8(vi acc, vi w, vi x) { return _mm512_dpbusd_epi32(acc, w, x); }
+/// `codes` + 16 at each byte whose bit is set in the 64 bits at `bits`
+/// (int5_asym's fifth code bit of the vector's 64 positions).
+inline vi with_fifth_bits(vi codes, const std::uint8_t* bits) {
+  std::uint64_t mask;
+  std::memcpy(&mask, bits, sizeof mask);
+  return _mm512_mask_add_epi8(codes, static_cast<__mmask64>(mask), codes, _mm512_set1_epi8(16));
+}
 using qf = __m512;
 constexpr int lanes = 16;
 inline qf to_float(vi v) { return _mm512_cvtepi32_ps(v); }
@@ -137,6 +146,18 @@ inline vi dot_int8(vi acc, vi w, vi x) {
   const vi products = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(x, q));
   return _mm256_add_epi32(acc, _mm256_madd_epi16(products, _mm256_set1_epi16(1)));
 }
+/// `codes` + 16 at each byte whose bit is set in the 32 bits at `bits`: byte
+/// j takes bit j % 8 of bits byte j / 8 (spread by a shuffle, tested by a mask).
+inline vi with_fifth_bits(vi codes, const std::uint8_t* bits) {
+  std::uint32_t word;
+  std::memcpy(&word, bits, sizeof word);
+  const vi spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(word)),
+                                        _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2,
+                                                         2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const vi bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
+  const vi set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+  return _mm256_add_epi8(codes, _mm256_and_si256(set, _mm256_set1_epi8(16)));
+}
 using qf = __m256;
 constexpr int lanes = 8;
 inline qf to_float(vi v) { return _mm256_cvtepi32_ps(v); }
@@ -177,13 +198,13 @@ template <qformat F>
 }
 
 /// One output of weight row `n` from its lane-wise sums: `acc` (the scaled
-/// group dot products) and, for int4_asym, `offsets` (offset × the
+/// group dot products) and, for int4_asym / int5_asym, `offsets` (offset × the
 /// activations' group sums). The tiled GEMM (qgemm_impl.hpp) finishes through
 /// this too, so both give the same bits.
 template <qformat F>
 [[gnu::always_inline]] inline float finished_dot(const quantized_matrix& w, std::int64_t n, qf acc, qf offsets) {
   if constexpr (F == qformat::int8) return w.row_scales[n] * qsum(acc);
-  if constexpr (F == qformat::int4) return qsum(acc);
+  if constexpr (!has_group_offsets(F)) return qsum(acc);
   return qsum(acc) + qsum(offsets);
 }
 
@@ -194,10 +215,21 @@ template <qformat F>
   qsum4(acc, out);
   if constexpr (F == qformat::int8) {
     for (int j = 0; j < 4; ++j) out[j] = w.row_scales[n] * out[j];
-  } else if constexpr (F == qformat::int4_asym) {
+  } else if constexpr (has_group_offsets(F)) {
     float offset_sums[4];
     qsum4(offsets, offset_sums);
     for (int j = 0; j < 4; ++j) out[j] += offset_sums[j];
+  }
+}
+
+/// int5_asym: the fifth bits of the eight vectors of superblock `sb` (half
+/// `h`) added to their nibbles `wv`.
+template <qformat F>
+[[gnu::always_inline]] inline void add_fifth_bits(const std::uint8_t* row, std::int64_t sb, int h, vi* wv) {
+  if constexpr (F == qformat::int5_asym) {
+    const std::uint8_t* bits = row + sb * superblock_code_bytes(F) + quant_superblock / 2 + h * (vector_bytes / 8);
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; ++r) wv[r] = with_fifth_bits(wv[r], bits + 8 * r);
   }
 }
 
@@ -209,8 +241,8 @@ template <qformat F, int MR>
   constexpr int mr = MR;
   const std::int64_t groups = w.padded_cols / quant_group, superblocks = w.padded_cols / quant_superblock;
   constexpr bool nibbles = F != qformat::int8;
-  const std::int64_t row_bytes = nibbles ? w.padded_cols / 2 : w.padded_cols;
-  const std::uint8_t* codes = w.codes + n * row_bytes;
+  constexpr std::int64_t superblock_bytes = superblock_code_bytes(F);
+  const std::uint8_t* codes = w.codes + n * superblocks * superblock_bytes;
   qf acc[max_rows_per_pass], offsets[max_rows_per_pass];
 #pragma GCC unroll 8
   for (int i = 0; i < mr; ++i) acc[i] = offsets[i] = qzero();
@@ -218,15 +250,16 @@ template <qformat F, int MR>
     for (int h = 0; h < halves; ++h) {
       vi wv[8];
       if constexpr (nibbles) {
-        const std::uint8_t* base = codes + sb * (quant_superblock / 2) + h * vector_bytes;
+        const std::uint8_t* base = codes + sb * superblock_bytes + h * vector_bytes;
 #pragma GCC unroll 4
         for (int i = 0; i < 4; ++i) {
           const vi packed = load_codes(base + 64 * i);
           wv[i] = low_nibbles(packed);
           wv[i + 4] = high_nibbles(packed);
         }
+        add_fifth_bits<F>(codes, sb, h, wv);
       } else {
-        const std::uint8_t* base = codes + sb * quant_superblock + h * vector_bytes;
+        const std::uint8_t* base = codes + sb * superblock_bytes + h * vector_bytes;
         for (int r = 0; r < 8; ++r) wv[r] = load_codes(base + 64 * r);
       }
       const std::int64_t g0 = sb * groups_per_superblock + h * lanes;
@@ -247,7 +280,7 @@ template <qformat F, int MR>
         dot = int_add(dot, dot_odd);
         const qf x_scale = qload(x.scales + (m0 + i) * groups + g0);
         acc[i] = qfma(to_float(dot), nibbles ? qmul(x_scale, scale) : x_scale, acc[i]);
-        if constexpr (F == qformat::int4_asym)
+        if constexpr (has_group_offsets(F))
           offsets[i] =
               qfma(load_halfs(w.group_offsets + n * groups + g0), qload(x.sums + (m0 + i) * groups + g0), offsets[i]);
       }
@@ -263,8 +296,11 @@ constexpr int max_rows_per_pass = 8;
 inline int weight_code(const quantized_matrix& w, std::int64_t n, std::int64_t position) {
   if (w.format == qformat::int8) return static_cast<int>(w.codes[n * w.padded_cols + position]) - 128;
   const std::int64_t sb = position / quant_superblock, p = position % quant_superblock;
-  const std::uint8_t byte = w.codes[n * (w.padded_cols / 2) + sb * (quant_superblock / 2) + p % 256];
-  return p < 256 ? byte & 0x0f : byte >> 4;
+  const std::uint8_t* superblock =
+      w.codes + (n * (w.padded_cols / quant_superblock) + sb) * superblock_code_bytes(w.format);
+  const int nibble = p < 256 ? superblock[p % 256] & 0x0f : superblock[p % 256] >> 4;
+  if (w.format != qformat::int5_asym) return nibble;
+  return nibble | ((superblock[quant_superblock / 2 + p / 8] >> (p % 8)) & 1) << 4;
 }
 
 template <qformat F, int MR>
@@ -288,7 +324,7 @@ inline void qgemv_row(const quantized_matrix& w, const quantized_rows& x, std::i
         acc += static_cast<float>(dot) * x_scale;
       } else {
         acc += static_cast<float>(dot) * (x_scale * half_to_float(w.group_scales[n * groups + g]));
-        if constexpr (F == qformat::int4_asym)
+        if constexpr (has_group_offsets(F))
           offsets += half_to_float(w.group_offsets[n * groups + g]) * x.sums[(m0 + i) * groups + g];
       }
     }
@@ -328,8 +364,9 @@ inline vf load_codes_as_float(const std::uint8_t* p, int shift) {
 template <qformat F>
 inline void dequantize_row(const quantized_matrix& w, std::int64_t n, std::uint16_t* out) {
   constexpr bool nibbles = F != qformat::int8;
+  constexpr std::int64_t superblock_bytes = superblock_code_bytes(F);
   const std::int64_t groups = w.padded_cols / quant_group;
-  const std::uint8_t* codes = w.codes + n * (nibbles ? w.padded_cols / 2 : w.padded_cols);
+  const std::uint8_t* codes = w.codes + n * (w.padded_cols / quant_superblock) * superblock_bytes;
   for (std::int64_t sb = 0; sb * quant_superblock < w.cols; ++sb) {
     // Scale and offset of each of a 64-byte vector's positions (lane = group).
     float scale[64], offset[64];
@@ -340,15 +377,29 @@ inline void dequantize_row(const quantized_matrix& w, std::int64_t n, std::uint1
         offset[q] = -128.0f * w.row_scales[n];
       } else {
         scale[q] = half_to_float(w.group_scales[g]);
-        offset[q] = F == qformat::int4_asym ? half_to_float(w.group_offsets[g]) : -8.0f * scale[q];
+        offset[q] = has_group_offsets(F) ? half_to_float(w.group_offsets[g]) : -8.0f * scale[q];
       }
     }
+    const std::uint8_t* superblock = codes + sb * superblock_bytes;
     for (int r = 0; r < 8; ++r) {
       std::uint16_t values[64];
+      std::uint8_t five_bit[64];  // int5_asym: the vector's whole codes
+      if constexpr (F == qformat::int5_asym) {
+        for (int q = 0; q < 64; ++q) {
+          const int p = 64 * r + q;
+          const int nibble = p < 256 ? superblock[p % 256] & 0x0f : superblock[p % 256] >> 4;
+          five_bit[q] = static_cast<std::uint8_t>(nibble | ((superblock[256 + p / 8] >> (p % 8)) & 1) << 4);
+        }
+      }
       for (int q = 0; q < 64; q += W) {
         const int p = 64 * r + q;
-        const vf code = nibbles ? load_codes_as_float(codes + sb * 256 + p % 256, p < 256 ? 0 : 4)
-                                : load_codes_as_float(codes + sb * quant_superblock + p, -1);
+        vf code;
+        if constexpr (F == qformat::int5_asym) {
+          code = load_codes_as_float(five_bit + q, -1);
+        } else {
+          code = nibbles ? load_codes_as_float(superblock + p % 256, p < 256 ? 0 : 4)
+                         : load_codes_as_float(superblock + p, -1);
+        }
         store_bf16(values + q, fma(code, load(scale + q), load(offset + q)));
       }
       // Lane j of vector r holds input features 32 j + 4 r .. + 3.
@@ -373,6 +424,9 @@ inline void dequantize_rows(const quantized_matrix& w, std::int64_t row_begin, s
         break;
       case qformat::int4_asym:
         dequantize_row<qformat::int4_asym>(w, n, row);
+        break;
+      case qformat::int5_asym:
+        dequantize_row<qformat::int5_asym>(w, n, row);
         break;
     }
   }

@@ -15,6 +15,10 @@ std::size_t aligned(std::size_t bytes, std::size_t alignment) {
 
 bool nibbles(weight_quantization format) { return format != weight_quantization::int8; }
 
+bool has_offsets(weight_quantization format) { return has_group_offsets(static_cast<qformat>(format)); }
+
+std::int64_t superblock_bytes(weight_quantization format) { return superblock_code_bytes(static_cast<qformat>(format)); }
+
 // The interleaved order (interleaved_position) puts input 32g + 4v + l of a
 // superblock at position 64v + 4g + l: each group owns one 4-byte run in
 // each of the superblock's eight 64-position vectors. For int4, the byte at
@@ -36,13 +40,28 @@ void store_int4_group(const std::uint8_t* codes, std::int64_t g, std::uint8_t* s
   for (int v = 0; v < quant_group / 8; ++v) std::memcpy(superblock + 64 * v + 4 * g, bytes + 4 * v, 4);
 }
 
+// Group `g` of an int5_asym superblock: the low four bits as int4, the fifth
+// bit of codes[t] at bit p % 8 of byte 256 + p / 8, p = 64 (t / 4) + 4g + t % 4.
+void store_int5_group(const std::uint8_t* codes, std::int64_t g, std::uint8_t* superblock) {
+  store_int4_group(codes, g, superblock);
+  std::uint8_t* bits = superblock + quant_superblock / 2;
+  for (int t = 0; t < quant_group; ++t) {
+    const std::int64_t p = 64 * (t / 4) + 4 * g + t % 4;
+    const auto bit = static_cast<std::uint8_t>(1u << (p % 8));
+    bits[p / 8] = static_cast<std::uint8_t>((codes[t] & 0x10) != 0 ? bits[p / 8] | bit : bits[p / 8] & ~bit);
+  }
+}
+
 // The 32 codes of inputs [first_k, first_k + 32) (first_k a multiple of 32) into `row`.
 void store_group(const std::uint8_t* codes, const quantized_layout& layout, std::int64_t first_k, std::uint8_t* row) {
   const std::int64_t sb = first_k / quant_superblock, g = first_k % quant_superblock / quant_group;
-  if (nibbles(layout.format)) {
-    store_int4_group(codes, g, row + sb * (quant_superblock / 2));
+  std::uint8_t* superblock = row + sb * superblock_bytes(layout.format);
+  if (layout.format == weight_quantization::int5_asym) {
+    store_int5_group(codes, g, superblock);
+  } else if (nibbles(layout.format)) {
+    store_int4_group(codes, g, superblock);
   } else {
-    store_int8_group(codes, g, row + sb * quant_superblock);
+    store_int8_group(codes, g, superblock);
   }
 }
 
@@ -99,12 +118,13 @@ void quantize_int8_row(const float* w, const quantized_layout& layout, std::uint
   }
 }
 
-// One group of int4. Symmetric: the value of largest magnitude becomes code
-// 0 (-8 · scale), so all 16 levels are used. Asymmetric: [min, max] spans 0..15.
+// One group of int4 or int5. Symmetric (int4): the value of largest
+// magnitude becomes code 0 (-8 · scale), so all 16 levels are used.
+// Asymmetric: [min, max] spans 0..15 (int4_asym) or 0..31 (int5_asym).
 // Codes use the f16-rounded scale and offset the kernels will read. Every
 // loop runs the fixed group width over a local copy (a partial group padded
 // with its first weight, which moves no extreme), so each vectorises.
-void quantize_int4_group(const float* w, std::int64_t count, const quantized_layout& layout, std::uint8_t* codes,
+void quantize_group(const float* w, std::int64_t count, const quantized_layout& layout, std::uint8_t* codes,
                          std::int64_t first_k, std::uint16_t* scale_out, std::uint16_t* offset_out) {
   constexpr int lanes = 8;
   float values[quant_group];
@@ -125,8 +145,9 @@ void quantize_int4_group(const float* w, std::int64_t count, const quantized_lay
     extreme = high == 0.0f
                   ? 0.0f
                   : *std::find_if(values, values + quant_group, [&](float x) { return x == high || x == low; });
-  const bool asymmetric = layout.format == weight_quantization::int4_asym;
-  *scale_out = float_to_f16(asymmetric ? (high - low) / 15.0f : extreme / -8.0f);
+  const bool asymmetric = has_offsets(layout.format);
+  const int top = (1 << quantization_code_bits(layout.format)) - 1;
+  *scale_out = float_to_f16(asymmetric ? (high - low) / static_cast<float>(top) : extreme / -8.0f);
   const float scale = f16_to_float(*scale_out);
   float offset = -8.0f * scale;
   if (asymmetric) {
@@ -136,7 +157,7 @@ void quantize_int4_group(const float* w, std::int64_t count, const quantized_lay
   const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
   std::uint8_t group[quant_group];
   for (int t = 0; t < quant_group; ++t)
-    group[t] = static_cast<std::uint8_t>(std::clamp(round_half_even((values[t] - offset) * inverse), 0, 15));
+    group[t] = static_cast<std::uint8_t>(std::clamp(round_half_even((values[t] - offset) * inverse), 0, top));
   std::fill(group + count, group + quant_group, std::uint8_t{0});  // padding decodes to the offset
   store_group(group, layout, first_k, codes);
 }
@@ -158,13 +179,14 @@ quantized_layout padded_layout_for(weight_quantization format, std::int64_t rows
   layout.cols = cols;
   layout.padded_cols = (cols + column_multiple - 1) / column_multiple * column_multiple;
   layout.groups = layout.padded_cols / quant_group;
-  layout.row_code_bytes = static_cast<std::size_t>(nibbles(format) ? layout.padded_cols / 2 : layout.padded_cols);
+  // A CUDA layout (padded to its own multiple) is never int5_asym: superblock_bytes / 512 is 1 or 1/2 there.
+  layout.row_code_bytes = static_cast<std::size_t>(layout.padded_cols * superblock_bytes(format) / quant_superblock);
   layout.scales_at = aligned(layout.row_code_bytes * static_cast<std::size_t>(rows), alignment);
   const std::size_t scale_bytes =
       nibbles(format) ? 2 * static_cast<std::size_t>(rows * layout.groups) : 4 * static_cast<std::size_t>(rows);
   layout.offsets_at = aligned(layout.scales_at + scale_bytes, alignment);
   const std::size_t offset_bytes =
-      format == weight_quantization::int4_asym ? 2 * static_cast<std::size_t>(rows * layout.groups) : 0;
+      has_offsets(format) ? 2 * static_cast<std::size_t>(rows * layout.groups) : 0;
   layout.total_bytes = aligned(layout.offsets_at + offset_bytes, alignment);
   return layout;
 }
@@ -183,7 +205,7 @@ quantized_matrix view_of(const quantized_layout& layout, const void* buffer) {
   view.codes = bytes;
   if (nibbles(layout.format)) {
     view.group_scales = reinterpret_cast<const std::uint16_t*>(bytes + layout.scales_at);
-    if (layout.format == weight_quantization::int4_asym)
+    if (has_offsets(layout.format))
       view.group_offsets = reinterpret_cast<const std::uint16_t*>(bytes + layout.offsets_at);
   } else {
     view.row_scales = reinterpret_cast<const float*>(bytes + layout.scales_at);
@@ -208,7 +230,7 @@ void quantize_rows(const void* source, dtype type, std::int64_t count, const qua
     auto* offsets = reinterpret_cast<std::uint16_t*>(bytes + layout.offsets_at) + n * layout.groups;
     for (std::int64_t g = 0; g < layout.groups; ++g) {
       const std::int64_t first = g * quant_group, valid = std::clamp<std::int64_t>(layout.cols - first, 0, quant_group);
-      quantize_int4_group(row.data() + std::min(first, layout.cols), valid, layout, codes, first, scales + g,
+      quantize_group(row.data() + std::min(first, layout.cols), valid, layout, codes, first, scales + g,
                           offsets + g);
     }
   }
@@ -217,7 +239,7 @@ void quantize_rows(const void* source, dtype type, std::int64_t count, const qua
 void pack_int4_rows(const std::uint8_t* codes, const std::uint16_t* scales, const std::uint16_t* offsets,
                     std::int64_t count, const quantized_layout& layout, void* buffer, std::int64_t first_row) {
   if (!nibbles(layout.format) || layout.cols % quant_group != 0)
-    throw std::invalid_argument("pack_int4_rows: needs an int4 layout with whole groups of 32 inputs");
+    throw std::invalid_argument("pack_int4_rows: needs an int4 or int5 layout with whole groups of 32 inputs");
   auto* bytes = static_cast<std::uint8_t*>(buffer);
   const std::int64_t groups = layout.cols / quant_group;
   for (std::int64_t i = 0; i < count; ++i) {
@@ -227,7 +249,7 @@ void pack_int4_rows(const std::uint8_t* codes, const std::uint16_t* scales, cons
       store_group(codes + i * layout.cols + k, layout, k, row);
     auto* row_scales = reinterpret_cast<std::uint16_t*>(bytes + layout.scales_at) + n * layout.groups;
     std::copy_n(scales + i * groups, groups, row_scales);
-    if (layout.format == weight_quantization::int4_asym) {
+    if (has_offsets(layout.format)) {
       auto* row_offsets = reinterpret_cast<std::uint16_t*>(bytes + layout.offsets_at) + n * layout.groups;
       std::copy_n(offsets + i * groups, groups, row_offsets);
     }
@@ -238,9 +260,11 @@ int stored_code(const quantized_matrix& w, std::int64_t n, std::int64_t k) {
   const std::int64_t position = interleaved_position(k);
   if (w.format == qformat::int8) return w.codes[static_cast<std::size_t>(n * w.padded_cols + position)];
   const std::int64_t sb = position / quant_superblock, p = position % quant_superblock;
-  const std::uint8_t byte =
-      w.codes[static_cast<std::size_t>(n * (w.padded_cols / 2) + sb * (quant_superblock / 2) + p % 256)];
-  return p < 256 ? byte & 0x0f : byte >> 4;
+  const std::uint8_t* superblock =
+      w.codes + static_cast<std::size_t>((n * (w.padded_cols / quant_superblock) + sb) * superblock_code_bytes(w.format));
+  const int nibble = p < 256 ? superblock[p % 256] & 0x0f : superblock[p % 256] >> 4;
+  if (w.format != qformat::int5_asym) return nibble;
+  return nibble | ((superblock[quant_superblock / 2 + p / 8] >> (p % 8)) & 1) << 4;
 }
 
 float dequantized_weight(const quantized_matrix& w, std::int64_t n, std::int64_t k) {
@@ -248,7 +272,7 @@ float dequantized_weight(const quantized_matrix& w, std::int64_t n, std::int64_t
   if (w.format == qformat::int8) return w.row_scales[n] * static_cast<float>(code - 128);
   const std::int64_t group = n * (w.padded_cols / quant_group) + k / quant_group;
   const float scale = f16_to_float(w.group_scales[group]);
-  const float offset = w.format == qformat::int4_asym ? f16_to_float(w.group_offsets[group]) : -8.0f * scale;
+  const float offset = has_group_offsets(w.format) ? f16_to_float(w.group_offsets[group]) : -8.0f * scale;
   return scale * static_cast<float>(code) + offset;
 }
 

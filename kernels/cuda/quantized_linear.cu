@@ -191,9 +191,10 @@ void launch_quantized_gemv(const quantized_gemv_params& params, cudaStream_t str
     case weight_quantization::int4_asym:
       return launch_gemv_rows<weight_quantization::int4_asym>(params, stream);
     case weight_quantization::none:
+    case weight_quantization::int5_asym:  // refused by prepare_quantized_linear
       break;
   }
-  throw std::invalid_argument("launch_quantized_gemv: the weight is not quantised");
+  throw std::invalid_argument("launch_quantized_gemv: the weight is not in a CUDA quantised format");
 }
 
 void launch_dequantize(const dequantize_params& params, cudaStream_t stream) {
@@ -206,9 +207,10 @@ void launch_dequantize(const dequantize_params& params, cudaStream_t stream) {
     case weight_quantization::int4_asym:
       return launch_dequantize_rows<weight_quantization::int4_asym>(params, stream);
     case weight_quantization::none:
+    case weight_quantization::int5_asym:  // refused by prepare_quantized_linear
       break;
   }
-  throw std::invalid_argument("launch_dequantize: the weight is not quantised");
+  throw std::invalid_argument("launch_dequantize: the weight is not in a CUDA quantised format");
 }
 
 void launch_pad_rows(const pad_rows_params& params, cudaStream_t stream) {

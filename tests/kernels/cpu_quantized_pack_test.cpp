@@ -21,7 +21,9 @@ using cpu::quant_superblock;
 using test::random_source;
 
 // The writer pack_int4_rows used before it stored whole groups: each code
-// read-modify-written into its nibble at interleaved_position(k).
+// read-modify-written into its nibble at interleaved_position(k); for
+// int5_asym (superblocks of 320 bytes) its fifth bit into bit p % 8 of byte
+// 256 + p / 8 of the superblock, as isa_kernels.hpp documents.
 void reference_pack_int4_rows(const std::uint8_t* codes, const std::uint16_t* scales, const std::uint16_t* offsets,
                               std::int64_t count, const cpu::quantized_layout& layout, std::uint8_t* buffer,
                               std::int64_t first_row) {
@@ -32,14 +34,21 @@ void reference_pack_int4_rows(const std::uint8_t* codes, const std::uint16_t* sc
     for (std::int64_t k = 0; k < layout.cols; ++k) {
       const std::int64_t position = cpu::interleaved_position(k);
       const std::int64_t sb = position / quant_superblock, p = position % quant_superblock;
-      std::uint8_t& byte = row[sb * (quant_superblock / 2) + p % 256];
+      const bool five_bits = layout.format == weight_quantization::int5_asym;
+      std::uint8_t* superblock = row + sb * (five_bits ? 320 : quant_superblock / 2);
+      std::uint8_t& byte = superblock[p % 256];
       const int code = codes[i * layout.cols + k] & 0x0f;
       byte = p < 256 ? static_cast<std::uint8_t>((byte & 0xf0) | code)
                      : static_cast<std::uint8_t>((byte & 0x0f) | code << 4);
+      if (five_bits) {
+        std::uint8_t& bits = superblock[256 + p / 8];
+        const int fifth = (codes[i * layout.cols + k] >> 4) & 1;
+        bits = static_cast<std::uint8_t>((bits & ~(1 << (p % 8))) | fifth << (p % 8));
+      }
     }
     std::copy_n(scales + i * groups, groups,
                 reinterpret_cast<std::uint16_t*>(buffer + layout.scales_at) + n * layout.groups);
-    if (layout.format == weight_quantization::int4_asym)
+    if (layout.format != weight_quantization::int4)
       std::copy_n(offsets + i * groups, groups,
                   reinterpret_cast<std::uint16_t*>(buffer + layout.offsets_at) + n * layout.groups);
   }
@@ -47,12 +56,13 @@ void reference_pack_int4_rows(const std::uint8_t* codes, const std::uint16_t* sc
 
 // Byte for byte, in buffers that start out holding a pattern, so bytes
 // neither writer touches (padding groups, alignment) must match as well;
-// codes carry junk in their high bits, which both must ignore; rows are
-// written in two calls, the second at a nonzero first_row.
+// codes carry junk in their high bits (above the fourth, or for int5_asym
+// the fifth), which both must ignore; rows are written in two calls, the
+// second at a nonzero first_row.
 TEST(QuantizedPack, Int4RowsAreByteIdenticalToThePerCodeWriter) {
   random_source rng;
   SCOPED_TRACE(rng.trace());
-  for (auto format : {weight_quantization::int4, weight_quantization::int4_asym}) {
+  for (auto format : {weight_quantization::int4, weight_quantization::int4_asym, weight_quantization::int5_asym}) {
     for (std::int64_t rows : {1, 7, 13}) {
       for (std::int64_t cols : {32, 96, 480, 512, 544, 1024, 2080}) {
         const cpu::quantized_layout layout = cpu::layout_for(format, rows, cols);
@@ -82,7 +92,8 @@ TEST(QuantizedPack, Int4RowsAreByteIdenticalToThePerCodeWriter) {
 TEST(QuantizedPack, QuantizedRowsHoldEveryCodeWhereInterleavingPutsIt) {
   random_source rng;
   SCOPED_TRACE(rng.trace());
-  for (auto format : {weight_quantization::int8, weight_quantization::int4, weight_quantization::int4_asym}) {
+  for (auto format : {weight_quantization::int8, weight_quantization::int4, weight_quantization::int4_asym,
+                      weight_quantization::int5_asym}) {
     for (std::int64_t cols : {32, 100, 512, 1000}) {
       const std::int64_t rows = 3;
       const std::vector<float> w = rng.floats(static_cast<std::size_t>(rows * cols));
@@ -102,9 +113,10 @@ TEST(QuantizedPack, QuantizedRowsHoldEveryCodeWhereInterleavingPutsIt) {
             const std::int64_t group = n * layout.groups + k / quant_group;
             const float scale = f16_to_float(view.group_scales[group]);
             const float offset =
-                format == weight_quantization::int4_asym ? f16_to_float(view.group_offsets[group]) : -8.0f * scale;
+                format == weight_quantization::int4 ? -8.0f * scale : f16_to_float(view.group_offsets[group]);
             const float value = k < cols ? row[k] : offset, inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
-            expected = static_cast<int>(std::clamp(std::rint((value - offset) * inverse), 0.0f, 15.0f));
+            const float top = format == weight_quantization::int5_asym ? 31.0f : 15.0f;
+            expected = static_cast<int>(std::clamp(std::rint((value - offset) * inverse), 0.0f, top));
           }
           ASSERT_EQ(cpu::stored_code(view, n, k), expected)
               << quantization_name(format) << " row " << n << " col " << k << " of " << cols;

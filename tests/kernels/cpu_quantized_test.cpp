@@ -1,4 +1,4 @@
-// Weight-only int8/int4 on the CPU backend: the formats' round-to-nearest
+// Weight-only int8/int4/int5 on the CPU backend: the formats' round-to-nearest
 // error bounds, activation quantisation, the quantised GEMV at every
 // dispatch level against the scalar reference, and linear() end to end.
 
@@ -20,7 +20,7 @@ using cpu::quant_group;
 using test::random_source;
 
 constexpr weight_quantization all_formats[] = {weight_quantization::int8, weight_quantization::int4,
-                                               weight_quantization::int4_asym};
+                                               weight_quantization::int4_asym, weight_quantization::int5_asym};
 
 struct quantized_buffer {
   cpu::quantized_layout layout;
@@ -39,8 +39,9 @@ quantized_buffer quantize(const std::vector<float>& w, weight_quantization forma
 
 TEST(QuantizedFormat, NamesRoundTrip) {
   for (auto format : {weight_quantization::none, weight_quantization::int8, weight_quantization::int4,
-                      weight_quantization::int4_asym})
+                      weight_quantization::int4_asym, weight_quantization::int5_asym})
     EXPECT_EQ(parse_quantization(quantization_name(format)), format);
+  EXPECT_EQ(quantization_code_bits(weight_quantization::int5_asym), 5);
   EXPECT_FALSE(parse_quantization("int3").has_value());
 }
 
@@ -48,7 +49,7 @@ TEST(QuantizedFormat, LmHeadIsInt4BesideFourBitLayersOnlyWhenRefinedElseInt8Unle
   for (bool refined : {false, true}) {
     EXPECT_EQ(lm_head_quantization(weight_quantization::none, "auto", refined), weight_quantization::none);
     EXPECT_EQ(lm_head_quantization(weight_quantization::int8, "auto", refined), weight_quantization::int8);
-    for (auto layers : {weight_quantization::int4, weight_quantization::int4_asym})
+    for (auto layers : {weight_quantization::int4, weight_quantization::int4_asym, weight_quantization::int5_asym})
       EXPECT_EQ(lm_head_quantization(layers, "auto", refined),
                 refined ? weight_quantization::int4 : weight_quantization::int8);
     EXPECT_EQ(lm_head_quantization(weight_quantization::int4, "int4", refined), weight_quantization::int4);
@@ -89,7 +90,7 @@ TEST(QuantizedFormat, RoundTripWithinHalfAStep) {
           } else {
             const std::int64_t group = n * q.layout.groups + k / quant_group;
             step = std::fabs(f16_to_float(view.group_scales[group]));
-            if (format == weight_quantization::int4_asym) slack = std::fabs(value) * 1e-3f;  // f16 offset
+            if (format != weight_quantization::int4) slack = std::fabs(value) * 1e-3f;  // f16 offset
           }
           const bool one_sided = format == weight_quantization::int4 && std::fabs(value) > 7.0f * step;
           // The f16 scale may round below |extreme| / 8 (by up to 2^-11 of it), so

@@ -1,7 +1,8 @@
 // Quality of weight-only quantisation on the trained demo model: perplexity
 // of the held-out split and greedy top-1 agreement with the bf16 weights,
 // per format, against the bounds issue 14 sets (int4: ≥ 95% agreement,
-// perplexity within 5%) and tighter ones for int8.
+// perplexity within 5%) and tighter ones for int8 and int5_asym (measured
+// there: 98.2% and +0.09% with the int8 head).
 
 #include <gtest/gtest.h>
 
@@ -91,6 +92,7 @@ TEST(DemoQuantized, PerplexityAndTopOneAgreementWithinTheFormatsBounds) {
   for (const format_bound& bound : {format_bound{weight_quantization::int8, std::nullopt, 0.99, 0.01},
                                     format_bound{weight_quantization::int4, std::nullopt, 0.95, 0.05},
                                     format_bound{weight_quantization::int4_asym, std::nullopt, 0.95, 0.05},
+                                    format_bound{weight_quantization::int5_asym, weight_quantization::int8, 0.97, 0.02},
                                     format_bound{weight_quantization::int4, weight_quantization::int8, 0.95, 0.05}}) {
     const scored got = score(weights, bound.format, bound.lm_head, windows);
     const double agree = agreement(got.greedy, reference.greedy);

@@ -3,8 +3,8 @@
 // expanding (codes as stored, each sub-block's d·s and −dmin·m rounded once
 // to f16), its Q6_K matrices are expanded, the model runs like the whole
 // file expanded, and a Q4_K block whose products leave f16's range is
-// refused by name. Q5_K_M: expanded, run as int8 under `auto`, like the
-// file expanded to bf16. IQ4_NL (llama-quantize's): run as int8 too.
+// refused by name. Q5_K_M: its Q5_K matrices as int5_asym the same way,
+// run like the file expanded to bf16. IQ4_NL (llama-quantize's): run as int8.
 // Opened for a quantised model (open_for_quantization
 // on the cpu), layer matrices in the other block formats are expanded only
 // as the backend prepares them (host_tensor::rows).
@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -38,13 +39,16 @@ std::int64_t rope_heads_of(const model_config& config, const std::string& name) 
 }
 
 // Each kept weight is the file's up to the f16 rounding of its sub-block's
-// scale and offset: |Δ| ≤ 2^-11 (15·d·s + dmin·m) < 2^-9 of the largest
-// weight of its 256-block. A code or scale read from the wrong place is off
-// by a whole step (about a fifteenth of the sub-block's range).
-TEST(KQuantGguf, Q4_KMatricesKeepTheirCodesAndExpandTheQ6_KOnes) {
-  const checkpoint kept = checkpoint::open(q4_k_m, {.show_progress = false, .keep_int4 = true});
-  ASSERT_EQ(kept.stored_quantization(), weight_quantization::int4_asym);
-  int q4_k = 0, q6_k = 0;
+// scale and offset: |Δ| ≤ 2^-11 (31·d·s + dmin·m) < 2^-9 of the largest
+// weight of its 256-block (15·d·s for Q4_K). A code, fifth bit or scale
+// read from the wrong place is off by a whole step (about a fifteenth, or
+// for Q5_K a thirty-first, of the sub-block's range). The file's Q6_K
+// matrices are expanded at open (checkpoint::open without on-demand rows).
+void expect_k_codes_kept(const std::filesystem::path& file, ggml_type kept_type, weight_quantization format,
+                         int kept_per_layer, int q6_k_matrices) {
+  const checkpoint kept = checkpoint::open(file, {.show_progress = false, .keep_int4 = true});
+  ASSERT_EQ(kept.stored_quantization(), format);
+  int kept_count = 0, q6_k = 0;
   for (const gguf_tensor& tensor : kept.gguf()->tensors()) {
     const auto name = gguf_hf_tensor_name(tensor.name);
     if (!name || !name->ends_with("_proj.weight")) continue;
@@ -55,10 +59,10 @@ TEST(KQuantGguf, Q4_KMatricesKeepTheirCodesAndExpandTheQ6_KOnes) {
       ++q6_k;
       continue;
     }
-    ASSERT_EQ(tensor.type, ggml_type::q4_k) << *name;
+    ASSERT_EQ(tensor.type, kept_type) << *name;
     ASSERT_NE(loaded->int4, nullptr) << *name;
     EXPECT_EQ(loaded->data, nullptr) << *name << ": nothing is expanded at load";
-    EXPECT_EQ(loaded->int4->format(), weight_quantization::int4_asym);
+    EXPECT_EQ(loaded->int4->format(), format);
     const gguf_rows rows(tensor, rope_heads_of(kept.config(), *name));
     const testing::packed_weights packed(*loaded);
     std::vector<float> expected(rows.row_length);
@@ -74,11 +78,21 @@ TEST(KQuantGguf, Q4_KMatricesKeepTheirCodesAndExpandTheQ6_KOnes) {
         }
       }
     }
-    ++q4_k;
+    ++kept_count;
   }
-  const auto layers = static_cast<int>(kept.config().num_hidden_layers);
-  EXPECT_EQ(q4_k, 5 * layers);  // q, k, o, gate, up
-  EXPECT_EQ(q6_k, 2 * layers);  // v, down
+  EXPECT_EQ(kept_count, kept_per_layer * static_cast<int>(kept.config().num_hidden_layers));
+  EXPECT_EQ(q6_k, q6_k_matrices);
+}
+
+TEST(KQuantGguf, Q4_KMatricesKeepTheirCodesAndExpandTheQ6_KOnes) {
+  expect_k_codes_kept(q4_k_m, ggml_type::q4_k, weight_quantization::int4_asym, 5, 4);  // Q6_K v, down of both layers
+}
+
+// Q5_K_M: Q6_K attn_v and ffn_down of layer 0 only.
+TEST(KQuantGguf, Q5_KMatricesKeepTheirFiveBitCodesAndExpandTheQ6_KOnes) {
+  const checkpoint kept = checkpoint::open(q5_k_m, {.show_progress = false, .keep_int4 = true});
+  ASSERT_EQ(kept.config().num_hidden_layers, 2);
+  expect_k_codes_kept(q5_k_m, ggml_type::q5_k, weight_quantization::int5_asym, 6, 2);
 }
 
 // `auto` keeps the Q4_K matrices as int4_asym and runs the linears with a
@@ -94,14 +108,24 @@ TEST(KQuantGguf, NativeQ4_KRunsLikeTheExpandedFile) {
             weight_quantization::none);
 }
 
-// A file of mostly 5- to 8-bit matrices has no 4-bit layers to keep: `auto`
-// expands it and runs int8 per output row. Measured max |Δlogit| / max
-// |logit| against the file expanded to bf16: 0.0304.
-TEST(KQuantGguf, AQ5_KMFileRunsAsInt8LikeTheExpandedFile) {
-  EXPECT_LE(testing::error_against_expanded(q5_k_m, weight_quantization::int8), 0.06);
-  const checkpoint opened = checkpoint::open(q5_k_m, {.show_progress = false, .keep_int4 = true});
-  EXPECT_TRUE(opened.stored_5_to_8_bits());
-  EXPECT_EQ(opened.stored_quantization(), weight_quantization::none);
+// `auto` keeps the Q5_K matrices as int5_asym and runs the linears with a
+// Q6_K part (layer 0's q/k/v and down) as int8. Measured max |Δlogit| / max
+// |logit| against the file expanded to bf16: 0.0251 (the whole file as
+// int8, before int5_asym existed: 0.0304). No int5 kernels (cuda): expanded.
+TEST(KQuantGguf, NativeQ5_KRunsLikeTheExpandedFile) {
+  EXPECT_LE(testing::error_against_expanded(q5_k_m, weight_quantization::int5_asym), 0.04);
+  const quantized_checkpoint opened = open_for_quantization(q5_k_m, "auto", true, {.show_progress = false});
+  backend_options options;
+  options.threads = 2;
+  const auto device = make_backend("cpu", options);
+  const llama_model model(opened.weights.config(), opened.weights.weights(), *device, opened.quantization);
+  const std::array<weight_quantization, 4> first = model.linear_formats(0), second = model.linear_formats(1);
+  using enum weight_quantization;
+  EXPECT_EQ(first, (std::array{int8, int5_asym, int5_asym, int8}));  // qkv and down hold a Q6_K part
+  EXPECT_EQ(second, (std::array{int5_asym, int5_asym, int5_asym, int5_asym}));
+  EXPECT_EQ(describe_linear_formats(model, opened.quantization), "int5_asym (2 of 8 projections int8)");
+  EXPECT_EQ(open_for_quantization(q5_k_m, "auto", false, {.show_progress = false}).quantization,
+            weight_quantization::none);
 }
 
 // Q8_0 layers streamed to the backend row block by row block (quantised to
