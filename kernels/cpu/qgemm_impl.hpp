@@ -11,6 +11,17 @@
 // conversion, scale product and fma per superblock in the same order, and the
 // same finish (`finished_dot`, four at once). So a tile gives the GEMV's bits, whatever M
 // is, and this path is batch-invariant like the GEMV.
+//
+// Unpacking 4- and 5-bit codes costs a few instructions per weight vector,
+// next to the four dot products a tile makes of it, and a tile unpacked
+// every weight row again for each group of activation rows. So for tiles
+// the weight rows are first expanded, a block of rows sized to stay in L2
+// at a time, to one byte a code in int8's layout, and every tile of
+// activation rows reads the bytes (the integer sums, so the bits, are the
+// same).
+
+#include <algorithm>
+#include <vector>
 
 #include "kernels/cpu/qgemv_impl.hpp"
 
@@ -25,11 +36,39 @@ constexpr int tile_weight_rows = 2;  // 16 ymm registers
 #endif
 constexpr int tile_activation_rows = 4;
 
-/// Weight rows [n0, n0 + R) × activation rows [m0, m0 + C) into
-/// result[weight row][activation row] (before bias).
+/// Weight rows [n0, n0 + count) of a 4- or 5-bit matrix as one byte a code
+/// (0..31) in int8's layout: `out` [count][padded_cols], byte p of a
+/// superblock the code of interleaved position p.
 template <qformat F>
+void expand_codes(const quantized_matrix& w, std::int64_t n0, std::int64_t count, std::uint8_t* out) {
+  constexpr std::int64_t superblock_bytes = superblock_code_bytes(F);
+  const std::int64_t superblocks = w.padded_cols / quant_superblock;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const std::uint8_t* row = w.codes + (n0 + i) * superblocks * superblock_bytes;
+    for (std::int64_t sb = 0; sb < superblocks; ++sb) {
+      for (int h = 0; h < halves; ++h) {
+        vi wv[8];
+        for (int p = 0; p < 4; ++p) {
+          const vi packed = load_codes(row + sb * superblock_bytes + h * vector_bytes + 64 * p);
+          wv[p] = low_nibbles(packed);
+          wv[p + 4] = high_nibbles(packed);
+        }
+        add_fifth_bits<F>(row, sb, h, wv);
+        std::uint8_t* at = out + i * w.padded_cols + sb * quant_superblock + h * vector_bytes;
+        for (int r = 0; r < 8; ++r) std::memcpy(at + 64 * r, &wv[r], sizeof(vi));
+      }
+    }
+  }
+}
+
+/// Weight rows [n0, n0 + R) × activation rows [m0, m0 + C) into
+/// result[weight row][activation row] (before bias). `Expanded`: a 4- or
+/// 5-bit matrix's codes read as bytes from `expanded` (expand_codes, row n0
+/// first) instead of unpacked here.
+template <qformat F, bool Expanded>
 [[gnu::always_inline]] inline void qgemm_tile(const quantized_matrix& w, const quantized_rows& x, std::int64_t n0,
-                                              std::int64_t m0, float (*result)[tile_activation_rows]) {
+                                              std::int64_t m0, float (*result)[tile_activation_rows],
+                                              const std::uint8_t* expanded) {
   constexpr int R = tile_weight_rows, C = tile_activation_rows;
   constexpr bool nibbles = F != qformat::int8;
   constexpr std::int64_t superblock_bytes = superblock_code_bytes(F);
@@ -52,7 +91,7 @@ template <qformat F>
         for (int i = 0; i < R; ++i) dot[i][j] = initial;
       }
       const std::int64_t x_offset = sb * quant_superblock + h * vector_bytes;
-      if constexpr (nibbles) {
+      if constexpr (nibbles && !Expanded) {
         // Packed vector p holds vector p (low nibbles) and p + 4 (high).
 #pragma GCC unroll 4
         for (int p = 0; p < 4; ++p) {
@@ -82,13 +121,17 @@ template <qformat F>
         for (int r = 0; r < 8; ++r) {
           vi wv[R];
 #pragma GCC unroll 4
-          for (int i = 0; i < R; ++i)
-            wv[i] = load_codes(w.codes + (n0 + i) * row_bytes + sb * superblock_bytes + h * vector_bytes + 64 * r);
+          for (int i = 0; i < R; ++i) {
+            wv[i] = Expanded ? load_codes(expanded + i * w.padded_cols + x_offset + 64 * r)
+                             : load_codes(w.codes + (n0 + i) * row_bytes + sb * superblock_bytes + h * vector_bytes +
+                                          64 * r);
+          }
 #pragma GCC unroll 4
           for (int j = 0; j < C; ++j) {
             const vi xv = load_codes(x.codes + (m0 + j) * x.padded_cols + x_offset + 64 * r);
 #pragma GCC unroll 4
-            for (int i = 0; i < R; ++i) dot[i][j] = dot_int8(dot[i][j], wv[i], xv);
+            for (int i = 0; i < R; ++i)
+              dot[i][j] = nibbles ? dot_nibbles(dot[i][j], wv[i], xv) : dot_int8(dot[i][j], wv[i], xv);
           }
         }
       }
@@ -103,37 +146,90 @@ template <qformat F>
       }
     }
   }
-  // The offset terms (int4_asym, int5_asym) do not depend on the dot products: summed here,
-  // in the GEMV's order, so they hold no registers during the integer loop.
-  static_assert(C == 4, "the tile finishes through finished_dots4");
-  for (int i = 0; i < R; ++i) {
-    qf offsets[C];
-    for (int j = 0; j < C; ++j) offsets[j] = qzero();
-    if constexpr (has_group_offsets(F)) {
-      for (std::int64_t g0 = 0; g0 < groups; g0 += lanes) {
+  static_assert(C == 4, "the tile finishes through finished_dots4 and qsum4");
+  if constexpr (!has_group_offsets(F)) {
+    const qf no_offsets[C] = {qzero(), qzero(), qzero(), qzero()};
+    for (int i = 0; i < R; ++i) finished_dots4<F>(w, n0 + i, acc[i], no_offsets, result[i]);
+  } else {
+    // The offset terms (int4_asym, int5_asym) do not depend on the dot
+    // products: summed after them, in the GEMV's order, for the whole tile at
+    // once so that each activation row's sums are loaded once per 16
+    // groups; then added to the dot products' sums as finished_dots4 adds them.
+    for (int i = 0; i < R; ++i) qsum4(acc[i], result[i]);
+    qf offsets[R][C];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 4
+      for (int j = 0; j < C; ++j) offsets[i][j] = qzero();
+    }
+    for (std::int64_t g0 = 0; g0 < groups; g0 += lanes) {
+      qf sums[C];
+#pragma GCC unroll 4
+      for (int j = 0; j < C; ++j) sums[j] = qload(x.sums + (m0 + j) * groups + g0);
+#pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) {
         const qf offset = load_halfs(w.group_offsets + (n0 + i) * groups + g0);
-        for (int j = 0; j < C; ++j) offsets[j] = qfma(offset, qload(x.sums + (m0 + j) * groups + g0), offsets[j]);
+#pragma GCC unroll 4
+        for (int j = 0; j < C; ++j) offsets[i][j] = qfma(offset, sums[j], offsets[i][j]);
       }
     }
-    finished_dots4<F>(w, n0 + i, acc[i], offsets, result[i]);
+    for (int i = 0; i < R; ++i) {
+      float offset_sums[C];
+      qsum4(offsets[i], offset_sums);
+      for (int j = 0; j < C; ++j) result[i][j] += offset_sums[j];
+    }
   }
 }
 
 /// Output rows [n_begin, n_end) for the C activation rows from m0, R weight
 /// rows at a time; the last n_end - n_begin mod R rows take the GEMV.
+/// `expanded`: rows [n_begin, n_end)'s codes as expand_codes writes them, or
+/// null to read them packed.
 template <qformat F>
-void qgemm_pass(const qgemv_args& args, std::int64_t m0) {
+void qgemm_pass(const qgemv_args& args, std::int64_t m0, std::int64_t n_begin, std::int64_t n_end,
+                const std::uint8_t* expanded) {
   constexpr int R = tile_weight_rows, C = tile_activation_rows;
   float result[R][C];
-  std::int64_t n = args.n_begin;
-  for (; n + R <= args.n_end; n += R) {
-    qgemm_tile<F>(*args.weights, *args.x, n, m0, result);
+  std::int64_t n = n_begin;
+  for (; n + R <= n_end; n += R) {
+    if (expanded != nullptr) {
+      qgemm_tile<F, true>(*args.weights, *args.x, n, m0, result,
+                          expanded + (n - n_begin) * args.weights->padded_cols);
+    } else {
+      qgemm_tile<F, false>(*args.weights, *args.x, n, m0, result, nullptr);
+    }
     for (int j = 0; j < C; ++j) {
       for (int i = 0; i < R; ++i)
         args.out[(m0 + j) * args.out_stride + n + i] = result[i][j] + (args.bias != nullptr ? args.bias[n + i] : 0.0f);
     }
   }
-  qgemv_pass<F, C>(args, m0, n, args.n_end);
+  qgemv_pass<F, C>(args, m0, n, n_end);
+}
+
+/// Bytes of expanded codes a block of weight rows may take (about half of a
+/// core's L2 on current x86 server parts).
+constexpr std::int64_t expanded_block_bytes = std::int64_t{256} << 10;
+
+/// The tiles over activation rows [0, m_tiled) (a multiple of C): an int8
+/// matrix as stored; a 4- or 5-bit one expanded a block of weight rows at
+/// a time into this thread's scratch, each block then read by every tile.
+template <qformat F>
+void qgemm_passes(const qgemv_args& args, std::int64_t m_tiled) {
+  constexpr int R = tile_weight_rows, C = tile_activation_rows;
+  if constexpr (F == qformat::int8) {
+    for (std::int64_t m0 = 0; m0 < m_tiled; m0 += C) qgemm_pass<F>(args, m0, args.n_begin, args.n_end, nullptr);
+  } else {
+    const std::int64_t padded_cols = args.weights->padded_cols;
+    const std::int64_t block = std::max<std::int64_t>(R, expanded_block_bytes / padded_cols / R * R);
+    thread_local std::vector<std::uint8_t> scratch;
+    scratch.resize(static_cast<std::size_t>(block * padded_cols));
+    for (std::int64_t first = args.n_begin; first < args.n_end; first += block) {
+      const std::int64_t last = std::min(args.n_end, first + block);
+      const std::int64_t tiled_rows = (last - first) / R * R;  // the rest take the GEMV, packed
+      expand_codes<F>(*args.weights, first, tiled_rows, scratch.data());
+      for (std::int64_t m0 = 0; m0 < m_tiled; m0 += C) qgemm_pass<F>(args, m0, first, last, scratch.data());
+    }
+  }
 }
 
 #endif
@@ -147,7 +243,8 @@ inline void qgemv_rows(const qgemv_args& args) {
 #if defined(__AVX512VNNI__) || defined(__AVX2__)
   // Above one GEMV pass (prefill), tiles; the weights come from L2 by then.
   if (args.m_rows > max_rows_per_pass) {
-    for (; m0 + tile_activation_rows <= args.m_rows; m0 += tile_activation_rows) qgemm_pass<F>(args, m0);
+    m0 = args.m_rows / tile_activation_rows * tile_activation_rows;
+    qgemm_passes<F>(args, m0);
   }
 #endif
   using pass = void (*)(const qgemv_args&, std::int64_t, std::int64_t, std::int64_t);

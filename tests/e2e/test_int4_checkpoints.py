@@ -1,11 +1,12 @@
-"""Checkpoints stored in 4 bits served as they are: a GGUF Q4_0 file, a GGUF
-in llama.cpp's Q4_K_M mix (its layers with a Q6_K matrix as int8) and an
-AWQ directory (tests/fixtures/) run in troupe's int4 formats by default
+"""Checkpoints stored in 4 or 5 bits served as they are: a GGUF Q4_0 file, a
+GGUF in llama.cpp's Q4_K_M mix (its layers with a Q6_K matrix as int8), an
+AWQ directory, a GGUF Q5_0 file and one in llama.cpp's Q5_K_M mix
+(tests/fixtures/) run in troupe's int4 / int5 formats by default
 (`--quantization auto`), answer completions, and `--quantization none`
 expands them to bf16 instead. A GPTQ act-order directory (its activations
-permuted per layer), an 8-bit GPTQ one and GGUFs in llama.cpp's Q5_K_M mix,
-IQ4_NL and Q2_K (all four run as int8) and Q3_K_M (its Q4_K layers as
-stored, the rest int8) answer chat.
+permuted per layer), an 8-bit GPTQ one and GGUFs in IQ4_NL and Q2_K (all
+three run as int8) and Q3_K_M (its Q4_K layers as stored, the rest int8)
+answer chat.
 """
 
 import os
@@ -19,6 +20,7 @@ from conftest import LiveServer
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 Q4_0 = FIXTURES / "gguf" / "llama_tiny_q4_0.gguf"
+Q5_0 = FIXTURES / "gguf" / "llama_tiny_q5_0.gguf"
 Q4_K_M = FIXTURES / "gguf" / "llama_k256_q4_k_m.gguf"
 Q5_K_M = FIXTURES / "gguf" / "llama_k256_q5_k_m.gguf"
 IQ4_NL = FIXTURES / "gguf" / "llama_tiny_iq4_nl.gguf"
@@ -45,8 +47,9 @@ def greedy(server, prompt="The quick brown fox"):
 
 
 @pytest.mark.parametrize("model,expected", [(Q4_0, "int4"), (Q4_K_M, "int4_asym (4 of 8 projections int8)"),
-                                            (AWQ, "int4_asym")])
-def test_stored_4_bit_checkpoints_run_as_stored_by_default(model, expected):
+                                            (AWQ, "int4_asym"), (Q5_0, "int5_asym"),
+                                            (Q5_K_M, "int5_asym (2 of 8 projections int8)")])
+def test_stored_4_and_5_bit_checkpoints_run_as_stored_by_default(model, expected):
     server = LiveServer(["--model", str(model), "--threads", "1"])
     try:
         assert served_format(server) == expected
@@ -61,7 +64,7 @@ def test_stored_4_bit_checkpoints_run_as_stored_by_default(model, expected):
         expanded.stop()
 
 
-@pytest.mark.parametrize("model,expected", [(ACT_ORDER, "int4_asym"), (GPTQ_8_BIT, "int8"), (Q5_K_M, "int8"),
+@pytest.mark.parametrize("model,expected", [(ACT_ORDER, "int4_asym"), (GPTQ_8_BIT, "int8"),
                                             (IQ4_NL, "int8"), (Q2_K, "int8"),
                                             (Q3_K_M, "int4_asym (4 of 8 projections int8)")])
 def test_gptq_act_order_and_8_bit_checkpoints_answer_chat(model, expected):

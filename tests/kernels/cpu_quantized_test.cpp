@@ -198,12 +198,15 @@ TEST(QuantizedGemv, EveryLevelMatchesTheReference) {
 
 // Above one GEMV pass the kernel runs register tiles of weight rows ×
 // activation rows; each output must be the GEMV's own bits (a lone row, same
-// level), including the rows left over at both edges of the tiles.
+// level), including the rows left over at both edges of the tiles. 4- and
+// 5-bit codes are expanded to bytes a block of weight rows at a time first
+// (256 KiB: at 16,500 inputs a block of 12 rows, so 23 rows make two blocks,
+// each with rows left over for the GEMV).
 TEST(QuantizedGemm, TilesGiveTheGemvBitsAtEveryLevel) {
   random_source rng;
   SCOPED_TRACE(rng.trace());
   const std::int64_t rows = 23, m = 14;
-  for (std::int64_t cols : {200, 1100}) {
+  for (std::int64_t cols : {200, 1100, 16500}) {
     const std::vector<float> w = rng.floats(static_cast<std::size_t>(rows * cols));
     const std::vector<float> x = rng.floats(static_cast<std::size_t>(m * cols), -3.0f, 3.0f);
     for (auto format : all_formats) {
