@@ -165,6 +165,8 @@ class cpu_backend final : public backend {
   std::vector<float> activation_scales_, activation_sums_;
   std::vector<std::int32_t> activation_code_sums_;
   std::vector<float> permuted_x_;  ///< [M][K] activations gathered for a permuted weight
+  /// Per pool thread: 4- and 5-bit codes the quantised GEMM tiles expand (qgemv_args::code_scratch).
+  std::vector<std::vector<std::uint8_t>> code_scratch_;
 };
 
 /// Sizes of the rows a task of a row-parallel op covers: enough rows that

@@ -412,13 +412,24 @@ void cpu_backend::linear_quantized(tensor_view x, const cpu_linear_weight& w, te
   // activations, runs small enough to stay in L2 between passes.
   std::int64_t run_length = std::max<std::int64_t>(8, ceil_div(w.rows, 4 * pool_.size()) / 8 * 8);
   if (x.rows > 8) {
-    const std::int64_t row_bytes = padded / quant_superblock * superblock_code_bytes(w.packed.format);
+    const auto row_bytes = static_cast<std::int64_t>(
+        layout_for(static_cast<weight_quantization>(w.packed.format), w.rows, w.cols).row_code_bytes);
     run_length = std::clamp<std::int64_t>(quantized_panel_bytes / row_bytes / 8 * 8, 8, run_length);
   }
-  pool_.parallel_for(ceil_div(w.rows, run_length), [&](std::int64_t task, int) {
+  // The tiles of 4- and 5-bit weights expand their codes into a scratch of each thread's.
+  const bool expanded_codes = x.rows > 8 && w.packed.format != qformat::int8;
+  if (expanded_codes && code_scratch_.size() < static_cast<std::size_t>(pool_.size())) {
+    code_scratch_.resize(static_cast<std::size_t>(pool_.size()));
+    for (auto& scratch : code_scratch_) scratch.resize(static_cast<std::size_t>(quant_code_scratch_bytes + 64));
+  }
+  pool_.parallel_for(ceil_div(w.rows, run_length), [&](std::int64_t task, int thread) {
     qgemv_args slice = args;
     slice.n_begin = task * run_length;
     slice.n_end = std::min(w.rows, slice.n_begin + run_length);
+    if (expanded_codes) {
+      std::uint8_t* scratch = code_scratch_[static_cast<std::size_t>(thread)].data();
+      slice.code_scratch = scratch + (-reinterpret_cast<std::uintptr_t>(scratch) & 63);
+    }
     kernels_.qgemv(slice);
   });
 }

@@ -84,18 +84,8 @@ constexpr std::int64_t quant_superblock = 512;
 /// Input features per quantisation group (int4 weights, int8 activations).
 constexpr std::int64_t quant_group = 32;
 
-/// Bytes of one row's codes per superblock: a byte a weight for int8, a
-/// nibble for int4 / int4_asym, and for int5_asym the nibbles (as int4)
-/// followed by a 64-byte plane of the codes' fifth bits.
-constexpr std::int64_t superblock_code_bytes(qformat format) {
-  return format == qformat::int8 ? quant_superblock
-                                 : quant_superblock / 2 + (format == qformat::int5_asym ? quant_superblock / 8 : 0);
-}
-
-/// True for the formats with an f16 offset per group (w = scale · code + offset).
-constexpr bool has_group_offsets(qformat format) {
-  return format == qformat::int4_asym || format == qformat::int5_asym;
-}
+/// Bytes of codes a thread's scratch holds for the GEMM tiles (qgemv_args::code_scratch).
+constexpr std::int64_t quant_code_scratch_bytes = std::int64_t{256} << 10;
 
 /// A quantised [rows][cols] weight matrix (layout: kernels/cpu/README.md).
 /// Within a superblock of 16 groups, byte p (p < 512) of the interleaved
@@ -140,6 +130,11 @@ struct qgemv_args {
   float* out = nullptr;
   std::int64_t out_stride = 0;
   std::int64_t n_begin = 0, n_end = 0;
+  /// Room for quant_code_scratch_bytes (this thread's, 64-byte aligned) in
+  /// which the GEMM tiles expand a block of 4- or 5-bit codes to bytes once
+  /// for all their activation rows; null: each tile unpacks the codes it
+  /// reads (the same bits either way).
+  std::uint8_t* code_scratch = nullptr;
 };
 
 /// One attention work item: every q head of `num_queries` consecutive tokens

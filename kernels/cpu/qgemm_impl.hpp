@@ -20,9 +20,6 @@
 // activation rows reads the bytes (the integer sums, so the bits, are the
 // same).
 
-#include <algorithm>
-#include <vector>
-
 #include "kernels/cpu/qgemv_impl.hpp"
 
 namespace troupe::cpu::TROUPE_ISA_NS {
@@ -55,7 +52,7 @@ void expand_codes(const quantized_matrix& w, std::int64_t n0, std::int64_t count
         }
         add_fifth_bits<F>(row, sb, h, wv);
         std::uint8_t* at = out + i * w.padded_cols + sb * quant_superblock + h * vector_bytes;
-        for (int r = 0; r < 8; ++r) std::memcpy(at + 64 * r, &wv[r], sizeof(vi));
+        for (int r = 0; r < 8; ++r) store_codes(at + 64 * r, wv[r]);
       }
     }
   }
@@ -206,28 +203,24 @@ void qgemm_pass(const qgemv_args& args, std::int64_t m0, std::int64_t n_begin, s
   qgemv_pass<F, C>(args, m0, n, n_end);
 }
 
-/// Bytes of expanded codes a block of weight rows may take (about half of a
-/// core's L2 on current x86 server parts).
-constexpr std::int64_t expanded_block_bytes = std::int64_t{256} << 10;
-
 /// The tiles over activation rows [0, m_tiled) (a multiple of C): an int8
-/// matrix as stored; a 4- or 5-bit one expanded a block of weight rows at
-/// a time into this thread's scratch, each block then read by every tile.
+/// matrix as stored; a 4- or 5-bit one, given scratch, expanded a block of
+/// weight rows at a time (quant_code_scratch_bytes, about half a core's L2
+/// on current x86 server parts), each block then read by every tile.
 template <qformat F>
 void qgemm_passes(const qgemv_args& args, std::int64_t m_tiled) {
   constexpr int R = tile_weight_rows, C = tile_activation_rows;
-  if constexpr (F == qformat::int8) {
+  const std::int64_t block = quant_code_scratch_bytes / args.weights->padded_cols / R * R;
+  if (F == qformat::int8 || args.code_scratch == nullptr || block == 0) {
     for (std::int64_t m0 = 0; m0 < m_tiled; m0 += C) qgemm_pass<F>(args, m0, args.n_begin, args.n_end, nullptr);
-  } else {
-    const std::int64_t padded_cols = args.weights->padded_cols;
-    const std::int64_t block = std::max<std::int64_t>(R, expanded_block_bytes / padded_cols / R * R);
-    thread_local std::vector<std::uint8_t> scratch;
-    scratch.resize(static_cast<std::size_t>(block * padded_cols));
+    return;
+  }
+  if constexpr (F != qformat::int8) {
     for (std::int64_t first = args.n_begin; first < args.n_end; first += block) {
-      const std::int64_t last = std::min(args.n_end, first + block);
+      const std::int64_t last = args.n_end < first + block ? args.n_end : first + block;
       const std::int64_t tiled_rows = (last - first) / R * R;  // the rest take the GEMV, packed
-      expand_codes<F>(*args.weights, first, tiled_rows, scratch.data());
-      for (std::int64_t m0 = 0; m0 < m_tiled; m0 += C) qgemm_pass<F>(args, m0, first, last, scratch.data());
+      expand_codes<F>(*args.weights, first, tiled_rows, args.code_scratch);
+      for (std::int64_t m0 = 0; m0 < m_tiled; m0 += C) qgemm_pass<F>(args, m0, first, last, args.code_scratch);
     }
   }
 }

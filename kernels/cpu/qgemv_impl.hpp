@@ -9,14 +9,36 @@
 // (4 bytes each), so the integer dot products of one group sum lane-wise
 // over the superblock's 8 vectors and then meet their 16 scales as one vector.
 
-#include <cstring>
-
 #include "kernels/cpu/isa_kernels.hpp"
 #include "kernels/cpu/simd.hpp"
 
 namespace troupe::cpu::TROUPE_ISA_NS {
 
 constexpr std::int64_t groups_per_superblock = quant_superblock / quant_group;
+
+// Defined here, in the ISA's namespace, rather than in isa_kernels.hpp, whose
+// inline functions one ISA's unit could compile for the whole program.
+
+/// Bytes of one row's codes per superblock: a byte a weight for int8, a
+/// nibble for int4 / int4_asym, and for int5_asym the nibbles (as int4)
+/// followed by a 64-byte plane of the codes' fifth bits.
+constexpr std::int64_t superblock_code_bytes(qformat format) {
+  return format == qformat::int8 ? quant_superblock
+                                 : quant_superblock / 2 + (format == qformat::int5_asym ? quant_superblock / 8 : 0);
+}
+
+/// True for the formats with an f16 offset per group (w = scale · code + offset).
+constexpr bool has_group_offsets(qformat format) {
+  return format == qformat::int4_asym || format == qformat::int5_asym;
+}
+
+/// The 4- or 5-bit code at interleaved position p (< 512) of a superblock
+/// whose codes start at `superblock` (layout: quantized_matrix::codes).
+inline int packed_code(const std::uint8_t* superblock, qformat format, std::int64_t p) {
+  const int nibble = p < 256 ? superblock[p % 256] & 0x0f : superblock[p % 256] >> 4;
+  if (format != qformat::int5_asym) return nibble;
+  return nibble | ((superblock[quant_superblock / 2 + p / 8] >> (p % 8)) & 1) << 4;
+}
 
 /// Position of input feature `k` in the interleaved order (isa_kernels.hpp).
 inline std::int64_t interleaved_position(std::int64_t k) {
@@ -80,10 +102,10 @@ inline vi dot_int8(vi acc, vi w, vi x) { return _mm512_dpbusd_epi32(acc, w, x); 
 /// `codes` + 16 at each byte whose bit is set in the 64 bits at `bits`
 /// (int5_asym's fifth code bit of the vector's 64 positions).
 inline vi with_fifth_bits(vi codes, const std::uint8_t* bits) {
-  std::uint64_t mask;
-  std::memcpy(&mask, bits, sizeof mask);
-  return _mm512_mask_add_epi8(codes, static_cast<__mmask64>(mask), codes, _mm512_set1_epi8(16));
+  const auto mask = static_cast<__mmask64>(_mm_cvtsi128_si64(_mm_loadu_si64(bits)));
+  return _mm512_mask_add_epi8(codes, mask, codes, _mm512_set1_epi8(16));
 }
+inline void store_codes(void* p, vi v) { _mm512_storeu_si512(p, v); }
 using qf = __m512;
 constexpr int lanes = 16;
 inline qf to_float(vi v) { return _mm512_cvtepi32_ps(v); }
@@ -149,15 +171,15 @@ inline vi dot_int8(vi acc, vi w, vi x) {
 /// `codes` + 16 at each byte whose bit is set in the 32 bits at `bits`: byte
 /// j takes bit j % 8 of bits byte j / 8 (spread by a shuffle, tested by a mask).
 inline vi with_fifth_bits(vi codes, const std::uint8_t* bits) {
-  std::uint32_t word;
-  std::memcpy(&word, bits, sizeof word);
-  const vi spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(word)),
+  const int word = _mm_cvtsi128_si32(_mm_loadu_si32(bits));
+  const vi spread = _mm256_shuffle_epi8(_mm256_set1_epi32(word),
                                         _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2,
                                                          2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
   const vi bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
   const vi set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
   return _mm256_add_epi8(codes, _mm256_and_si256(set, _mm256_set1_epi8(16)));
 }
+inline void store_codes(void* p, vi v) { _mm256_storeu_si256(static_cast<__m256i*>(p), v); }
 using qf = __m256;
 constexpr int lanes = 8;
 inline qf to_float(vi v) { return _mm256_cvtepi32_ps(v); }
@@ -296,11 +318,8 @@ constexpr int max_rows_per_pass = 8;
 inline int weight_code(const quantized_matrix& w, std::int64_t n, std::int64_t position) {
   if (w.format == qformat::int8) return static_cast<int>(w.codes[n * w.padded_cols + position]) - 128;
   const std::int64_t sb = position / quant_superblock, p = position % quant_superblock;
-  const std::uint8_t* superblock =
-      w.codes + (n * (w.padded_cols / quant_superblock) + sb) * superblock_code_bytes(w.format);
-  const int nibble = p < 256 ? superblock[p % 256] & 0x0f : superblock[p % 256] >> 4;
-  if (w.format != qformat::int5_asym) return nibble;
-  return nibble | ((superblock[quant_superblock / 2 + p / 8] >> (p % 8)) & 1) << 4;
+  return packed_code(w.codes + (n * (w.padded_cols / quant_superblock) + sb) * superblock_code_bytes(w.format),
+                     w.format, p);
 }
 
 template <qformat F, int MR>
@@ -385,11 +404,7 @@ inline void dequantize_row(const quantized_matrix& w, std::int64_t n, std::uint1
       std::uint16_t values[64];
       std::uint8_t five_bit[64];  // int5_asym: the vector's whole codes
       if constexpr (F == qformat::int5_asym) {
-        for (int q = 0; q < 64; ++q) {
-          const int p = 64 * r + q;
-          const int nibble = p < 256 ? superblock[p % 256] & 0x0f : superblock[p % 256] >> 4;
-          five_bit[q] = static_cast<std::uint8_t>(nibble | ((superblock[256 + p / 8] >> (p % 8)) & 1) << 4);
-        }
+        for (int q = 0; q < 64; ++q) five_bit[q] = static_cast<std::uint8_t>(packed_code(superblock, F, 64 * r + q));
       }
       for (int q = 0; q < 64; q += W) {
         const int p = 64 * r + q;

@@ -15,9 +15,19 @@ std::size_t aligned(std::size_t bytes, std::size_t alignment) {
 
 bool nibbles(weight_quantization format) { return format != weight_quantization::int8; }
 
-bool has_offsets(weight_quantization format) { return has_group_offsets(static_cast<qformat>(format)); }
+// The layout written here, read back by stored_code: the reference the
+// kernels (which decode it with their own code, in each ISA's namespace)
+// are tested against.
 
-std::int64_t superblock_bytes(weight_quantization format) { return superblock_code_bytes(static_cast<qformat>(format)); }
+bool has_offsets(weight_quantization format) {
+  return format == weight_quantization::int4_asym || format == weight_quantization::int5_asym;
+}
+
+// Bytes of one row's codes per superblock (isa_kernels.hpp, quantized_matrix::codes).
+std::int64_t superblock_bytes(weight_quantization format) {
+  if (format == weight_quantization::int8) return quant_superblock;
+  return quant_superblock / 2 + (format == weight_quantization::int5_asym ? quant_superblock / 8 : 0);
+}
 
 // The interleaved order (interleaved_position) puts input 32g + 4v + l of a
 // superblock at position 64v + 4g + l: each group owns one 4-byte run in
@@ -260,11 +270,12 @@ int stored_code(const quantized_matrix& w, std::int64_t n, std::int64_t k) {
   const std::int64_t position = interleaved_position(k);
   if (w.format == qformat::int8) return w.codes[static_cast<std::size_t>(n * w.padded_cols + position)];
   const std::int64_t sb = position / quant_superblock, p = position % quant_superblock;
+  const auto format = static_cast<weight_quantization>(w.format);
   const std::uint8_t* superblock =
-      w.codes + static_cast<std::size_t>((n * (w.padded_cols / quant_superblock) + sb) * superblock_code_bytes(w.format));
+      w.codes + static_cast<std::size_t>((n * (w.padded_cols / quant_superblock) + sb) * superblock_bytes(format));
   const int nibble = p < 256 ? superblock[p % 256] & 0x0f : superblock[p % 256] >> 4;
-  if (w.format != qformat::int5_asym) return nibble;
-  return nibble | ((superblock[quant_superblock / 2 + p / 8] >> (p % 8)) & 1) << 4;
+  const int fifth = format == weight_quantization::int5_asym ? (superblock[256 + p / 8] >> (p % 8)) & 1 : 0;
+  return nibble | fifth << 4;
 }
 
 float dequantized_weight(const quantized_matrix& w, std::int64_t n, std::int64_t k) {
@@ -272,7 +283,7 @@ float dequantized_weight(const quantized_matrix& w, std::int64_t n, std::int64_t
   if (w.format == qformat::int8) return w.row_scales[n] * static_cast<float>(code - 128);
   const std::int64_t group = n * (w.padded_cols / quant_group) + k / quant_group;
   const float scale = f16_to_float(w.group_scales[group]);
-  const float offset = has_group_offsets(w.format) ? f16_to_float(w.group_offsets[group]) : -8.0f * scale;
+  const float offset = w.format == qformat::int4 ? -8.0f * scale : f16_to_float(w.group_offsets[group]);
   return scale * static_cast<float>(code) + offset;
 }
 

@@ -144,10 +144,14 @@ double magnitude(const cpu::quantized_matrix& w, const cpu::reference_rows& x, s
 
 // qgemv at `level` of m activation rows by weight rows [n_begin, w.rows):
 // out [m][w.rows], NaN where nothing was written.
+// `code_scratch`: give the GEMM tiles room to expand 4- and 5-bit codes, as the backend does.
 std::vector<float> run_qgemv(cpu::isa_level level, const cpu::quantized_matrix& w, const cpu::quantized_rows& x,
-                             std::int64_t m, std::int64_t n_begin, const float* bias = nullptr) {
+                             std::int64_t m, std::int64_t n_begin, const float* bias = nullptr,
+                             bool code_scratch = true) {
   std::vector<float> out(static_cast<std::size_t>(m * w.rows), std::nanf(""));
+  std::vector<std::uint8_t> scratch(code_scratch ? static_cast<std::size_t>(cpu::quant_code_scratch_bytes) : 0);
   cpu::qgemv_args args;
+  args.code_scratch = code_scratch ? scratch.data() : nullptr;
   args.weights = &w;
   args.x = &x;
   args.bias = bias;
@@ -198,10 +202,11 @@ TEST(QuantizedGemv, EveryLevelMatchesTheReference) {
 
 // Above one GEMV pass the kernel runs register tiles of weight rows ×
 // activation rows; each output must be the GEMV's own bits (a lone row, same
-// level), including the rows left over at both edges of the tiles. 4- and
-// 5-bit codes are expanded to bytes a block of weight rows at a time first
-// (256 KiB: at 16,500 inputs a block of 12 rows, so 23 rows make two blocks,
-// each with rows left over for the GEMV).
+// level), including the rows left over at both edges of the tiles; and the
+// tiles give the same bits whether they unpack 4- and 5-bit codes themselves
+// or read them expanded to bytes a block of weight rows at a time (256 KiB:
+// at 16,500 inputs a block of 12 rows, so 23 rows make two blocks, each with
+// rows left over for the GEMV).
 TEST(QuantizedGemm, TilesGiveTheGemvBitsAtEveryLevel) {
   random_source rng;
   SCOPED_TRACE(rng.trace());
@@ -216,6 +221,12 @@ TEST(QuantizedGemm, TilesGiveTheGemvBitsAtEveryLevel) {
       const cpu::quantized_rows all = xq.view();
       for (auto level : test::supported_levels()) {
         const std::vector<float> out = run_qgemv(level, view, all, m, 1);
+        const std::vector<float> unexpanded = run_qgemv(level, view, all, m, 1, nullptr, false);
+        for (std::size_t k = static_cast<std::size_t>(1); k < out.size(); ++k) {
+          if (k % static_cast<std::size_t>(rows) == 0) continue;  // output 0 is left unwritten (n_begin 1)
+          ASSERT_EQ(std::bit_cast<std::uint32_t>(out[k]), std::bit_cast<std::uint32_t>(unexpanded[k]))
+              << quantization_name(format) << " at " << cpu::isa_name(level) << ": expanded codes at " << k;
+        }
         for (std::int64_t i = 0; i < m; ++i) {
           const std::int64_t groups = view.padded_cols / quant_group;
           cpu::quantized_rows one = all;
