@@ -102,7 +102,7 @@ class checkpoint {
   /// The open GGUF file, or nullptr for an HF directory.
   const gguf_file* gguf() const { return gguf_.get(); }
   /// Bytes of all tensors in weights() (the tied lm_head counted once; a
-  /// matrix kept in 4-bit form at half a byte per weight plus its scales).
+  /// matrix kept in 4- or 5-bit form at 4 or 5 bits a weight plus its scales).
   std::uint64_t weight_bytes() const;
   /// The format the linear layers kept in their stored codes are in (int4,
   /// int4_asym or, for GGUF Q5 files, int5_asym); none when

@@ -63,7 +63,8 @@ class llama_model {
   /// The formats decoder layer `layer` (an index into the checkpoint's
   /// layers) holds its q/k/v, o, gate/up and down projections in: the
   /// model's quantization, or int8 for a projection with a part stored in
-  /// more than 4 bits beside layers kept in 4 (a GGUF Q4_K_M's Q6_K ones).
+  /// more bits than the layers kept as stored (a GGUF Q4_K_M's Q6_K ones
+  /// beside its Q4_K layers).
   std::array<weight_quantization, 4> linear_formats(int layer) const;
   /// Decoder layers this model runs (all of the checkpoint's, unless built as a layer-skipping drafter).
   int num_layers() const { return static_cast<int>(active_layers_.size()); }

@@ -180,8 +180,9 @@ template <qformat F, bool Expanded>
 
 /// Output rows [n_begin, n_end) for the C activation rows from m0, R weight
 /// rows at a time; the last n_end - n_begin mod R rows take the GEMV.
-/// `expanded`: rows [n_begin, n_end)'s codes as expand_codes writes them, or
-/// null to read them packed.
+/// `expanded`: the codes of the rows the tiles take (the first (n_end -
+/// n_begin) / R · R from n_begin) as expand_codes writes them, or null to
+/// read them packed.
 template <qformat F>
 void qgemm_pass(const qgemv_args& args, std::int64_t m0, std::int64_t n_begin, std::int64_t n_end,
                 const std::uint8_t* expanded) {
