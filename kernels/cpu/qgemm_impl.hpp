@@ -38,19 +38,13 @@ constexpr int tile_activation_rows = 4;
 /// superblock the code of interleaved position p.
 template <qformat F>
 void expand_codes(const quantized_matrix& w, std::int64_t n0, std::int64_t count, std::uint8_t* out) {
-  constexpr std::int64_t superblock_bytes = superblock_code_bytes(F);
   const std::int64_t superblocks = w.padded_cols / quant_superblock;
   for (std::int64_t i = 0; i < count; ++i) {
-    const std::uint8_t* row = w.codes + (n0 + i) * superblocks * superblock_bytes;
+    const std::uint8_t* row = w.codes + (n0 + i) * superblocks * superblock_code_bytes(F);
     for (std::int64_t sb = 0; sb < superblocks; ++sb) {
       for (int h = 0; h < halves; ++h) {
         vi wv[8];
-        for (int p = 0; p < 4; ++p) {
-          const vi packed = load_codes(row + sb * superblock_bytes + h * vector_bytes + 64 * p);
-          wv[p] = low_nibbles(packed);
-          wv[p + 4] = high_nibbles(packed);
-        }
-        add_fifth_bits<F>(row, sb, h, wv);
+        unpack_codes<F>(row, sb, h, wv);
         std::uint8_t* at = out + i * w.padded_cols + sb * quant_superblock + h * vector_bytes;
         for (int r = 0; r < 8; ++r) store_codes(at + 64 * r, wv[r]);
       }

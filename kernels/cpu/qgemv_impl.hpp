@@ -244,12 +244,21 @@ template <qformat F>
   }
 }
 
-/// int5_asym: the fifth bits of the eight vectors of superblock `sb` (half
-/// `h`) added to their nibbles `wv`.
+/// The codes of the eight vectors of superblock `sb` (half `h`) of a 4- or
+/// 5-bit weight row starting at `row`, one byte each, into `wv`: packed
+/// vector p holds vector p (low nibbles) and p + 4 (high); int5_asym adds
+/// the fifth bits.
 template <qformat F>
-[[gnu::always_inline]] inline void add_fifth_bits(const std::uint8_t* row, std::int64_t sb, int h, vi* wv) {
+[[gnu::always_inline]] inline void unpack_codes(const std::uint8_t* row, std::int64_t sb, int h, vi* wv) {
+  const std::uint8_t* superblock = row + sb * superblock_code_bytes(F);
+#pragma GCC unroll 4
+  for (int p = 0; p < 4; ++p) {
+    const vi packed = load_codes(superblock + h * vector_bytes + 64 * p);
+    wv[p] = low_nibbles(packed);
+    wv[p + 4] = high_nibbles(packed);
+  }
   if constexpr (F == qformat::int5_asym) {
-    const std::uint8_t* bits = row + sb * superblock_code_bytes(F) + quant_superblock / 2 + h * (vector_bytes / 8);
+    const std::uint8_t* bits = superblock + quant_superblock / 2 + h * (vector_bytes / 8);
 #pragma GCC unroll 8
     for (int r = 0; r < 8; ++r) wv[r] = with_fifth_bits(wv[r], bits + 8 * r);
   }
@@ -272,14 +281,7 @@ template <qformat F, int MR>
     for (int h = 0; h < halves; ++h) {
       vi wv[8];
       if constexpr (nibbles) {
-        const std::uint8_t* base = codes + sb * superblock_bytes + h * vector_bytes;
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; ++i) {
-          const vi packed = load_codes(base + 64 * i);
-          wv[i] = low_nibbles(packed);
-          wv[i + 4] = high_nibbles(packed);
-        }
-        add_fifth_bits<F>(codes, sb, h, wv);
+        unpack_codes<F>(codes, sb, h, wv);
       } else {
         const std::uint8_t* base = codes + sb * superblock_bytes + h * vector_bytes;
         for (int r = 0; r < 8; ++r) wv[r] = load_codes(base + 64 * r);
