@@ -180,17 +180,22 @@ TEST(Iq4Gguf, AnIq4NlFileRunsAsInt8LikeTheExpandedFile) {
 
 // The file with the first Q4_K block of layer 0's q_proj given d = 65504
 // (f16's largest): d·s would be infinite in f16.
-TEST(KQuantGguf, AQ4_KBlockBeyondF16IsRefusedNamingTheTensor) {
-  std::string bytes = testing::read_file(q4_k_m);
+// A copy of `file` whose first block of layer 0's q_proj (`block_bytes`
+// long, of `type`) has d = 65504 (f16's largest), loaded as a model: the
+// error it is refused with.
+std::string error_with_largest_d(const std::filesystem::path& file, ggml_type type, std::size_t block_bytes) {
+  std::string bytes = testing::read_file(file);
   {
-    const gguf_file file(q4_k_m);
-    const gguf_tensor* q = file.find_tensor("blk.0.attn_q.weight");
-    ASSERT_NE(q, nullptr);
-    ASSERT_EQ(q->type, ggml_type::q4_k);
-    const std::string_view first_block(reinterpret_cast<const char*>(q->data), 144);
+    const gguf_file opened(file);
+    const gguf_tensor* q = opened.find_tensor("blk.0.attn_q.weight");
+    EXPECT_NE(q, nullptr);
+    if (q == nullptr) return {};
+    EXPECT_EQ(q->type, type);
+    const std::string_view first_block(reinterpret_cast<const char*>(q->data), block_bytes);
     const std::size_t at = bytes.find(first_block);
-    ASSERT_NE(at, std::string::npos);
-    ASSERT_EQ(bytes.find(first_block, at + 1), std::string::npos);
+    EXPECT_NE(at, std::string::npos);
+    EXPECT_EQ(bytes.find(first_block, at + 1), std::string::npos);
+    if (at == std::string::npos) return {};
     const std::uint16_t largest = 0x7bff;
     std::memcpy(bytes.data() + at, &largest, 2);
   }
@@ -199,10 +204,23 @@ TEST(KQuantGguf, AQ4_KBlockBeyondF16IsRefusedNamingTheTensor) {
   const quantized_checkpoint hostile =
       open_for_quantization(dir / "hostile.gguf", "auto", true, {.show_progress = false});
   const auto device = make_backend("cpu", backend_options{});
-  EXPECT_THAT(testing::error_of([&] {
-                llama_model model(hostile.weights.config(), hostile.weights.weights(), *device, hostile.quantization);
-              }),
+  return testing::error_of([&] {
+    llama_model model(hostile.weights.config(), hostile.weights.weights(), *device, hostile.quantization);
+  });
+}
+
+TEST(KQuantGguf, AQ4_KBlockBeyondF16IsRefusedNamingTheTensor) {
+  EXPECT_THAT(error_with_largest_d(q4_k_m, ggml_type::q4_k, 144),
               ::testing::HasSubstr("tensor 'blk.0.attn_q.weight': Q4_K block 0 of row 0 has d 65504"));
+}
+
+// Kept as int5_asym, a Q5_K block's d·s and a Q5_0 block's offset −16·d
+// must fit f16 as well.
+TEST(KQuantGguf, Q5BlocksBeyondF16AreRefusedNamingTheTensor) {
+  EXPECT_THAT(error_with_largest_d(q5_k_m, ggml_type::q5_k, 176),
+              ::testing::HasSubstr("tensor 'blk.0.attn_q.weight': Q5_K block 0 of row 0 has d 65504"));
+  EXPECT_THAT(error_with_largest_d(fixtures / "llama_tiny_q5_0.gguf", ggml_type::q5_0, 22),
+              ::testing::HasSubstr("tensor 'blk.0.attn_q.weight': Q5_0 block 0 of row 0 has d 65504"));
 }
 
 }  // namespace
