@@ -12,7 +12,8 @@ void decode_int4_rows(const int4_source& source, std::int64_t first, std::int64_
   std::vector<std::uint8_t> codes(static_cast<std::size_t>(count * cols));
   std::vector<std::uint16_t> scales(static_cast<std::size_t>(count * groups)), offsets(scales.size());
   source.read_rows(first, count, codes.data(), scales.data(), offsets.data());
-  const bool asymmetric = source.format() != weight_quantization::int4;
+  const weight_quantization format = source.format();
+  const bool asymmetric = format == weight_quantization::int4_asym || format == weight_quantization::int5_asym;
   const std::span<const std::int32_t> permutation = source.input_permutation();
   for (std::int64_t i = 0; i < count; ++i) {
     for (std::int64_t j = 0; j < cols; ++j) {
@@ -20,7 +21,10 @@ void decode_int4_rows(const int4_source& source, std::int64_t first, std::int64_
       const float scale = f16_to_float(scales[g]);
       const float offset = asymmetric ? f16_to_float(offsets[g]) : -8.0f * scale;
       const std::int64_t k = permutation.empty() ? j : permutation[static_cast<std::size_t>(j)];
-      out[i * cols + k] = scale * static_cast<float>(codes[static_cast<std::size_t>(i * cols + j)]) + offset;
+      const std::uint8_t code = codes[static_cast<std::size_t>(i * cols + j)];
+      out[i * cols + k] = format == weight_quantization::int4_nl
+                              ? scale * static_cast<float>(int4_nl_levels[code & 0x0f])
+                              : scale * static_cast<float>(code) + offset;
     }
   }
 }

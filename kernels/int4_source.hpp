@@ -1,7 +1,7 @@
 #pragma once
 // A linear weight that its checkpoint already stores as 4-bit (or 5-bit)
 // codes in groups of 32 inputs (GGUF Q4_0 / Q4_1 / Q4_K, AWQ, GPTQ; GGUF
-// Q5_0 / Q5_1 / Q5_K): the loader hands the
+// Q5_0 / Q5_1 / Q5_K; GGUF IQ4_NL / IQ4_XS): the loader hands the
 // backend this reader instead of float data, and the backend repacks the
 // codes and scales into its own layout a few rows at a time, so nothing is
 // expanded to floats and no precision is lost. GPTQ act-order checkpoints
@@ -21,7 +21,8 @@ class int4_source {
   virtual ~int4_source() = default;
 
   /// int4: w = scale · (code − 8); int4_asym and int5_asym (5-bit codes,
-  /// GGUF Q5_0 / Q5_1 / Q5_K): w = scale · code + offset.
+  /// GGUF Q5_0 / Q5_1 / Q5_K): w = scale · code + offset; int4_nl (GGUF
+  /// IQ4_NL / IQ4_XS): w = scale · int4_nl_levels[code].
   virtual weight_quantization format() const = 0;
 
   /// Writes rows [first, first + count) of the matrix: `codes` [count][cols]
@@ -42,7 +43,8 @@ inline constexpr std::int64_t int4_source_group = 32;
 
 /// Rows [first, first + count) of `source`, a matrix of `cols` inputs, as
 /// f32 [count][cols] with every weight at its natural input position
-/// (input_permutation undone): scale · code + offset, offset −8 · scale for int4.
+/// (input_permutation undone): scale · code + offset, offset −8 · scale for
+/// int4; scale · int4_nl_levels[code] for int4_nl.
 void decode_int4_rows(const int4_source& source, std::int64_t first, std::int64_t count, std::int64_t cols, float* out);
 
 }  // namespace troupe

@@ -14,6 +14,8 @@ std::string_view quantization_name(weight_quantization format) {
       return "int4_asym";
     case weight_quantization::int5_asym:
       return "int5_asym";
+    case weight_quantization::int4_nl:
+      return "int4_nl";
   }
   return "?";
 }
@@ -26,6 +28,7 @@ int quantization_code_bits(weight_quantization format) {
       return 8;
     case weight_quantization::int4:
     case weight_quantization::int4_asym:
+    case weight_quantization::int4_nl:
       return 4;
     case weight_quantization::int5_asym:
       return 5;
@@ -33,12 +36,35 @@ int quantization_code_bits(weight_quantization format) {
   return 0;
 }
 
+namespace {
+
+constexpr weight_quantization all_formats[] = {weight_quantization::none,      weight_quantization::int8,
+                                               weight_quantization::int4,      weight_quantization::int4_asym,
+                                               weight_quantization::int5_asym, weight_quantization::int4_nl};
+
+}  // namespace
+
 std::optional<weight_quantization> parse_quantization(std::string_view name) {
-  for (auto format : {weight_quantization::none, weight_quantization::int8, weight_quantization::int4,
-                      weight_quantization::int4_asym, weight_quantization::int5_asym}) {
+  for (auto format : all_formats) {
     if (quantization_name(format) == name) return format;
   }
   return std::nullopt;
+}
+
+std::vector<std::string> quantization_choices() {
+  std::vector<std::string> choices{"auto"};
+  for (auto format : all_formats) choices.emplace_back(quantization_name(format));
+  return choices;
+}
+
+std::string quantization_choices_text() {
+  std::string text;
+  for (const std::string& choice : quantization_choices()) text += (text.empty() ? "" : ", ") + choice;
+  return text;
+}
+
+bool quantization_cpu_only(weight_quantization format) {
+  return format == weight_quantization::int5_asym || format == weight_quantization::int4_nl;
 }
 
 std::optional<weight_quantization> lm_head_quantization(weight_quantization layers, std::string_view head,

@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace troupe {
 
@@ -16,16 +18,33 @@ enum class weight_quantization : std::uint8_t {
   int4 = 2,       ///< int4, one f16 scale per group of 32 inputs (symmetric, codes -8..7)
   int4_asym = 3,  ///< int4, f16 scale and f16 offset per group of 32 inputs
   int5_asym = 4,  ///< 5-bit codes 0..31, f16 scale and f16 offset per group of 32 inputs (cpu only)
+  int4_nl = 5,    ///< 4-bit codes naming int4_nl_levels, one f16 scale per group of 32 inputs (cpu only)
 };
 
-/// "none", "int8", "int4", "int4_asym", "int5_asym".
+/// int4_nl's 16 levels: w = scale · int4_nl_levels[code]. They are GGUF
+/// IQ4_NL / IQ4_XS's, so those files' blocks are held exactly; denser near
+/// zero, where most weights lie, than int4's evenly spaced −8..7.
+inline constexpr std::int8_t int4_nl_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                                   1,    13,   25,  38,  53,  69,  89,  113};
+
+/// "none", "int8", "int4", "int4_asym", "int5_asym", "int4_nl".
 std::string_view quantization_name(weight_quantization format);
 
 /// Parses a quantization_name() string.
 std::optional<weight_quantization> parse_quantization(std::string_view name);
 
-/// Bits per code of `format` (0 for none): 8, 4, 4, 5.
+/// "auto" and every quantization_name(), in enum order: the values of the
+/// quantisation flags and knobs.
+std::vector<std::string> quantization_choices();
+
+/// quantization_choices() as "auto, none, int8, ..." for messages.
+std::string quantization_choices_text();
+
+/// Bits per code of `format` (0 for none): 8, 4, 4, 5, 4.
 int quantization_code_bits(weight_quantization format);
+
+/// True for the formats the CPU backend alone has kernels for (int5_asym, int4_nl).
+bool quantization_cpu_only(weight_quantization format);
 
 /// The LM head's format for linear layers in `layers` and the choice
 /// `head` ("auto" or a quantization_name()). auto keeps an unquantised

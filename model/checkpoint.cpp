@@ -98,9 +98,9 @@ std::map<ggml_type, int> gguf_layer_types(const gguf_file& file) {
 }
 
 // The format whose groups most of a GGUF file's layer matrices are (Q4_0:
-// int4, Q4_1 and Q4_K: int4_asym, Q5_0 / Q5_1 / Q5_K: int5_asym;
-// gguf_int4_format), none when they are all of other types. A tie goes to
-// the fewer bits.
+// int4, Q4_1 and Q4_K: int4_asym, Q5_0 / Q5_1 / Q5_K: int5_asym, IQ4_NL /
+// IQ4_XS: int4_nl; gguf_int4_format), none when they are all of other
+// types. A tie goes to the fewer bits, then to the earlier format.
 weight_quantization gguf_layers_int4_format(const gguf_file& file) {
   std::map<weight_quantization, int> formats;
   for (const auto& [type, count] : gguf_layer_types(file)) {
@@ -108,8 +108,9 @@ weight_quantization gguf_layers_int4_format(const gguf_file& file) {
   }
   weight_quantization most = weight_quantization::none;
   int most_count = 0;
-  for (const auto& [format, count] : formats) {  // in enum order: int4, int4_asym, int5_asym
-    if (count > most_count) {
+  for (const auto& [format, count] : formats) {  // in enum order
+    const bool fewer_bits = quantization_code_bits(format) < quantization_code_bits(most);
+    if (count > most_count || (count == most_count && fewer_bits)) {
       most = format;
       most_count = count;
     }
@@ -123,9 +124,9 @@ std::vector<std::int64_t> hf_matrix_shape(const gguf_tensor& tensor) {
 }
 
 // True when most of a GGUF file's layer matrices are stored in codes that
-// need 5 to 8 bits on a linear grid (Q5_0, Q5_1, Q5_K, Q6_K, Q8_0, IQ4_NL,
-// IQ4_XS, and Q2_K / Q3_K, whose scales per 16 weights put a group of 32 on
-// no 4-bit grid).
+// need 5 to 8 bits on a linear grid (Q5_0, Q5_1, Q5_K, Q6_K, Q8_0, IQ4_NL and
+// IQ4_XS, whose levels are not evenly spaced, and Q2_K / Q3_K, whose scales
+// per 16 weights put a group of 32 on no 4-bit grid).
 bool gguf_layers_mostly_5_to_8_bits(const gguf_file& file) {
   int finer = 0, all = 0;
   for (const auto& [type, count] : gguf_layer_types(file)) {
@@ -334,17 +335,16 @@ quantized_checkpoint open_for_quantization(const std::filesystem::path& path, st
   if (!automatic) {
     const std::optional<weight_quantization> parsed = parse_quantization(quantization);
     if (!parsed)
-      throw std::runtime_error("quantization '" + std::string(quantization) +
-                               "' is not one of auto, none, int8, int4, int4_asym, int5_asym");
+      throw std::runtime_error("quantization '" + std::string(quantization) + "' is not one of " +
+                               quantization_choices_text());
     requested = *parsed;
   }
-  options.keep_int4 = quantized_kernels && (automatic || requested == weight_quantization::int4 ||
-                                            requested == weight_quantization::int4_asym ||
-                                            requested == weight_quantization::int5_asym);
+  const int requested_bits = quantization_code_bits(requested);
+  options.keep_int4 = quantized_kernels && (automatic || (requested_bits > 0 && requested_bits < 8));
   options.expand_on_demand = quantized_kernels && (automatic || requested != weight_quantization::none);
   quantized_checkpoint out{checkpoint::open(path, options), requested};
   const weight_quantization stored = out.weights.stored_quantization();
-  // Q6_K / Q8_0 / IQ4 and 8-bit GPTQ have no exact home (nor Q5 on cuda); per-row int8
+  // Q6_K / Q8_0 and 8-bit GPTQ have no exact home (nor Q5 and IQ4 on cuda); per-row int8
   // decodes twice as fast as bf16 at about the same logits
   // (docs/operations.md), so a CPU runs them as int8.
   if (automatic && quantized_kernels && out.weights.stored_5_to_8_bits()) out.quantization = weight_quantization::int8;

@@ -105,7 +105,7 @@ class checkpoint {
   /// matrix kept in 4- or 5-bit form at 4 or 5 bits a weight plus its scales).
   std::uint64_t weight_bytes() const;
   /// The format the linear layers kept in their stored codes are in (int4,
-  /// int4_asym or, for GGUF Q5 files, int5_asym); none when
+  /// int4_asym or, for GGUF Q5 files, int5_asym, for IQ4 files int4_nl); none when
   /// checkpoint_options::keep_int4 was off or nothing was stored that way.
   /// Layers stored otherwise hold bf16 data.
   weight_quantization stored_quantization() const { return stored_int4_; }

@@ -225,12 +225,8 @@ void iq4_nl_block(const std::byte* block, float* out) { iq4_group(block + 2, loa
 // IQ4_NL's; sub-block j's scale is d * (s_j - 32), s_j 6 bits.
 void iq4_xs_block(const std::byte* block, float* out) {
   const float d = load_f16(block);
-  const std::uint16_t high = load_u16(block + 2);
-  for (int j = 0; j < 8; ++j) {
-    const int low = (byte_at(block + 4, static_cast<std::size_t>(j / 2)) >> (4 * (j % 2))) & 0x0f;
-    const int s = low | (((high >> (2 * j)) & 3) << 4);
-    iq4_group(block + 8 + 16 * j, d * static_cast<float>(s - 32), out + 32 * j);
-  }
+  for (int j = 0; j < 8; ++j)
+    iq4_group(block + 8 + 16 * j, d * static_cast<float>(gguf_iq4_xs_scale(block, j)), out + 32 * j);
 }
 
 struct block_expander {
@@ -246,6 +242,11 @@ constexpr block_expander block_expanders[] = {
 };
 
 }  // namespace
+
+int gguf_iq4_xs_scale(const std::byte* block, int j) {
+  const int low = (byte_at(block + 4, static_cast<std::size_t>(j / 2)) >> (4 * (j % 2))) & 0x0f;
+  return (low | (((load_u16(block + 2) >> (2 * j)) & 3) << 4)) - 32;
+}
 
 void gguf_q4_k_scale_min(int j, const std::uint8_t* packed, std::uint8_t& scale, std::uint8_t& min) {
   if (j < 4) {

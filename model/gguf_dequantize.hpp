@@ -19,4 +19,9 @@ void gguf_dequantize(ggml_type type, const std::byte* data, float* out, std::uin
 /// from the block's 12 bytes of them (`packed`).
 void gguf_q4_k_scale_min(int j, const std::uint8_t* packed, std::uint8_t& scale, std::uint8_t& min);
 
+/// Sub-block j's (0..7) scale multiplier s_j − 32 (−32..31) of the IQ4_XS
+/// `block` (f16 d, then 16 bits of the scales' high bit pairs and 4 bytes of
+/// their low nibbles): its weights are d · (s_j − 32) · level.
+int gguf_iq4_xs_scale(const std::byte* block, int j);
+
 }  // namespace troupe

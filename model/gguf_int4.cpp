@@ -28,19 +28,17 @@ void unpack_split_nibbles(const std::byte* at, std::uint8_t* codes) {
   }
 }
 
-// Q4_0 / Q4_1 / Q5_0 / Q5_1: 32 weights a block, copied out as they are.
+// Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL: 32 weights a block, copied out as they are.
 class gguf_block_source final : public int4_source {
  public:
   gguf_block_source(const gguf_tensor& tensor, std::int64_t rope_heads)
       : rows_(tensor, rope_heads),
         name_(tensor.name),
+        format_(*gguf_int4_format(tensor.type)),
         asymmetric_(tensor.type == ggml_type::q4_1 || tensor.type == ggml_type::q5_1),
         fifth_bits_(tensor.type == ggml_type::q5_0 || tensor.type == ggml_type::q5_1) {}
 
-  weight_quantization format() const override {
-    if (fifth_bits_) return weight_quantization::int5_asym;
-    return asymmetric_ ? weight_quantization::int4_asym : weight_quantization::int4;
-  }
+  weight_quantization format() const override { return format_; }
 
   void read_rows(std::int64_t first, std::int64_t count, std::uint8_t* codes, std::uint16_t* scales,
                  std::uint16_t* offsets) const override {
@@ -77,7 +75,44 @@ class gguf_block_source final : public int4_source {
  private:
   gguf_rows rows_;
   std::string name_;
+  weight_quantization format_;
   bool asymmetric_, fifth_bits_;
+};
+
+// IQ4_XS as int4_nl: each 32-weight sub-block is a group of scale d · (s − 32).
+class gguf_iq4_xs_source final : public int4_source {
+ public:
+  gguf_iq4_xs_source(const gguf_tensor& tensor, std::int64_t rope_heads)
+      : rows_(tensor, rope_heads), name_(tensor.name) {}
+
+  weight_quantization format() const override { return weight_quantization::int4_nl; }
+
+  void read_rows(std::int64_t first, std::int64_t count, std::uint8_t* codes, std::uint16_t* scales,
+                 std::uint16_t*) const override {
+    // A block: f16 d, 2 + 4 bytes of 6-bit sub-block scales, 8 × 16 bytes of nibbles as IQ4_NL's.
+    constexpr std::uint64_t block_bytes = 136;
+    for (std::int64_t i = 0; i < count; ++i) {
+      const std::byte* block = rows_.row(static_cast<std::uint64_t>(first + i));
+      for (std::uint64_t b = 0; b < rows_.row_length / 256; ++b, block += block_bytes) {
+        std::uint16_t d;
+        std::memcpy(&d, block, 2);
+        // |s − 32| <= 32: a product past f16's range would be infinite in the
+        // packed weights (the file's own floats are finite): refused, naming the block.
+        if (!(std::fabs(f16_to_float(d)) * 32.0f <= f16_max))
+          throw std::runtime_error("tensor '" + name_ + "': IQ4_XS block " + std::to_string(b) + " of row " +
+                                   std::to_string(first + i) + " has d " + std::to_string(f16_to_float(d)) +
+                                   ", whose products with its 6-bit scales leave f16's range");
+        for (int j = 0; j < 8; ++j, codes += 32) {
+          *scales++ = float_to_f16(f16_to_float(d) * static_cast<float>(gguf_iq4_xs_scale(block, j)));
+          unpack_split_nibbles(block + 8 + 16 * j, codes);
+        }
+      }
+    }
+  }
+
+ private:
+  gguf_rows rows_;
+  std::string name_;
 };
 
 float f16_at(const std::byte* at) {
@@ -150,6 +185,7 @@ class gguf_k_source final : public int4_source {
 
 std::optional<weight_quantization> gguf_int4_format(ggml_type type) {
   if (type == ggml_type::q4_0) return weight_quantization::int4;
+  if (type == ggml_type::iq4_nl || type == ggml_type::iq4_xs) return weight_quantization::int4_nl;
   if (type == ggml_type::q4_1 || type == ggml_type::q4_k) return weight_quantization::int4_asym;
   if (type == ggml_type::q5_0 || type == ggml_type::q5_1 || type == ggml_type::q5_k)
     return weight_quantization::int5_asym;
@@ -160,9 +196,10 @@ std::shared_ptr<const int4_source> gguf_int4_source(const gguf_tensor& tensor, s
   if (!gguf_int4_format(tensor.type) || tensor.dims.size() != 2)
     throw std::runtime_error("tensor '" + tensor.name + "': a " + std::string(ggml_type_name(tensor.type)) +
                              " tensor of " + std::to_string(tensor.dims.size()) +
-                             " dimensions is not a Q4_0 / Q4_1 / Q4_K / Q5_0 / Q5_1 / Q5_K matrix");
+                             " dimensions is not a Q4_0 / Q4_1 / Q4_K / Q5_0 / Q5_1 / Q5_K / IQ4_NL / IQ4_XS matrix");
   if (tensor.type == ggml_type::q4_k || tensor.type == ggml_type::q5_k)
     return std::make_shared<gguf_k_source>(tensor, rope_heads);
+  if (tensor.type == ggml_type::iq4_xs) return std::make_shared<gguf_iq4_xs_source>(tensor, rope_heads);
   return std::make_shared<gguf_block_source>(tensor, rope_heads);
 }
 

@@ -7,11 +7,14 @@
 //   scale s and min m): x = d·s · q − dmin·m  -> int4_asym, one group a
 //   sub-block, scale d·s and offset −dmin·m;
 //   Q5_0 / Q5_1 / Q5_K: as Q4_0 / Q4_1 / Q4_K with 5-bit codes  -> int5_asym
-//   (Q5_0's offset −16 d).
-// Q4_0 / Q4_1 / Q5_1 codes and scales are copied bit for bit, and Q5_0's
-// offset is exact, so the weights are exactly the file's. The K formats'
-// codes are too; their two products are rounded once to f16 (relative
-// error at most 2^-11, far inside the 4-bit step).
+//   (Q5_0's offset −16 d);
+//   IQ4_NL (f16 d, 32 codes naming 16 int8 levels): x = d · level[q]  -> int4_nl;
+//   IQ4_XS (256 weights: f16 d, eight sub-blocks of 32 with 6-bit scale s):
+//   x = d · (s − 32) · level[q]  -> int4_nl, one group a sub-block.
+// Q4_0 / Q4_1 / Q5_1 / IQ4_NL codes and scales are copied bit for bit, and
+// Q5_0's offset is exact, so the weights are exactly the file's. The K
+// formats' and IQ4_XS's codes are too; their products are rounded once to
+// f16 (relative error at most 2^-11, far inside the 4-bit step).
 
 #include <cstdint>
 #include <memory>
@@ -23,15 +26,15 @@
 namespace troupe {
 
 /// The format whose groups `type`'s blocks are: int4 for Q4_0, int4_asym
-/// for Q4_1 and Q4_K, int5_asym for Q5_0, Q5_1 and Q5_K, nullopt for every
-/// other type.
+/// for Q4_1 and Q4_K, int5_asym for Q5_0, Q5_1 and Q5_K, int4_nl for IQ4_NL
+/// and IQ4_XS, nullopt for every other type.
 std::optional<weight_quantization> gguf_int4_format(ggml_type type);
 
-/// A reader of the 2-D Q4_0 / Q4_1 / Q4_K / Q5_0 / Q5_1 / Q5_K `tensor`
+/// A reader of the 2-D Q4_0 / Q4_1 / Q4_K / Q5_0 / Q5_1 / Q5_K / IQ4_NL / IQ4_XS `tensor`
 /// (rows in HF order, see gguf_rows for `rope_heads`). The tensor's mapping
 /// must outlive it. Throws std::runtime_error naming the tensor for another
 /// type or shape; read_rows throws one for a block whose scale or offset
-/// is beyond f16's range (Q4_K, Q5_K, Q5_0).
+/// is beyond f16's range (Q4_K, Q5_K, Q5_0, IQ4_XS).
 std::shared_ptr<const int4_source> gguf_int4_source(const gguf_tensor& tensor, std::int64_t rope_heads);
 
 }  // namespace troupe

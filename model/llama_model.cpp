@@ -106,8 +106,8 @@ llama_model::llama_model(const model_config& config, const model_weights& weight
   geometry_.rope = config.rope;
   const bool refinable = lm_head_refinable(config, backend);
   const weight_quantization head = lm_head.value_or(*lm_head_quantization(quantization, "auto", refinable));
-  refine_head_ = refinable && (head == weight_quantization::int4 || head == weight_quantization::int4_asym ||
-                               head == weight_quantization::int5_asym);
+  const int head_bits = quantization_code_bits(head);
+  refine_head_ = refinable && head_bits > 0 && head_bits < 8;
   if (head_rows < 0 || head_rows > config.vocab_size)
     throw std::invalid_argument("an LM head of " + std::to_string(head_rows) + " rows: the vocabulary has " +
                                 std::to_string(config.vocab_size) + " ids");

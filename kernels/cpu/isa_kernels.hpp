@@ -76,7 +76,13 @@ struct panel_gemm_args {
 };
 
 /// Weight-only quantised formats (values of troupe::weight_quantization, kernels/quantized.hpp).
-enum class qformat : std::uint8_t { int8 = 1, int4 = 2, int4_asym = 3, int5_asym = 4 };
+enum class qformat : std::uint8_t { int8 = 1, int4 = 2, int4_asym = 3, int5_asym = 4, int4_nl = 5 };
+
+/// int4_nl's levels (troupe::int4_nl_levels) + 128: the byte an int4_nl code
+/// becomes in int8's layout (q + 128), so that once looked up its vectors
+/// take int8's dot products.
+constexpr std::uint8_t int4_nl_biased_levels[16] = {1,   24,  45,  63,  79,  93,  106, 118,
+                                                    129, 141, 153, 166, 181, 197, 217, 241};
 
 /// Weights in a superblock of this many input features share one layout
 /// unit; in_features are zero-padded to a multiple of it.
@@ -103,7 +109,9 @@ struct quantized_matrix {
   /// bit p % 8 of byte p / 8 is the fifth bit (16) of interleaved position p.
   const std::uint8_t* codes = nullptr;
   const float* row_scales = nullptr;             ///< int8: [rows], w = scale * (code - 128)
-  const std::uint16_t* group_scales = nullptr;   ///< int4: f16 [rows][padded_cols / 32]
+  /// int4, int4_asym, int5_asym, int4_nl: f16 [rows][padded_cols / 32];
+  /// int4_nl: w = scale * int4_nl_levels[code]
+  const std::uint16_t* group_scales = nullptr;
   const std::uint16_t* group_offsets = nullptr;  ///< int4_asym, int5_asym: f16 [rows][groups], w = scale * code + offset;
                                                  ///< null for int4: offset = -8 * scale
 };

@@ -5,6 +5,7 @@
 #include "kernels/cpu/elementwise_impl.hpp"
 #include "kernels/cpu/gemv_impl.hpp"
 #include "kernels/cpu/panel_gemm_impl.hpp"
+#include "kernels/cpu/qdequantize_impl.hpp"
 #include "kernels/cpu/qgemm_impl.hpp"
 
 namespace troupe::cpu::TROUPE_ISA_NS {

@@ -34,21 +34,15 @@ constexpr int tile_weight_rows = 2;  // 16 ymm registers
 constexpr int tile_activation_rows = 4;
 
 /// Weight rows [n0, n0 + count) of a 4- or 5-bit matrix as one byte a code
-/// (0..31) in int8's layout: `out` [count][padded_cols], byte p of a
-/// superblock the code of interleaved position p.
+/// (0..31, or int4_nl's biased levels) in int8's layout: `out`
+/// [count][padded_cols], byte p of a superblock the code of interleaved position p.
 template <qformat F>
 void expand_codes(const quantized_matrix& w, std::int64_t n0, std::int64_t count, std::uint8_t* out) {
   const std::int64_t superblocks = w.padded_cols / quant_superblock;
   for (std::int64_t i = 0; i < count; ++i) {
     const std::uint8_t* row = w.codes + (n0 + i) * superblocks * superblock_code_bytes(F);
-    for (std::int64_t sb = 0; sb < superblocks; ++sb) {
-      for (int h = 0; h < halves; ++h) {
-        vi wv[8];
-        unpack_codes<F>(row, sb, h, wv);
-        std::uint8_t* at = out + i * w.padded_cols + sb * quant_superblock + h * vector_bytes;
-        for (int r = 0; r < 8; ++r) store_codes(at + 64 * r, wv[r]);
-      }
-    }
+    for (std::int64_t sb = 0; sb < superblocks; ++sb)
+      expand_superblock_codes<F>(row, sb, out + i * w.padded_cols + sb * quant_superblock);
   }
 }
 
@@ -98,13 +92,20 @@ template <qformat F, bool Expanded>
               low[i] = with_fifth_bits(low[i], bits + 8 * p);
               high[i] = with_fifth_bits(high[i], bits + 8 * (p + 4));
             }
+            if constexpr (F == qformat::int4_nl) {
+              low[i] = biased_levels(low[i]);
+              high[i] = biased_levels(high[i]);
+            }
           }
 #pragma GCC unroll 4
           for (int j = 0; j < C; ++j) {
             const std::int8_t* xc = x.codes + (m0 + j) * x.padded_cols + x_offset;
             const vi x_low = load_codes(xc + 64 * p), x_high = load_codes(xc + 64 * (p + 4));
 #pragma GCC unroll 4
-            for (int i = 0; i < R; ++i) dot[i][j] = dot_nibbles(dot_nibbles(dot[i][j], low[i], x_low), high[i], x_high);
+            for (int i = 0; i < R; ++i) {
+              dot[i][j] = biased_byte_codes(F) ? dot_int8(dot_int8(dot[i][j], low[i], x_low), high[i], x_high)
+                                               : dot_nibbles(dot_nibbles(dot[i][j], low[i], x_low), high[i], x_high);
+            }
           }
         }
       } else {
@@ -122,7 +123,7 @@ template <qformat F, bool Expanded>
             const vi xv = load_codes(x.codes + (m0 + j) * x.padded_cols + x_offset + 64 * r);
 #pragma GCC unroll 4
             for (int i = 0; i < R; ++i)
-              dot[i][j] = nibbles ? dot_nibbles(dot[i][j], wv[i], xv) : dot_int8(dot[i][j], wv[i], xv);
+              dot[i][j] = biased_byte_codes(F) ? dot_int8(dot[i][j], wv[i], xv) : dot_nibbles(dot[i][j], wv[i], xv);
           }
         }
       }
@@ -257,6 +258,9 @@ inline void qgemv(const qgemv_args& args) {
       break;
     case qformat::int5_asym:
       qgemv_rows<qformat::int5_asym>(args);
+      break;
+    case qformat::int4_nl:
+      qgemv_rows<qformat::int4_nl>(args);
       break;
   }
 }

@@ -1,7 +1,7 @@
 #pragma once
 // Quantised GEMV (up to 8 activation rows; more run the tiles of
 // qgemm_impl.hpp): int8 activations (per group of 32, quantised on the fly)
-// times int8 (per output row), int4 or int5 (per group of 32) weights,
+// times int8 (per output row), int4, int5 or int4_nl (per group of 32) weights,
 // integer dot products per group, f32 accumulation across groups.
 // Included only by the ISA units. Layouts: isa_kernels.hpp.
 //
@@ -32,8 +32,14 @@ constexpr bool has_group_offsets(qformat format) {
   return format == qformat::int4_asym || format == qformat::int5_asym;
 }
 
+/// True for the formats whose codes meet the activations as int8's bytes
+/// (q + 128): int8 as stored, int4_nl once its nibbles are looked up in
+/// int4_nl_biased_levels.
+constexpr bool biased_byte_codes(qformat format) { return format == qformat::int8 || format == qformat::int4_nl; }
+
 /// The 4- or 5-bit code at interleaved position p (< 512) of a superblock
-/// whose codes start at `superblock` (layout: quantized_matrix::codes).
+/// whose codes start at `superblock` (layout: quantized_matrix::codes); for
+/// int4_nl the level's index.
 inline int packed_code(const std::uint8_t* superblock, qformat format, std::int64_t p) {
   const int nibble = p < 256 ? superblock[p % 256] & 0x0f : superblock[p % 256] >> 4;
   if (format != qformat::int5_asym) return nibble;
@@ -104,6 +110,11 @@ inline vi dot_int8(vi acc, vi w, vi x) { return _mm512_dpbusd_epi32(acc, w, x); 
 inline vi with_fifth_bits(vi codes, const std::uint8_t* bits) {
   const auto mask = static_cast<__mmask64>(_mm_cvtsi128_si64(_mm_loadu_si64(bits)));
   return _mm512_mask_add_epi8(codes, mask, codes, _mm512_set1_epi8(16));
+}
+/// Each byte (a code 0..15) replaced by int4_nl_biased_levels[code].
+inline vi biased_levels(vi codes) {
+  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(int4_nl_biased_levels));
+  return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(table), codes);
 }
 inline void store_codes(void* p, vi v) { _mm512_storeu_si512(p, v); }
 using qf = __m512;
@@ -179,6 +190,10 @@ inline vi with_fifth_bits(vi codes, const std::uint8_t* bits) {
   const vi set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
   return _mm256_add_epi8(codes, _mm256_and_si256(set, _mm256_set1_epi8(16)));
 }
+inline vi biased_levels(vi codes) {
+  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(int4_nl_biased_levels));
+  return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(table), codes);
+}
 inline void store_codes(void* p, vi v) { _mm256_storeu_si256(static_cast<__m256i*>(p), v); }
 using qf = __m256;
 constexpr int lanes = 8;
@@ -210,11 +225,12 @@ constexpr int max_rows_per_pass = 8;
 
 /// −c · Σ codes of the activation groups [g0, g0 + lanes) of one row: where
 /// a group's integer dot product starts, so that it comes out as Σ (w code −
-/// c) · x code exactly. c is int8's + 128 on the unsigned dot, int4's 8, and
-/// 0 where the codes carry no offset (int4_asym, int8 made signed on AVX2).
+/// c) · x code exactly. c is the biased bytes' 128 (int8, int4_nl) on the
+/// unsigned dot, int4's 8, and 0 where the codes carry no offset (int4_asym,
+/// int5_asym, biased bytes made signed on AVX2).
 template <qformat F>
 [[gnu::always_inline]] inline vi initial_dot(const std::int32_t* code_sums) {
-  if constexpr (F == qformat::int8 && int8_dot_unsigned) return negated_shifted<7>(load_codes(code_sums));
+  if constexpr (biased_byte_codes(F) && int8_dot_unsigned) return negated_shifted<7>(load_codes(code_sums));
   if constexpr (F == qformat::int4) return negated_shifted<3>(load_codes(code_sums));
   return int_zero();
 }
@@ -247,7 +263,7 @@ template <qformat F>
 /// The codes of the eight vectors of superblock `sb` (half `h`) of a 4- or
 /// 5-bit weight row starting at `row`, one byte each, into `wv`: packed
 /// vector p holds vector p (low nibbles) and p + 4 (high); int5_asym adds
-/// the fifth bits.
+/// the fifth bits, int4_nl looks its levels up.
 template <qformat F>
 [[gnu::always_inline]] inline void unpack_codes(const std::uint8_t* row, std::int64_t sb, int h, vi* wv) {
   const std::uint8_t* superblock = row + sb * superblock_code_bytes(F);
@@ -261,6 +277,10 @@ template <qformat F>
     const std::uint8_t* bits = superblock + quant_superblock / 2 + h * (vector_bytes / 8);
 #pragma GCC unroll 8
     for (int r = 0; r < 8; ++r) wv[r] = with_fifth_bits(wv[r], bits + 8 * r);
+  }
+  if constexpr (F == qformat::int4_nl) {
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; ++r) wv[r] = biased_levels(wv[r]);
   }
 }
 
@@ -296,10 +316,10 @@ template <qformat F, int MR>
         vi dot = initial_dot<F>(x.code_sums + (m0 + i) * groups + g0), dot_odd = int_zero();
 #pragma GCC unroll 4
         for (int r = 0; r < 8; r += 2) {
-          dot = nibbles ? dot_nibbles(dot, wv[r], load_codes(xc + 64 * r))
-                        : dot_int8(dot, wv[r], load_codes(xc + 64 * r));
-          dot_odd = nibbles ? dot_nibbles(dot_odd, wv[r + 1], load_codes(xc + 64 * (r + 1)))
-                            : dot_int8(dot_odd, wv[r + 1], load_codes(xc + 64 * (r + 1)));
+          dot = biased_byte_codes(F) ? dot_int8(dot, wv[r], load_codes(xc + 64 * r))
+                                     : dot_nibbles(dot, wv[r], load_codes(xc + 64 * r));
+          dot_odd = biased_byte_codes(F) ? dot_int8(dot_odd, wv[r + 1], load_codes(xc + 64 * (r + 1)))
+                                         : dot_nibbles(dot_odd, wv[r + 1], load_codes(xc + 64 * (r + 1)));
         }
         dot = int_add(dot, dot_odd);
         const qf x_scale = qload(x.scales + (m0 + i) * groups + g0);
@@ -320,8 +340,9 @@ constexpr int max_rows_per_pass = 8;
 inline int weight_code(const quantized_matrix& w, std::int64_t n, std::int64_t position) {
   if (w.format == qformat::int8) return static_cast<int>(w.codes[n * w.padded_cols + position]) - 128;
   const std::int64_t sb = position / quant_superblock, p = position % quant_superblock;
-  return packed_code(w.codes + (n * (w.padded_cols / quant_superblock) + sb) * superblock_code_bytes(w.format),
-                     w.format, p);
+  const int code = packed_code(
+      w.codes + (n * (w.padded_cols / quant_superblock) + sb) * superblock_code_bytes(w.format), w.format, p);
+  return w.format == qformat::int4_nl ? static_cast<int>(int4_nl_biased_levels[code]) - 128 : code;
 }
 
 template <qformat F, int MR>
@@ -355,6 +376,26 @@ inline void qgemv_row(const quantized_matrix& w, const quantized_rows& x, std::i
 
 #endif
 
+/// The 512 codes of superblock `sb` of a 4- or 5-bit weight row starting at
+/// `row` as one byte each in interleaved order (int4_nl's biased levels):
+/// unpack_codes' vectors stored, where the ISA has vectors.
+template <qformat F>
+inline void expand_superblock_codes(const std::uint8_t* row, std::int64_t sb, std::uint8_t* out) {
+#if defined(__AVX512VNNI__) || defined(__AVX2__)
+  for (int h = 0; h < halves; ++h) {
+    vi wv[8];
+    unpack_codes<F>(row, sb, h, wv);
+    for (int r = 0; r < 8; ++r) store_codes(out + h * vector_bytes + 64 * r, wv[r]);
+  }
+#else
+  const std::uint8_t* superblock = row + sb * superblock_code_bytes(F);
+  for (int p = 0; p < quant_superblock; ++p) {
+    const int code = packed_code(superblock, F, p);
+    out[p] = static_cast<std::uint8_t>(F == qformat::int4_nl ? int4_nl_biased_levels[code] : code);
+  }
+#endif
+}
+
 /// Output rows [n_begin, n_end) for the MR activation rows from m0.
 template <qformat F, int MR>
 void qgemv_pass(const qgemv_args& args, std::int64_t m0, std::int64_t n_begin, std::int64_t n_end) {
@@ -363,89 +404,6 @@ void qgemv_pass(const qgemv_args& args, std::int64_t m0, std::int64_t n_begin, s
     qgemv_row<F, MR>(*args.weights, *args.x, n, m0, result);
     const float bias = args.bias != nullptr ? args.bias[n] : 0.0f;
     for (int i = 0; i < MR; ++i) args.out[(m0 + i) * args.out_stride + n] = result[i] + bias;
-  }
-}
-
-/// W codes from `p` (u8, or the low / high nibbles of bytes) as floats.
-inline vf load_codes_as_float(const std::uint8_t* p, int shift) {
-#if defined(__AVX512F__)
-  const __m512i wide = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  const __m512i codes = shift < 0 ? wide : _mm512_and_si512(_mm512_srli_epi32(wide, shift), _mm512_set1_epi32(15));
-  return _mm512_cvtepi32_ps(codes);
-#elif defined(__AVX2__)
-  const __m256i wide = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  const __m256i codes = shift < 0 ? wide : _mm256_and_si256(_mm256_srli_epi32(wide, shift), _mm256_set1_epi32(15));
-  return _mm256_cvtepi32_ps(codes);
-#else
-  return static_cast<float>(shift < 0 ? *p : (*p >> shift) & 15);
-#endif
-}
-
-/// One weight row dequantised to bf16 in natural order (k < cols).
-template <qformat F>
-inline void dequantize_row(const quantized_matrix& w, std::int64_t n, std::uint16_t* out) {
-  constexpr bool nibbles = F != qformat::int8;
-  constexpr std::int64_t superblock_bytes = superblock_code_bytes(F);
-  const std::int64_t groups = w.padded_cols / quant_group;
-  const std::uint8_t* codes = w.codes + n * (w.padded_cols / quant_superblock) * superblock_bytes;
-  for (std::int64_t sb = 0; sb * quant_superblock < w.cols; ++sb) {
-    // Scale and offset of each of a 64-byte vector's positions (lane = group).
-    float scale[64], offset[64];
-    for (int q = 0; q < 64; ++q) {
-      const std::int64_t g = n * groups + sb * groups_per_superblock + q / 4;
-      if constexpr (F == qformat::int8) {
-        scale[q] = w.row_scales[n];
-        offset[q] = -128.0f * w.row_scales[n];
-      } else {
-        scale[q] = half_to_float(w.group_scales[g]);
-        offset[q] = has_group_offsets(F) ? half_to_float(w.group_offsets[g]) : -8.0f * scale[q];
-      }
-    }
-    const std::uint8_t* superblock = codes + sb * superblock_bytes;
-    for (int r = 0; r < 8; ++r) {
-      std::uint16_t values[64];
-      std::uint8_t five_bit[64];  // int5_asym: the vector's whole codes
-      if constexpr (F == qformat::int5_asym) {
-        for (int q = 0; q < 64; ++q) five_bit[q] = static_cast<std::uint8_t>(packed_code(superblock, F, 64 * r + q));
-      }
-      for (int q = 0; q < 64; q += W) {
-        const int p = 64 * r + q;
-        vf code;
-        if constexpr (F == qformat::int5_asym) {
-          code = load_codes_as_float(five_bit + q, -1);
-        } else {
-          code = nibbles ? load_codes_as_float(superblock + p % 256, p < 256 ? 0 : 4)
-                         : load_codes_as_float(superblock + p, -1);
-        }
-        store_bf16(values + q, fma(code, load(scale + q), load(offset + q)));
-      }
-      // Lane j of vector r holds input features 32 j + 4 r .. + 3.
-      for (int j = 0; j < 16; ++j) {
-        const std::int64_t k = sb * quant_superblock + 32 * j + 4 * r;
-        for (int t = 0; t < 4 && k + t < w.cols; ++t) out[k + t] = values[4 * j + t];
-      }
-    }
-  }
-}
-
-inline void dequantize_rows(const quantized_matrix& w, std::int64_t row_begin, std::int64_t row_end,
-                            std::uint16_t* out) {
-  for (std::int64_t n = row_begin; n < row_end; ++n) {
-    std::uint16_t* row = out + (n - row_begin) * w.cols;
-    switch (w.format) {
-      case qformat::int8:
-        dequantize_row<qformat::int8>(w, n, row);
-        break;
-      case qformat::int4:
-        dequantize_row<qformat::int4>(w, n, row);
-        break;
-      case qformat::int4_asym:
-        dequantize_row<qformat::int4_asym>(w, n, row);
-        break;
-      case qformat::int5_asym:
-        dequantize_row<qformat::int5_asym>(w, n, row);
-        break;
-    }
   }
 }
 

@@ -15,6 +15,14 @@ std::size_t aligned(std::size_t bytes, std::size_t alignment) {
 
 bool nibbles(weight_quantization format) { return format != weight_quantization::int8; }
 
+constexpr bool biased_levels_match() {
+  for (int code = 0; code < 16; ++code) {
+    if (int4_nl_biased_levels[code] != int4_nl_levels[code] + 128) return false;
+  }
+  return true;
+}
+static_assert(biased_levels_match(), "isa_kernels.hpp's int4_nl bytes are the levels + 128");
+
 // The layout written here, read back by stored_code: the reference the
 // kernels (which decode it with their own code, in each ISA's namespace)
 // are tested against.
@@ -135,7 +143,7 @@ void quantize_int8_row(const float* w, const quantized_layout& layout, std::uint
 // loop runs the fixed group width over a local copy (a partial group padded
 // with its first weight, which moves no extreme), so each vectorises.
 void quantize_group(const float* w, std::int64_t count, const quantized_layout& layout, std::uint8_t* codes,
-                         std::int64_t first_k, std::uint16_t* scale_out, std::uint16_t* offset_out) {
+                    std::int64_t first_k, std::uint16_t* scale_out, std::uint16_t* offset_out) {
   constexpr int lanes = 8;
   float values[quant_group];
   std::fill(std::copy_n(w, count, values), values + quant_group, count > 0 ? w[0] : 0.0f);
@@ -169,6 +177,55 @@ void quantize_group(const float* w, std::int64_t count, const quantized_layout& 
   for (int t = 0; t < quant_group; ++t)
     group[t] = static_cast<std::uint8_t>(std::clamp(round_half_even((values[t] - offset) * inverse), 0, top));
   std::fill(group + count, group + quant_group, std::uint8_t{0});  // padding decodes to the offset
+  store_group(group, layout, first_k, codes);
+}
+
+// Index of the int4_nl level nearest `v` (in units of the scale): how many
+// midpoints between consecutive levels lie below it (a tie takes the lower).
+int nearest_level(float v) {
+  int index = 0;
+  for (int j = 0; j < 15; ++j)
+    index += static_cast<int>(v > 0.5f * static_cast<float>(int4_nl_levels[j] + int4_nl_levels[j + 1]));
+  return index;
+}
+
+// Codes of `values` for the f16 scale `scale_bits` into `codes`; returns the squared error.
+float nl_codes(const float* values, std::uint16_t scale_bits, std::uint8_t* codes) {
+  const float scale = f16_to_float(scale_bits), inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
+  float error = 0.0f;
+  for (int t = 0; t < quant_group; ++t) {
+    codes[t] = static_cast<std::uint8_t>(nearest_level(values[t] * inverse));
+    const float miss = values[t] - scale * static_cast<float>(int4_nl_levels[codes[t]]);
+    error += miss * miss;
+  }
+  return error;
+}
+
+// One group of int4_nl. The scale starts where the weight of largest
+// magnitude lands on level −127 (the extreme one, as llama.cpp's IQ4_NL
+// quantiser starts), is refit by least squares to the levels that picks
+// (Σ w·l / Σ l²), and the one of the two with the smaller squared error
+// stays; codes use the f16-rounded scale the kernels read.
+void quantize_nl_group(const float* w, std::int64_t count, const quantized_layout& layout, std::uint8_t* codes,
+                       std::int64_t first_k, std::uint16_t* scale_out) {
+  float values[quant_group];
+  std::fill(std::copy_n(w, count, values), values + quant_group, 0.0f);
+  float extreme = 0.0f;
+  for (float v : values) extreme = std::fabs(v) > std::fabs(extreme) ? v : extreme;
+  std::uint8_t first[quant_group], refit[quant_group];
+  const std::uint16_t start = float_to_f16(extreme / -127.0f);
+  const float start_error = nl_codes(values, start, first);
+  float products = 0.0f, squares = 0.0f;
+  for (int t = 0; t < quant_group; ++t) {
+    const auto level = static_cast<float>(int4_nl_levels[first[t]]);
+    products += values[t] * level;
+    squares += level * level;
+  }
+  const std::uint16_t fitted = float_to_f16(squares > 0.0f ? products / squares : 0.0f);
+  const bool better = nl_codes(values, fitted, refit) < start_error;
+  *scale_out = better ? fitted : start;
+  std::uint8_t* group = better ? refit : first;
+  std::fill(group + count, group + quant_group, std::uint8_t{8});  // padding: level 1, times zero activations
   store_group(group, layout, first_k, codes);
 }
 
@@ -240,8 +297,12 @@ void quantize_rows(const void* source, dtype type, std::int64_t count, const qua
     auto* offsets = reinterpret_cast<std::uint16_t*>(bytes + layout.offsets_at) + n * layout.groups;
     for (std::int64_t g = 0; g < layout.groups; ++g) {
       const std::int64_t first = g * quant_group, valid = std::clamp<std::int64_t>(layout.cols - first, 0, quant_group);
-      quantize_group(row.data() + std::min(first, layout.cols), valid, layout, codes, first, scales + g,
-                          offsets + g);
+      const float* group = row.data() + std::min(first, layout.cols);
+      if (layout.format == weight_quantization::int4_nl) {
+        quantize_nl_group(group, valid, layout, codes, first, scales + g);
+      } else {
+        quantize_group(group, valid, layout, codes, first, scales + g, offsets + g);
+      }
     }
   }
 }
@@ -283,6 +344,7 @@ float dequantized_weight(const quantized_matrix& w, std::int64_t n, std::int64_t
   if (w.format == qformat::int8) return w.row_scales[n] * static_cast<float>(code - 128);
   const std::int64_t group = n * (w.padded_cols / quant_group) + k / quant_group;
   const float scale = f16_to_float(w.group_scales[group]);
+  if (w.format == qformat::int4_nl) return scale * static_cast<float>(int4_nl_levels[code]);
   const float offset = w.format == qformat::int4 ? -8.0f * scale : f16_to_float(w.group_offsets[group]);
   return scale * static_cast<float>(code) + offset;
 }

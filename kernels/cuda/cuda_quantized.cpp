@@ -11,6 +11,7 @@
 
 #include "kernels/cuda/cuda_backend_impl.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/quantization.hpp"
 
 namespace troupe::cuda {
 
@@ -50,8 +51,9 @@ std::unique_ptr<linear_weight> cuda_backend::prepare_quantized_linear(std::span<
                                                                       std::span<const host_tensor> biases,
                                                                       weight_quantization format) {
   if (format == weight_quantization::none) return prepare_linear(parts, biases);
-  if (format == weight_quantization::int5_asym)
-    throw std::runtime_error("quantization int5_asym has no CUDA kernels (cpu only): use int4_asym or int8 on cuda");
+  if (quantization_cpu_only(format))
+    throw std::runtime_error("quantization " + std::string(quantization_name(format)) +
+                             " has no CUDA kernels (cpu only): use int4, int4_asym or int8 on cuda");
   const std::int64_t out_features = stacked_rows(parts, biases, "prepare_quantized_linear");
   auto weight =
       std::make_unique<cuda_quantized_weight>(device_layout_for(format, out_features, parts.front().matrix_cols()));

@@ -192,6 +192,7 @@ void launch_quantized_gemv(const quantized_gemv_params& params, cudaStream_t str
       return launch_gemv_rows<weight_quantization::int4_asym>(params, stream);
     case weight_quantization::none:
     case weight_quantization::int5_asym:  // refused by prepare_quantized_linear
+    case weight_quantization::int4_nl:
       break;
   }
   throw std::invalid_argument("launch_quantized_gemv: the weight is not in a CUDA quantised format");
@@ -208,6 +209,7 @@ void launch_dequantize(const dequantize_params& params, cudaStream_t stream) {
       return launch_dequantize_rows<weight_quantization::int4_asym>(params, stream);
     case weight_quantization::none:
     case weight_quantization::int5_asym:  // refused by prepare_quantized_linear
+    case weight_quantization::int4_nl:
       break;
   }
   throw std::invalid_argument("launch_dequantize: the weight is not in a CUDA quantised format");

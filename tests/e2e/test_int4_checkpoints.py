@@ -24,6 +24,7 @@ Q5_0 = FIXTURES / "gguf" / "llama_tiny_q5_0.gguf"
 Q4_K_M = FIXTURES / "gguf" / "llama_k256_q4_k_m.gguf"
 Q5_K_M = FIXTURES / "gguf" / "llama_k256_q5_k_m.gguf"
 IQ4_NL = FIXTURES / "gguf" / "llama_tiny_iq4_nl.gguf"
+IQ4_XS = FIXTURES / "gguf" / "llama_k256_iq4_xs.gguf"
 Q2_K = FIXTURES / "gguf" / "llama_k256_q2_k.gguf"
 Q3_K_M = FIXTURES / "gguf" / "llama_k256_q3_k_m.gguf"
 AWQ = FIXTURES / "int4" / "llama_tiny_awq"
@@ -48,7 +49,8 @@ def greedy(server, prompt="The quick brown fox"):
 
 @pytest.mark.parametrize("model,expected", [(Q4_0, "int4"), (Q4_K_M, "int4_asym (4 of 8 projections int8)"),
                                             (AWQ, "int4_asym"), (Q5_0, "int5_asym"),
-                                            (Q5_K_M, "int5_asym (2 of 8 projections int8)")])
+                                            (Q5_K_M, "int5_asym (2 of 8 projections int8)"),
+                                            (IQ4_NL, "int4_nl"), (IQ4_XS, "int4_nl")])
 def test_stored_4_and_5_bit_checkpoints_run_as_stored_by_default(model, expected):
     server = LiveServer(["--model", str(model), "--threads", "1"])
     try:
@@ -65,7 +67,7 @@ def test_stored_4_and_5_bit_checkpoints_run_as_stored_by_default(model, expected
 
 
 @pytest.mark.parametrize("model,expected", [(ACT_ORDER, "int4_asym"), (GPTQ_8_BIT, "int8"),
-                                            (IQ4_NL, "int8"), (Q2_K, "int8"),
+                                            (Q2_K, "int8"),
                                             (Q3_K_M, "int4_asym (4 of 8 projections int8)")])
 def test_gptq_act_order_and_8_bit_checkpoints_answer_chat(model, expected):
     server = LiveServer(["--model", str(model), "--threads", "1"])

@@ -2,7 +2,7 @@
 // these tests hold them to the per-code placement interleaved_position
 // defines: pack_int4_rows byte for byte against a one-nibble-at-a-time
 // reference, and quantize_rows code for code (padding included, int8 ties
-// rounded to even).
+// rounded to even, int4_nl's nearest level and refit scale).
 
 #include <gtest/gtest.h>
 
@@ -19,6 +19,18 @@ namespace {
 using cpu::quant_group;
 using cpu::quant_superblock;
 using test::random_source;
+
+// The index of the int4_nl level nearest w / scale, by distance to each
+// level (the lower on a tie).
+int nearest_nl_level(float w, float scale) {
+  const float v = scale != 0.0f ? w * (1.0f / scale) : 0.0f;
+  int best = 0;
+  for (int j = 1; j < 16; ++j) {
+    if (std::fabs(v - static_cast<float>(int4_nl_levels[j])) < std::fabs(v - static_cast<float>(int4_nl_levels[best])))
+      best = j;
+  }
+  return best;
+}
 
 // The writer pack_int4_rows used before it stored whole groups: each code
 // read-modify-written into its nibble at interleaved_position(k); for
@@ -48,7 +60,7 @@ void reference_pack_int4_rows(const std::uint8_t* codes, const std::uint16_t* sc
     }
     std::copy_n(scales + i * groups, groups,
                 reinterpret_cast<std::uint16_t*>(buffer + layout.scales_at) + n * layout.groups);
-    if (layout.format != weight_quantization::int4)
+    if (layout.format == weight_quantization::int4_asym || layout.format == weight_quantization::int5_asym)
       std::copy_n(offsets + i * groups, groups,
                   reinterpret_cast<std::uint16_t*>(buffer + layout.offsets_at) + n * layout.groups);
   }
@@ -62,7 +74,8 @@ void reference_pack_int4_rows(const std::uint8_t* codes, const std::uint16_t* sc
 TEST(QuantizedPack, Int4RowsAreByteIdenticalToThePerCodeWriter) {
   random_source rng;
   SCOPED_TRACE(rng.trace());
-  for (auto format : {weight_quantization::int4, weight_quantization::int4_asym, weight_quantization::int5_asym}) {
+  for (auto format : {weight_quantization::int4, weight_quantization::int4_asym, weight_quantization::int5_asym,
+                      weight_quantization::int4_nl}) {
     for (std::int64_t rows : {1, 7, 13}) {
       for (std::int64_t cols : {32, 96, 480, 512, 544, 1024, 2080}) {
         const cpu::quantized_layout layout = cpu::layout_for(format, rows, cols);
@@ -93,7 +106,7 @@ TEST(QuantizedPack, QuantizedRowsHoldEveryCodeWhereInterleavingPutsIt) {
   random_source rng;
   SCOPED_TRACE(rng.trace());
   for (auto format : {weight_quantization::int8, weight_quantization::int4, weight_quantization::int4_asym,
-                      weight_quantization::int5_asym}) {
+                      weight_quantization::int5_asym, weight_quantization::int4_nl}) {
     for (std::int64_t cols : {32, 100, 512, 1000}) {
       const std::int64_t rows = 3;
       const std::vector<float> w = rng.floats(static_cast<std::size_t>(rows * cols));
@@ -109,6 +122,10 @@ TEST(QuantizedPack, QuantizedRowsHoldEveryCodeWhereInterleavingPutsIt) {
           int expected = 0;
           if (format == weight_quantization::int8) {
             expected = k < cols ? static_cast<int>(std::rint(row[k] * (127.0f / amax))) + 128 : 128;
+          } else if (format == weight_quantization::int4_nl) {
+            expected = k < cols ? nearest_nl_level(row[k],
+                                                   f16_to_float(view.group_scales[n * layout.groups + k / quant_group]))
+                                : 8;  // padding: level 1
           } else {
             const std::int64_t group = n * layout.groups + k / quant_group;
             const float scale = f16_to_float(view.group_scales[group]);
@@ -176,6 +193,55 @@ TEST(QuantizedPack, Int4ScalesComeFromTheFirstExtremeOfEachGroup) {
     EXPECT_EQ(cpu::stored_code(view, 0, k), std::min(15, static_cast<int>(std::rint(shifted))))
         << "weight " << shifted - 8;
   }
+}
+
+// Squared error of a group of int4_nl at `scale` with every weight on its nearest level.
+float nl_group_error(const float* w, float scale) {
+  float error = 0.0f;
+  for (int t = 0; t < quant_group; ++t) {
+    const float miss = w[t] - scale * static_cast<float>(int4_nl_levels[nearest_nl_level(w[t], scale)]);
+    error += miss * miss;
+  }
+  return error;
+}
+
+// An int4_nl group's scale: the weight of largest magnitude on level -127
+// (exact when the weights lie on the levels), or its least-squares refit
+// (Σ w·l / Σ l² over the levels the first picks) where that has less
+// squared error; never worse than the first.
+TEST(QuantizedPack, Int4NlScaleIsTheExtremeOrItsRefitWhicheverErrsLess) {
+  random_source rng;
+  SCOPED_TRACE(rng.trace());
+  const std::int64_t groups = 64, cols = groups * quant_group;
+  std::vector<float> w = rng.floats(static_cast<std::size_t>(cols), -1.0f, 1.0f);
+  for (int t = 0; t < quant_group; ++t) w[static_cast<std::size_t>(t)] = 0.01f * int4_nl_levels[t % 16];
+  for (std::int64_t g = 2; g < groups; g += 3) w[static_cast<std::size_t>(g * quant_group + g % 32)] *= 8.0f;
+  const cpu::quantized_layout layout = cpu::layout_for(weight_quantization::int4_nl, 1, cols);
+  std::vector<std::uint8_t> buffer(layout.total_bytes, 0);
+  cpu::quantize_rows(w.data(), dtype::f32, 1, layout, buffer.data(), 0);
+  const cpu::quantized_matrix view = cpu::view_of(layout, buffer.data());
+  EXPECT_EQ(view.group_scales[0], float_to_f16(0.01f));
+  for (int t = 0; t < quant_group; ++t) EXPECT_EQ(cpu::stored_code(view, 0, t), t % 16) << t;
+  int refits = 0;
+  for (std::int64_t g = 0; g < groups; ++g) {
+    const float* group = w.data() + g * quant_group;
+    const float* extreme =
+        std::max_element(group, group + quant_group, [](float a, float b) { return std::fabs(a) < std::fabs(b); });
+    const float start = f16_to_float(float_to_f16(*extreme / -127.0f));
+    float products = 0.0f, squares = 0.0f;
+    for (int t = 0; t < quant_group; ++t) {
+      const auto level = static_cast<float>(int4_nl_levels[nearest_nl_level(group[t], start)]);
+      products += group[t] * level;
+      squares += level * level;
+    }
+    const float refit = f16_to_float(float_to_f16(products / squares));
+    const float stored = f16_to_float(view.group_scales[g]);
+    const bool refit_wins = nl_group_error(group, refit) < nl_group_error(group, start);
+    EXPECT_EQ(stored, refit_wins ? refit : start) << "group " << g;
+    EXPECT_LE(nl_group_error(group, stored), nl_group_error(group, start)) << "group " << g;
+    refits += refit_wins ? 1 : 0;
+  }
+  EXPECT_GT(refits, groups / 2) << "random groups mostly gain from the refit";
 }
 
 // int8 codes round half to even, as std::rint does: with a largest

@@ -1,4 +1,4 @@
-// Weight-only int8/int4/int5 on the CPU backend: the formats' round-to-nearest
+// Weight-only int8/int4/int5/int4_nl on the CPU backend: the formats' round-to-nearest
 // error bounds, activation quantisation, the quantised GEMV at every
 // dispatch level against the scalar reference, and linear() end to end.
 
@@ -20,7 +20,8 @@ using cpu::quant_group;
 using test::random_source;
 
 constexpr weight_quantization all_formats[] = {weight_quantization::int8, weight_quantization::int4,
-                                               weight_quantization::int4_asym, weight_quantization::int5_asym};
+                                               weight_quantization::int4_asym, weight_quantization::int5_asym,
+                                               weight_quantization::int4_nl};
 
 struct quantized_buffer {
   cpu::quantized_layout layout;
@@ -38,10 +39,19 @@ quantized_buffer quantize(const std::vector<float>& w, weight_quantization forma
 }
 
 TEST(QuantizedFormat, NamesRoundTrip) {
-  for (auto format : {weight_quantization::none, weight_quantization::int8, weight_quantization::int4,
-                      weight_quantization::int4_asym, weight_quantization::int5_asym})
+  const std::vector<std::string> choices = quantization_choices();
+  ASSERT_EQ(choices.size(), std::size(all_formats) + 2);  // auto and none too
+  EXPECT_EQ(choices.front(), "auto");
+  EXPECT_EQ(parse_quantization(choices[1]), weight_quantization::none);
+  for (auto format : all_formats) {
     EXPECT_EQ(parse_quantization(quantization_name(format)), format);
+    EXPECT_NE(std::find(choices.begin(), choices.end(), quantization_name(format)), choices.end());
+  }
+  EXPECT_EQ(quantization_choices_text(), "auto, none, int8, int4, int4_asym, int5_asym, int4_nl");
   EXPECT_EQ(quantization_code_bits(weight_quantization::int5_asym), 5);
+  EXPECT_EQ(quantization_code_bits(weight_quantization::int4_nl), 4);
+  EXPECT_TRUE(quantization_cpu_only(weight_quantization::int4_nl));
+  EXPECT_FALSE(quantization_cpu_only(weight_quantization::int4_asym));
   EXPECT_FALSE(parse_quantization("int3").has_value());
 }
 
@@ -49,7 +59,8 @@ TEST(QuantizedFormat, LmHeadIsInt4BesideFourBitLayersOnlyWhenRefinedElseInt8Unle
   for (bool refined : {false, true}) {
     EXPECT_EQ(lm_head_quantization(weight_quantization::none, "auto", refined), weight_quantization::none);
     EXPECT_EQ(lm_head_quantization(weight_quantization::int8, "auto", refined), weight_quantization::int8);
-    for (auto layers : {weight_quantization::int4, weight_quantization::int4_asym, weight_quantization::int5_asym})
+    for (auto layers : {weight_quantization::int4, weight_quantization::int4_asym, weight_quantization::int5_asym,
+                        weight_quantization::int4_nl})
       EXPECT_EQ(lm_head_quantization(layers, "auto", refined),
                 refined ? weight_quantization::int4 : weight_quantization::int8);
     EXPECT_EQ(lm_head_quantization(weight_quantization::int4, "int4", refined), weight_quantization::int4);
@@ -70,7 +81,9 @@ TEST(QuantizedFormat, InterleavingIsAPermutationOfEachSuperblock) {
 }
 
 // Round to nearest: each weight within half a step of its code, except the
-// symmetric int4 format's one-sided level (+8 steps clamps to +7).
+// symmetric int4 format's one-sided level (+8 steps clamps to +7); int4_nl's
+// the nearest of its group's 16 levels (its quantiser is held to that rule
+// code by code in cpu_quantized_pack_test.cpp; here, through dequantized_weight).
 TEST(QuantizedFormat, RoundTripWithinHalfAStep) {
   random_source rng;
   SCOPED_TRACE(rng.trace());
@@ -85,6 +98,15 @@ TEST(QuantizedFormat, RoundTripWithinHalfAStep) {
         for (std::int64_t k = 0; k < cols; ++k) {
           const float value = w[static_cast<std::size_t>(n * cols + k)];
           float step = 0.0f, slack = 0.0f;
+          if (format == weight_quantization::int4_nl) {
+            const float scale = f16_to_float(view.group_scales[n * q.layout.groups + k / quant_group]);
+            float nearest = INFINITY;
+            for (std::int8_t level : int4_nl_levels)
+              nearest = std::min(nearest, std::fabs(value - scale * static_cast<float>(level)));
+            ASSERT_LE(std::fabs(cpu::dequantized_weight(view, n, k) - value), nearest * 1.0001f + 1e-7f)
+                << "int4_nl row " << n << " col " << k << " of " << cols;
+            continue;
+          }
           if (format == weight_quantization::int8) {
             step = view.row_scales[n];
           } else {
@@ -101,7 +123,10 @@ TEST(QuantizedFormat, RoundTripWithinHalfAStep) {
               << quantization_name(format) << " row " << n << " col " << k << " of " << cols;
         }
       }
-      EXPECT_NEAR(cpu::dequantized_weight(view, 0, 7), 3.0f, 3.0f * 2e-3f) << quantization_name(format);
+      // int4_nl's refit scale trades the outlier's exactness (here 2-5%) for
+      // the group's squared error (cpu_quantized_pack_test.cpp holds it to that).
+      if (format != weight_quantization::int4_nl)
+        EXPECT_NEAR(cpu::dequantized_weight(view, 0, 7), 3.0f, 3.0f * 2e-3f) << quantization_name(format);
     }
   }
 }
@@ -248,7 +273,8 @@ TEST(QuantizedGemm, TilesGiveTheGemvBitsAtEveryLevel) {
   }
 }
 
-// int8 codes are stored as q + 128 and int4's as q + 8; the kernels take the
+// int8 codes are stored as q + 128 (int4_nl's levels meet the activations
+// that way too) and int4's as q + 8; the kernels take the
 // offset out of each group's integer sum, before any rounding. A row whose
 // weights are all tiny beside one outlier has codes near the offset, so
 // removing it in floating point afterwards (128 · Σ x) would cancel large
@@ -260,7 +286,7 @@ TEST(QuantizedGemv, CodeOffsetsLeaveNoCancellationError) {
   std::vector<float> w = rng.floats(static_cast<std::size_t>(rows * cols), -0.01f, 0.01f);
   for (std::int64_t n = 0; n < rows; ++n) w[static_cast<std::size_t>(n * cols + 3 * n)] = 100.0f;
   const std::vector<float> x = rng.floats(static_cast<std::size_t>(m * cols), 1.0f, 2.0f);
-  for (auto format : {weight_quantization::int8, weight_quantization::int4}) {
+  for (auto format : {weight_quantization::int8, weight_quantization::int4, weight_quantization::int4_nl}) {
     const quantized_buffer q = quantize(w, format, rows, cols);
     const cpu::quantized_matrix view = q.view();
     const cpu::reference_rows xq = cpu::quantize_rows_reference(x.data(), m, cols, cols, view.padded_cols);

@@ -93,6 +93,7 @@ TEST(DemoQuantized, PerplexityAndTopOneAgreementWithinTheFormatsBounds) {
                                     format_bound{weight_quantization::int4, std::nullopt, 0.95, 0.05},
                                     format_bound{weight_quantization::int4_asym, std::nullopt, 0.95, 0.05},
                                     format_bound{weight_quantization::int5_asym, weight_quantization::int8, 0.97, 0.02},
+                                    format_bound{weight_quantization::int4_nl, std::nullopt, 0.95, 0.05},
                                     format_bound{weight_quantization::int4, weight_quantization::int8, 0.95, 0.05}}) {
     const scored got = score(weights, bound.format, bound.lm_head, windows);
     const double agree = agreement(got.greedy, reference.greedy);

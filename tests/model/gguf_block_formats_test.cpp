@@ -4,7 +4,8 @@
 // to f16), its Q6_K matrices are expanded, the model runs like the whole
 // file expanded, and a Q4_K block whose products leave f16's range is
 // refused by name. Q5_K_M: its Q5_K matrices as int5_asym the same way,
-// run like the file expanded to bf16. IQ4_NL (llama-quantize's): run as int8.
+// run like the file expanded to bf16. IQ4_XS and IQ4_NL (llama-quantize's):
+// kept as int4_nl, run like the file expanded.
 // Opened for a quantised model (open_for_quantization
 // on the cpu), layer matrices in the other block formats are expanded only
 // as the backend prepares them (host_tensor::rows).
@@ -31,6 +32,7 @@ namespace {
 const std::filesystem::path fixtures = std::filesystem::path(TROUPE_FIXTURES_DIR) / "gguf";
 const std::filesystem::path q4_k_m = fixtures / "llama_k256_q4_k_m.gguf";
 const std::filesystem::path q5_k_m = fixtures / "llama_k256_q5_k_m.gguf";
+const std::filesystem::path iq4_xs = fixtures / "llama_k256_iq4_xs.gguf";
 
 std::int64_t rope_heads_of(const model_config& config, const std::string& name) {
   if (name.ends_with("q_proj.weight")) return config.num_attention_heads;
@@ -40,10 +42,12 @@ std::int64_t rope_heads_of(const model_config& config, const std::string& name) 
 
 // Each kept weight is the file's up to the f16 rounding of its sub-block's
 // scale and offset: |Δ| ≤ 2^-11 (31·d·s + dmin·m) < 2^-9 of the largest
-// weight of its 256-block (15·d·s for Q4_K). A code, fifth bit or scale
-// read from the wrong place is off by a whole step (about a fifteenth, or
-// for Q5_K a thirty-first, of the sub-block's range). The file's Q6_K
-// matrices are expanded at open (checkpoint::open without on-demand rows).
+// weight of its 256-block (15·d·s for Q4_K; IQ4_XS's d·(s − 32) times a
+// level, 2^-11 of the weight). A code, fifth bit or scale read from the
+// wrong place is off by a whole step (about a fifteenth, or for Q5_K a
+// thirty-first, of the sub-block's range; for IQ4_XS at least 11 of 240
+// levels). The file's Q6_K matrices are expanded at open (checkpoint::open
+// without on-demand rows).
 void expect_k_codes_kept(const std::filesystem::path& file, ggml_type kept_type, weight_quantization format,
                          int kept_per_layer, int q6_k_matrices) {
   const checkpoint kept = checkpoint::open(file, {.show_progress = false, .keep_int4 = true});
@@ -86,6 +90,11 @@ void expect_k_codes_kept(const std::filesystem::path& file, ggml_type kept_type,
 
 TEST(KQuantGguf, Q4_KMatricesKeepTheirCodesAndExpandTheQ6_KOnes) {
   expect_k_codes_kept(q4_k_m, ggml_type::q4_k, weight_quantization::int4_asym, 5, 4);  // Q6_K v, down of both layers
+}
+
+// llama-quantize's IQ4_XS: every layer matrix IQ4_XS (the embeddings Q6_K).
+TEST(KQuantGguf, IQ4_XSMatricesKeepTheirCodesAsInt4Nl) {
+  expect_k_codes_kept(iq4_xs, ggml_type::iq4_xs, weight_quantization::int4_nl, 7, 0);
 }
 
 // Q5_K_M: Q6_K attn_v and ffn_down of layer 0 only.
@@ -167,15 +176,25 @@ TEST(KQuantGguf, BlockFormatsNotKeptAreExpandedOnlyAsTheBackendPreparesThem) {
   EXPECT_EQ(layer0.v_proj->stored_bits, 6);
 }
 
-// IQ4's 16 levels are int8 values on a non-linear grid: no 4-bit home, so
-// `auto` runs the file as int8. Measured max |Δlogit| / max |logit| against
-// the file expanded to bf16: 0.0204.
-TEST(Iq4Gguf, AnIq4NlFileRunsAsInt8LikeTheExpandedFile) {
-  const auto iq4_nl = fixtures / "llama_tiny_iq4_nl.gguf";
-  EXPECT_LE(testing::error_against_expanded(iq4_nl, weight_quantization::int8), 0.03);
-  const quantized_checkpoint opened = open_for_quantization(iq4_nl, "auto", true, {.show_progress = false});
-  EXPECT_EQ(opened.weights.weights().layers[0].q_proj->stored_bits, 8);
-  EXPECT_NE(opened.weights.weights().layers[0].q_proj->rows, nullptr);
+// IQ4's 16 levels are int8 values on a non-linear grid, int4_nl's: `auto`
+// keeps the codes (nothing expanded) and runs the file as int4_nl. Measured
+// max |Δlogit| / max |logit| against the file expanded to bf16 (int8
+// activations and LM head on the int4_nl side): IQ4_NL 0.0118 (as int8,
+// before int4_nl existed: 0.0204), IQ4_XS 0.0237 (the random 256-wide model
+// of the K-quant files, whose Q4_K_M file measures 0.0254 the same way).
+// No int4_nl kernels (cuda): expanded.
+TEST(Iq4Gguf, Iq4FilesRunAsStoredInt4NlLikeTheExpandedFile) {
+  for (const auto& [file, bound] : {std::pair{fixtures / "llama_tiny_iq4_nl.gguf", 0.025}, std::pair{iq4_xs, 0.04}}) {
+    const double error = testing::error_against_expanded(file, weight_quantization::int4_nl);
+    RecordProperty(file.filename().string() + "_relative_error", std::to_string(error));
+    EXPECT_LE(error, bound) << file;
+    const quantized_checkpoint opened = open_for_quantization(file, "auto", true, {.show_progress = false});
+    EXPECT_NE(opened.weights.weights().layers[0].q_proj->int4, nullptr) << file;
+    EXPECT_EQ(opened.weights.weights().layers[0].q_proj->data, nullptr) << file;
+    EXPECT_EQ(open_for_quantization(file, "auto", false, {.show_progress = false}).quantization,
+              weight_quantization::none)
+        << file;
+  }
 }
 
 // The file with the first Q4_K block of layer 0's q_proj given d = 65504
@@ -221,6 +240,12 @@ TEST(KQuantGguf, Q5BlocksBeyondF16AreRefusedNamingTheTensor) {
               ::testing::HasSubstr("tensor 'blk.0.attn_q.weight': Q5_K block 0 of row 0 has d 65504"));
   EXPECT_THAT(error_with_largest_d(fixtures / "llama_tiny_q5_0.gguf", ggml_type::q5_0, 22),
               ::testing::HasSubstr("tensor 'blk.0.attn_q.weight': Q5_0 block 0 of row 0 has d 65504"));
+}
+
+// Kept as int4_nl, an IQ4_XS block's d·(s − 32) must fit f16.
+TEST(KQuantGguf, AnIQ4_XSBlockBeyondF16IsRefusedNamingTheTensor) {
+  EXPECT_THAT(error_with_largest_d(iq4_xs, ggml_type::iq4_xs, 136),
+              ::testing::HasSubstr("tensor 'blk.0.attn_q.weight': IQ4_XS block 0 of row 0 has d 65504"));
 }
 
 }  // namespace

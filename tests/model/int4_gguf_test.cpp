@@ -1,6 +1,6 @@
-// GGUF Q4_0 / Q4_1 matrices loaded natively as troupe int4 / int4_asym, and
-// Q5_0 / Q5_1 ones as int5_asym (kernels/int4_source.hpp): the packed weights equal, bit for bit (up to the sign
-// of zero), what the block dequantiser expands the file to; nothing is expanded at load; the model
+// GGUF Q4_0 / Q4_1 matrices loaded natively as troupe int4 / int4_asym,
+// Q5_0 / Q5_1 ones as int5_asym and IQ4_NL ones as int4_nl (kernels/int4_source.hpp): the packed weights equal, bit for
+// bit (up to the sign of zero), what the block dequantiser expands the file to; nothing is expanded at load; the model
 // runs on them; and the knob `quantization` picks the path.
 
 #include <gtest/gtest.h>
@@ -76,6 +76,12 @@ TEST(Int4Gguf, Q5_0AndQ5_1MatricesPackExactlyAsInt5Asym) {
   expect_bit_identical(fixtures / "llama_tiny_q5_1.gguf", weight_quantization::int5_asym);
 }
 
+// IQ4_NL (x = d · level[q], 16 int8 levels): its codes and scales kept as
+// int4_nl, so every weight is the file's.
+TEST(Int4Gguf, IQ4_NLMatricesPackExactlyAsInt4Nl) {
+  expect_bit_identical(fixtures / "llama_tiny_iq4_nl.gguf", weight_quantization::int4_nl);
+}
+
 // Native int4 against the file expanded to bf16 (the path every other
 // type takes): the same weights up to bf16 rounding, int8 activations on
 // the int4 side. Measured on this fixture (max |Δlogit| / max |logit|):
@@ -83,8 +89,8 @@ TEST(Int4Gguf, Q5_0AndQ5_1MatricesPackExactlyAsInt5Asym) {
 // room); the greedy continuations are identical, also with the default
 // head of a tied 4-bit model (int4, its best logits rescored exactly).
 TEST(Int4Gguf, NativeInt4RunsLikeTheExpandedFile) {
-  for (const char* file :
-       {"llama_tiny_q4_0.gguf", "llama_tiny_q4_1.gguf", "llama_tiny_q5_0.gguf", "llama_tiny_q5_1.gguf"}) {
+  for (const char* file : {"llama_tiny_q4_0.gguf", "llama_tiny_q4_1.gguf", "llama_tiny_q5_0.gguf",
+                           "llama_tiny_q5_1.gguf", "llama_tiny_iq4_nl.gguf"}) {
     const quantized_checkpoint native = open_for_quantization(fixtures / file, "auto", true, {.show_progress = false});
     const quantized_checkpoint expanded =
         open_for_quantization(fixtures / file, "none", true, {.show_progress = false});
@@ -125,8 +131,9 @@ TEST(Int4Gguf, TheKnobChoosesNativeExpandedOrRequantised) {
             weight_quantization::none);
   EXPECT_EQ(open_for_quantization(fixtures / "llama_tiny_bf16.gguf", "auto", true, quiet).quantization,
             weight_quantization::none);
-  EXPECT_THAT(testing::error_of([&] { open_for_quantization(q4_0, "int3", true, quiet); }),
-              ::testing::HasSubstr("quantization 'int3' is not one of auto, none, int8, int4, int4_asym, int5_asym"));
+  EXPECT_THAT(
+      testing::error_of([&] { open_for_quantization(q4_0, "int3", true, quiet); }),
+      ::testing::HasSubstr("quantization 'int3' is not one of auto, none, int8, int4, int4_asym, int5_asym, int4_nl"));
   // A Q5_0 file as stored on the cpu; asked for int4, expanded and requantised.
   const auto q5_0 = fixtures / "llama_tiny_q5_0.gguf";
   EXPECT_EQ(open_for_quantization(q5_0, "auto", true, quiet).quantization, weight_quantization::int5_asym);

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <stdexcept>
 
+#include "kernels/quantization.hpp"
 #include "model/demo_model.hpp"
 #include "model/model_files.hpp"
 
@@ -17,14 +18,16 @@ void add_model_flags(CLI::App& command, model_flags& flags) {
   command
       .add_option("--quantization", flags.quantization,
                   "weight-only quantisation at load: auto (a 4- or 5-bit GGUF / AWQ / GPTQ checkpoint as stored, on "
-                  "the cpu), none, int8, int4, int4_asym or int5_asym (cpu only)")
-      ->check(CLI::IsMember({"auto", "none", "int8", "int4", "int4_asym", "int5_asym"}));
+                  "the cpu), none, int8, int4, int4_asym, or int5_asym or int4_nl (cpu only)")
+      ->check(CLI::IsMember(quantization_choices()));
   command
-      .add_option("--lm-head-quantization", flags.lm_head_quantization,
-                  "the LM head's format: auto (int4 beside 4- or 5-bit layers when tied to the embeddings on the cpu, its "
-                  "best logits "
-                  "rescored exactly; else int8 when the layers are quantised), none, int8, int4, int4_asym or int5_asym")
-      ->check(CLI::IsMember({"auto", "none", "int8", "int4", "int4_asym", "int5_asym"}));
+      .add_option(
+          "--lm-head-quantization", flags.lm_head_quantization,
+          "the LM head's format: auto (int4 beside 4- or 5-bit layers when tied to the embeddings on the cpu, its "
+          "best logits "
+          "rescored exactly; else int8 when the layers are quantised), none, int8, int4, int4_asym, int5_asym or "
+          "int4_nl")
+      ->check(CLI::IsMember(quantization_choices()));
 }
 
 std::string resolve_device(const std::string& requested) {

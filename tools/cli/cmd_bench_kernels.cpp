@@ -202,12 +202,13 @@ void bench_quantized(const bench_arguments& args) {
   const host_tensor tensor{"w", dtype::bf16, {n, k}, values.data()};
   for (std::int64_t m : {1, 8, 32, 64, 128, 512}) {
     for (auto format : {weight_quantization::none, weight_quantization::int8, weight_quantization::int4,
-                        weight_quantization::int4_asym, weight_quantization::int5_asym}) {
+                        weight_quantization::int4_asym, weight_quantization::int5_asym, weight_quantization::int4_nl}) {
       // Codes plus an f16 scale (and for int4_asym / int5_asym an f16 offset) per 32 inputs.
+      const bool offsets = format == weight_quantization::int4_asym || format == weight_quantization::int5_asym;
       const int bits = quantization_code_bits(format);
       const double bytes_per_weight = format == weight_quantization::none   ? 2.0
                                       : format == weight_quantization::int8 ? 1.0
-                                      : bits / 8.0 + (format == weight_quantization::int4 ? 2.0 : 4.0) / 32.0;
+                                                                            : bits / 8.0 + (offsets ? 4.0 : 2.0) / 32.0;
       const double bytes = bytes_per_weight * static_cast<double>(n * k);
       const std::vector<host_tensor> copies(static_cast<std::size_t>(m > 32 ? 1 : copies_for(bytes)), tensor);
       const bool both = m >= 64 && format != weight_quantization::none;
