@@ -12,7 +12,7 @@
 
 namespace troupe {
 
-class int4_source;
+class stored_code_source;
 class row_source;
 
 /// A 2-D strided view of backend memory (host memory on cpu, device memory on
@@ -61,8 +61,8 @@ struct host_tensor {
   std::vector<std::int64_t> shape;
   const void* data = nullptr;
   /// Set (and `data` null) for a [out, in] matrix kept in its checkpoint's
-  /// 4-bit form (kernels/int4_source.hpp); `type` is then what it expands to.
-  std::shared_ptr<const int4_source> int4;
+  /// 4- or 5-bit codes (kernels/stored_code_source.hpp); `type` is then what it expands to.
+  std::shared_ptr<const stored_code_source> stored_codes;
   /// Set (and `data` null) for a [out, in] matrix its checkpoint expands row
   /// block by row block as the backend prepares it (kernels/row_source.hpp);
   /// `type` is what it expands to.

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "kernels/int4_source.hpp"
+#include "kernels/stored_code_source.hpp"
 #include "model/checkpoint_json.hpp"
-#include "model/gguf_int4.hpp"
+#include "model/gguf_stored_codes.hpp"
 #include "model/hf_int4.hpp"
 #include "model/terminal_progress.hpp"
 
@@ -99,12 +99,12 @@ std::map<ggml_type, int> gguf_layer_types(const gguf_file& file) {
 
 // The format whose groups most of a GGUF file's layer matrices are (Q4_0:
 // int4, Q4_1 and Q4_K: int4_asym, Q5_0 / Q5_1 / Q5_K: int5_asym, IQ4_NL /
-// IQ4_XS: int4_nl; gguf_int4_format), none when they are all of other
+// IQ4_XS: int4_nl; gguf_stored_code_format), none when they are all of other
 // types. A tie goes to the fewer bits, then to the earlier format.
-weight_quantization gguf_layers_int4_format(const gguf_file& file) {
+weight_quantization gguf_layers_stored_code_format(const gguf_file& file) {
   std::map<weight_quantization, int> formats;
   for (const auto& [type, count] : gguf_layer_types(file)) {
-    if (const std::optional<weight_quantization> format = gguf_int4_format(type)) formats[*format] += count;
+    if (const std::optional<weight_quantization> format = gguf_stored_code_format(type)) formats[*format] += count;
   }
   weight_quantization most = weight_quantization::none;
   int most_count = 0;
@@ -188,14 +188,14 @@ void checkpoint::add_hf_int4_weights(const checkpoint_options& options) {
   std::vector<host_tensor> matrices = hf_int4_weights(*quant, config_, files_, tensors_, converted_bytes_);
   if (quant->bits == 8) {
     stored_5_to_8_bits_ = !matrices.empty();
-  } else if (options.keep_int4 && !matrices.empty()) {
-    stored_int4_ = quant->format();
+  } else if (options.keep_stored_codes && !matrices.empty()) {
+    stored_quantization_ = quant->format();
   }
-  for (host_tensor& matrix : matrices) keep_or_expand(std::move(matrix), options.keep_int4);
+  for (host_tensor& matrix : matrices) keep_or_expand(std::move(matrix), options.keep_stored_codes);
 }
 
 void checkpoint::keep_or_expand(host_tensor tensor, bool keep) {
-  const bool expand = !keep && tensor.int4 != nullptr;
+  const bool expand = !keep && tensor.stored_codes != nullptr;
   converted_.push_back(expand ? expand_int4(tensor, converted_bytes_) : std::move(tensor));
   tensors_.insert_or_assign(converted_.back().name, &converted_.back());
 }
@@ -259,7 +259,7 @@ void checkpoint::open_gguf(const std::filesystem::path& path, const checkpoint_o
                              options.show_progress && terminal_progress::stderr_is_terminal());
   // llama.cpp's converter interleaves the RoPE halves of Llama's q and k rows.
   const bool interleaved = config_.architecture == model_architecture::llama;
-  if (options.keep_int4) stored_int4_ = gguf_layers_int4_format(*gguf_);
+  if (options.keep_stored_codes) stored_quantization_ = gguf_layers_stored_code_format(*gguf_);
   stored_5_to_8_bits_ = gguf_layers_mostly_5_to_8_bits(*gguf_);
   for (const gguf_tensor& tensor : gguf_->tensors()) {
     const std::optional<std::string> name = gguf_hf_tensor_name(tensor.name);
@@ -269,9 +269,9 @@ void checkpoint::open_gguf(const std::filesystem::path& path, const checkpoint_o
     if (interleaved && name->ends_with("k_proj.weight")) rope_heads = config_.num_key_value_heads;
     try {
       const bool layer_matrix = is_layer_matrix(*name) && tensor.dims.size() == 2;
-      if (layer_matrix && stored_int4_ != weight_quantization::none && gguf_int4_format(tensor.type) == stored_int4_) {
+      if (layer_matrix && stored_quantization_ != weight_quantization::none && gguf_stored_code_format(tensor.type) == stored_quantization_) {
         host_tensor kept{*name, dtype::bf16, hf_matrix_shape(tensor), nullptr};
-        kept.int4 = gguf_int4_source(tensor, rope_heads);
+        kept.stored_codes = gguf_stored_code_source(tensor, rope_heads);
         converted_.push_back(std::move(kept));
       } else if (layer_matrix && options.expand_on_demand && ggml_code_bits(tensor.type) > 0) {
         host_tensor streamed{*name, target, hf_matrix_shape(tensor), nullptr};
@@ -308,12 +308,12 @@ const host_tensor* checkpoint::find_tensor(std::string_view name) const {
 
 std::uint64_t checkpoint::weight_bytes() const {
   const auto bytes = [](const host_tensor& tensor) -> std::uint64_t {
-    if (tensor.int4 == nullptr) return tensor.byte_size();
+    if (tensor.stored_codes == nullptr) return tensor.byte_size();
     const auto weights = static_cast<std::uint64_t>(tensor.numel());
-    const weight_quantization format = tensor.int4->format();
+    const weight_quantization format = tensor.stored_codes->format();
     const bool offsets = format != weight_quantization::int4;
     return weights * static_cast<std::uint64_t>(quantization_code_bits(format)) / 8 +
-           weights / int4_source_group * (offsets ? 4 : 2);
+           weights / stored_code_group * (offsets ? 4 : 2);
   };
   std::uint64_t total = bytes(*weights_.embed_tokens) + bytes(*weights_.final_norm);
   if (weights_.lm_head != weights_.embed_tokens) total += bytes(*weights_.lm_head);
@@ -340,7 +340,7 @@ quantized_checkpoint open_for_quantization(const std::filesystem::path& path, st
     requested = *parsed;
   }
   const int requested_bits = quantization_code_bits(requested);
-  options.keep_int4 = quantized_kernels && (automatic || (requested_bits > 0 && requested_bits < 8));
+  options.keep_stored_codes = quantized_kernels && (automatic || (requested_bits > 0 && requested_bits < 8));
   options.expand_on_demand = quantized_kernels && (automatic || requested != weight_quantization::none);
   quantized_checkpoint out{checkpoint::open(path, options), requested};
   const weight_quantization stored = out.weights.stored_quantization();
@@ -352,7 +352,7 @@ quantized_checkpoint open_for_quantization(const std::filesystem::path& path, st
   if (automatic) {
     out.quantization = stored;
   } else if (stored != requested) {
-    options.keep_int4 = false;  // stored in the other int4 format: expand, then quantise to the one asked for
+    options.keep_stored_codes = false;  // stored in the other int4 format: expand, then quantise to the one asked for
     out.weights = checkpoint::open(path, options);
   }
   return out;

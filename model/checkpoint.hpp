@@ -63,13 +63,14 @@ struct model_weights {
 struct checkpoint_options {
   bool show_progress = true;  ///< draw progress on stderr (only ever when stderr is a terminal)
   bool prefetch = false;      ///< ask the kernel to read every shard into the page cache in the background
-  /// Linear layers the checkpoint stores as 4-bit groups (GGUF Q4_0 / Q4_1,
-  /// AWQ, GPTQ) stay in that form (host_tensor::int4, read by the backend at
-  /// load) instead of being expanded to bf16 here: for backends with int4
-  /// kernels (cpu), which then must prepare them as stored_quantization().
-  bool keep_int4 = false;
-  /// GGUF layer matrices in other block formats (Q8_0, Q5_0 / Q5_1 / Q5_K,
-  /// Q6_K, a 4-bit format not kept) are expanded row block by row block as
+  /// Linear layers the checkpoint stores as 4- or 5-bit groups (GGUF Q4_0 /
+  /// Q4_1 / Q4_K / Q5_0 / Q5_1 / Q5_K / IQ4_NL / IQ4_XS, AWQ, GPTQ) stay in that
+  /// form (host_tensor::stored_codes, read by the backend at load) instead of
+  /// being expanded to bf16 here: for backends with kernels for those
+  /// formats (cpu), which then must prepare them as stored_quantization().
+  bool keep_stored_codes = false;
+  /// GGUF layer matrices in other block formats (Q8_0, Q6_K, Q2_K / Q3_K, a
+  /// 4- or 5-bit format not kept) are expanded row block by row block as
   /// the backend prepares them (host_tensor::rows) instead of whole at open:
   /// for a backend that quantises them at load (cpu), so a load never holds
   /// the model expanded to bf16 beside its quantised form.
@@ -106,9 +107,9 @@ class checkpoint {
   std::uint64_t weight_bytes() const;
   /// The format the linear layers kept in their stored codes are in (int4,
   /// int4_asym or, for GGUF Q5 files, int5_asym, for IQ4 files int4_nl); none when
-  /// checkpoint_options::keep_int4 was off or nothing was stored that way.
+  /// checkpoint_options::keep_stored_codes was off or nothing was stored that way.
   /// Layers stored otherwise hold bf16 data.
-  weight_quantization stored_quantization() const { return stored_int4_; }
+  weight_quantization stored_quantization() const { return stored_quantization_; }
   /// True when the linear layers were stored in codes that need 5 to 8 bits
   /// on a linear grid (mostly GGUF Q5_0 / Q5_1 / Q5_K / Q6_K / Q8_0 /
   /// IQ4_NL / IQ4_XS, or GPTQ with bits 8: ggml_code_bits) and are held
@@ -132,7 +133,7 @@ class checkpoint {
   gguf_buffers converted_bytes_;
   std::map<std::string, const host_tensor*, std::less<>> tensors_;
   model_weights weights_;
-  weight_quantization stored_int4_ = weight_quantization::none;
+  weight_quantization stored_quantization_ = weight_quantization::none;
   bool stored_5_to_8_bits_ = false;
 };
 
@@ -144,7 +145,7 @@ struct quantized_checkpoint {
 
 /// Opens `path` for the `quantization` knob ("auto" or a quantization_name())
 /// on a backend that `quantized_kernels` says has int8/int4 kernels and
-/// reads int4_source weights (cpu). "auto": a checkpoint whose linear layers
+/// reads stored_code_source weights (cpu). "auto": a checkpoint whose linear layers
 /// are stored in 4 bits (GGUF Q4_0 / Q4_1, AWQ, GPTQ) runs them in that
 /// format, one stored in 8 bits (mostly Q8_0 GGUF, 8-bit GPTQ) as int8
 /// (requantised per row), anything else as stored (none); without such kernels everything

@@ -15,7 +15,7 @@ namespace {
 
 // A 4-bit projection served to the backend as int4 groups of 32, in the
 // checkpoint's group order (hf_packed::parts::permutation).
-class packed_source final : public int4_source {
+class packed_source final : public stored_code_source {
  public:
   packed_source(const hf_int4_config& quant, hf_packed::parts parts)
       : format_(quant.format()), codes_(quant, std::move(parts)) {
@@ -35,8 +35,8 @@ class packed_source final : public int4_source {
     const bool asymmetric = format_ == weight_quantization::int4_asym;
     for (std::int64_t n = first; n < first + count; ++n) {
       // Sorted by group, each run of 32 inputs lies in one group (of a multiple of 32).
-      for (std::int64_t t = 0; t < parts.in / int4_source_group; ++t) {
-        const std::int64_t g = parts.group_of[static_cast<std::size_t>(codes_.input(t * int4_source_group))];
+      for (std::int64_t t = 0; t < parts.in / stored_code_group; ++t) {
+        const std::int64_t g = parts.group_of[static_cast<std::size_t>(codes_.input(t * stored_code_group))];
         const std::uint16_t scale = parts.scales[g * parts.out + n];
         *scales++ = scale;
         if (asymmetric) *offsets++ = float_to_f16(-f16_to_float(scale) * static_cast<float>(codes_.zero(g, n)));
@@ -174,7 +174,7 @@ std::vector<host_tensor> hf_int4_weights(const hf_int4_config& quant, const mode
       tensor.name = prefix + ".weight";
       tensor.type = dtype::bf16;
       tensor.shape = {shape.first, shape.second};
-      tensor.int4 = std::move(source);
+      tensor.stored_codes = std::move(source);
       out.push_back(std::move(tensor));
     }
   }
@@ -188,7 +188,7 @@ host_tensor expand_int4(const host_tensor& tensor, std::vector<std::unique_ptr<s
   constexpr std::int64_t block_rows = 16;
   parallel_blocks(rows, block_rows, [&](std::int64_t first, std::int64_t end) {
     std::vector<float> block(static_cast<std::size_t>((end - first) * cols));
-    decode_int4_rows(*tensor.int4, first, end - first, cols, block.data());
+    decode_stored_code_rows(*tensor.stored_codes, first, end - first, cols, block.data());
     convert_elements(block.data(), dtype::f32, bits + first * cols, dtype::bf16, block.size());
   });
   host_tensor out{tensor.name, dtype::bf16, tensor.shape, buffer.get()};

@@ -21,7 +21,7 @@
 // ulp of the product). GPTQ with sym true is int4 exactly (every zero 8).
 // GPTQ act-order (desc_act) scatters a group's members over the inputs:
 // the source then reads the inputs sorted by group, a permutation the
-// backend applies to the activations (int4_source::input_permutation).
+// backend applies to the activations (stored_code_source::input_permutation).
 // 8-bit weights scale · (q − zero) are rounded to f16 (the checkpoint's own
 // scale type; relative error at most 2^-11), at their natural positions.
 
@@ -34,7 +34,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/int4_source.hpp"
+#include "kernels/stored_code_source.hpp"
 #include "kernels/tensor.hpp"
 #include "model/model_config.hpp"
 #include "model/safetensors.hpp"

@@ -60,11 +60,11 @@ std::vector<host_tensor> present(std::initializer_list<const host_tensor*> tenso
 }
 
 // True when some layer matrix is kept in its checkpoint's 4-bit codes
-// (kernels/int4_source.hpp) rather than expanded at load.
+// (kernels/stored_code_source.hpp) rather than expanded at load.
 bool keeps_4_bit_layers(const model_weights& weights) {
   for (const layer_weights& w : weights.layers) {
     for (const host_tensor* t : {w.q_proj, w.k_proj, w.v_proj, w.o_proj, w.gate_proj, w.up_proj, w.down_proj})
-      if (t != nullptr && t->int4 != nullptr) return true;
+      if (t != nullptr && t->stored_codes != nullptr) return true;
   }
   return false;
 }
@@ -171,7 +171,7 @@ void llama_model::upload_weights(const model_weights& weights, weight_quantizati
   host_tensor lm_head = *weights.lm_head;
   if (logits_width_ < lm_head.matrix_rows()) {
     // The first rows of a row-major [vocab, hidden] matrix are a prefix of its bytes.
-    if (lm_head.int4 || lm_head.data == nullptr || lm_head.shape.size() != 2)
+    if (lm_head.stored_codes || lm_head.data == nullptr || lm_head.shape.size() != 2)
       throw std::runtime_error(lm_head.name +
                                ": the LM head is stored in 4 bits; a head of fewer rows than the "
                                "vocabulary needs it unquantised in the checkpoint");

@@ -36,7 +36,7 @@ class cpu_linear_weight final : public linear_weight {
   bool panels = false;
   quantized_matrix packed;  ///< the quantised layout when `quantized`
   /// [cols] or empty: weight input j is x's column input_permutation[j]
-  /// (GPTQ act-order, int4_source::input_permutation); linear gathers x by it.
+  /// (GPTQ act-order, stored_code_source::input_permutation); linear gathers x by it.
   std::vector<std::int32_t> input_permutation;
 };
 

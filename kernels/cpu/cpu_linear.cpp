@@ -11,7 +11,7 @@
 #include "kernels/cpu/cpu_backend_impl.hpp"
 #include "kernels/cpu/onednn_matmuls.hpp"
 #include "kernels/cpu/quantized_weights.hpp"
-#include "kernels/int4_source.hpp"
+#include "kernels/stored_code_source.hpp"
 #include "kernels/row_source.hpp"
 
 namespace troupe::cpu {
@@ -27,7 +27,7 @@ void check_parts(std::span<const host_tensor> parts, std::span<const host_tensor
     if (part.shape[1] != in)
       throw std::invalid_argument("prepare_linear: weight " + part.name + " has " + std::to_string(part.shape[1]) +
                                   " input features where " + parts.front().name + " has " + std::to_string(in));
-    if (part.data == nullptr && part.int4 == nullptr && part.rows == nullptr && part.numel() > 0)
+    if (part.data == nullptr && part.stored_codes == nullptr && part.rows == nullptr && part.numel() > 0)
       throw std::invalid_argument("prepare_linear: weight " + part.name + " has no data");
   }
   if (!biases.empty() && biases.size() != parts.size())
@@ -54,17 +54,17 @@ constexpr std::int64_t invariant_panel_bytes = std::int64_t{512} << 10;
 // A part kept in its checkpoint's 4-bit form can only become that format.
 // A part kept in 4 bits packs into its own format, or is decoded into int8
 // (a linear with a finer part beside it, llama_model's linear_format).
-void check_int4_parts(std::span<const host_tensor> parts, weight_quantization format) {
+void check_stored_code_parts(std::span<const host_tensor> parts, weight_quantization format) {
   for (const host_tensor& part : parts) {
-    if (part.int4 == nullptr) continue;
-    if (part.int4->format() != format && format != weight_quantization::int8)
+    if (part.stored_codes == nullptr) continue;
+    if (part.stored_codes->format() != format && format != weight_quantization::int8)
       throw std::invalid_argument("prepare_linear: weight " + part.name + " is stored as " +
-                                  std::string(quantization_name(part.int4->format())) + ", not " +
+                                  std::string(quantization_name(part.stored_codes->format())) + ", not " +
                                   std::string(quantization_name(format)));
-    if (part.shape[1] % int4_source_group != 0)
+    if (part.shape[1] % stored_code_group != 0)
       throw std::invalid_argument("prepare_linear: weight " + part.name + " has " + std::to_string(part.shape[1]) +
                                   " input features, not whole groups of 32");
-    const std::size_t permuted = part.int4->input_permutation().size();
+    const std::size_t permuted = part.stored_codes->input_permutation().size();
     if (permuted != 0 && permuted != static_cast<std::size_t>(part.shape[1]))
       throw std::invalid_argument("prepare_linear: weight " + part.name + " has an input permutation of " +
                                   std::to_string(permuted) + " entries for " + std::to_string(part.shape[1]) +
@@ -76,8 +76,8 @@ void check_int4_parts(std::span<const host_tensor> parts, weight_quantization fo
 // bits (GPTQ act-order), whose codes are then packed as they are.
 std::vector<std::int32_t> stacked_permutation(std::span<const host_tensor> parts) {
   for (const host_tensor& part : parts) {
-    if (part.int4 == nullptr) continue;
-    const std::span<const std::int32_t> permutation = part.int4->input_permutation();
+    if (part.stored_codes == nullptr) continue;
+    const std::span<const std::int32_t> permutation = part.stored_codes->input_permutation();
     return {permutation.begin(), permutation.end()};
   }
   return {};
@@ -92,13 +92,13 @@ std::vector<float> natural_rows(const host_tensor& part, std::int64_t begin, std
     part.rows->read_rows(begin, count, rows.data());
     return rows;
   }
-  if (part.int4 == nullptr) {
+  if (part.stored_codes == nullptr) {
     const std::size_t row_bytes = static_cast<std::size_t>(cols) * dtype_size(part.type);
     convert_elements(static_cast<const char*>(part.data) + static_cast<std::size_t>(begin) * row_bytes, part.type,
                      rows.data(), dtype::f32, rows.size());
     return rows;
   }
-  decode_int4_rows(*part.int4, begin, count, cols, rows.data());
+  decode_stored_code_rows(*part.stored_codes, begin, count, cols, rows.data());
   return rows;
 }
 
@@ -115,15 +115,15 @@ void quantize_part_rows(const host_tensor& part, std::int64_t begin, std::int64_
   const auto in_order = [&](std::span<const std::int32_t> own) {
     return std::equal(own.begin(), own.end(), order.begin(), order.end());
   };
-  if (part.int4 != nullptr && part.int4->format() == layout.format && in_order(part.int4->input_permutation())) {
-    const std::int64_t groups = layout.cols / int4_source_group;
+  if (part.stored_codes != nullptr && part.stored_codes->format() == layout.format && in_order(part.stored_codes->input_permutation())) {
+    const std::int64_t groups = layout.cols / stored_code_group;
     std::vector<std::uint8_t> codes(static_cast<std::size_t>(count * layout.cols));
     std::vector<std::uint16_t> scales(static_cast<std::size_t>(count * groups)), offsets(scales.size());
-    part.int4->read_rows(begin, count, codes.data(), scales.data(), offsets.data());
-    pack_int4_rows(codes.data(), scales.data(), offsets.data(), count, layout, buffer, first_row + begin);
+    part.stored_codes->read_rows(begin, count, codes.data(), scales.data(), offsets.data());
+    pack_stored_code_rows(codes.data(), scales.data(), offsets.data(), count, layout, buffer, first_row + begin);
     return;
   }
-  if (part.int4 == nullptr && part.rows == nullptr && order.empty()) {
+  if (part.stored_codes == nullptr && part.rows == nullptr && order.empty()) {
     const std::size_t row_bytes = static_cast<std::size_t>(layout.cols) * dtype_size(part.type);
     quantize_rows(static_cast<const char*>(part.data) + static_cast<std::size_t>(begin) * row_bytes, part.type, count,
                   layout, buffer, first_row + begin);
@@ -195,10 +195,10 @@ std::unique_ptr<linear_weight> cpu_backend::prepare_linear(std::span<const host_
                                                            std::span<const host_tensor> biases) {
   check_parts(parts, biases);
   for (const host_tensor& part : parts) {
-    if (part.int4 != nullptr)
+    if (part.stored_codes != nullptr)
       throw std::invalid_argument("prepare_linear: weight " + part.name + " is stored as " +
-                                  std::to_string(quantization_code_bits(part.int4->format())) +
-                                  "-bit codes; prepare it as " + std::string(quantization_name(part.int4->format())));
+                                  std::to_string(quantization_code_bits(part.stored_codes->format())) +
+                                  "-bit codes; prepare it as " + std::string(quantization_name(part.stored_codes->format())));
   }
   // A part its checkpoint expands on demand (host_tensor::rows) is expanded
   // here whole, into scratch this weight then copies or packs from.
@@ -244,7 +244,7 @@ std::unique_ptr<linear_weight> cpu_backend::prepare_quantized_linear(std::span<c
                                                                      weight_quantization format) {
   if (format == weight_quantization::none) return prepare_linear(parts, biases);
   check_parts(parts, biases);
-  check_int4_parts(parts, format);
+  check_stored_code_parts(parts, format);
   auto weight = std::make_unique<cpu_linear_weight>();
   weight->cols = parts.front().shape[1];
   for (const host_tensor& part : parts) weight->rows += part.shape[0];

@@ -307,10 +307,10 @@ void quantize_rows(const void* source, dtype type, std::int64_t count, const qua
   }
 }
 
-void pack_int4_rows(const std::uint8_t* codes, const std::uint16_t* scales, const std::uint16_t* offsets,
+void pack_stored_code_rows(const std::uint8_t* codes, const std::uint16_t* scales, const std::uint16_t* offsets,
                     std::int64_t count, const quantized_layout& layout, void* buffer, std::int64_t first_row) {
   if (!nibbles(layout.format) || layout.cols % quant_group != 0)
-    throw std::invalid_argument("pack_int4_rows: needs an int4 or int5 layout with whole groups of 32 inputs");
+    throw std::invalid_argument("pack_stored_code_rows: needs an int4 or int5 layout with whole groups of 32 inputs");
   auto* bytes = static_cast<std::uint8_t*>(buffer);
   const std::int64_t groups = layout.cols / quant_group;
   for (std::int64_t i = 0; i < count; ++i) {

@@ -44,11 +44,11 @@ void quantize_rows(const void* source, dtype type, std::int64_t count, const qua
 
 /// Packs rows [first_row, first_row + count) of `buffer` (an int4, int4_asym,
 /// int5_asym or int4_nl `layout` whose cols are a multiple of quant_group)
-/// from codes a checkpoint already holds (int4_source::read_rows): `codes`
+/// from codes a checkpoint already holds (stored_code_source::read_rows): `codes`
 /// [count][cols] 0..15 (0..31 for int5_asym) in input order, `scales` and
 /// (int4_asym, int5_asym) `offsets` [count][cols / 32] f16. Exact: the
 /// values stay the ones the checkpoint stores.
-void pack_int4_rows(const std::uint8_t* codes, const std::uint16_t* scales, const std::uint16_t* offsets,
+void pack_stored_code_rows(const std::uint8_t* codes, const std::uint16_t* scales, const std::uint16_t* offsets,
                     std::int64_t count, const quantized_layout& layout, void* buffer, std::int64_t first_row);
 
 /// The code stored for weight (n, k), k < padded_cols: int8 q + 128 (0..255),

@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "fuzz_input.hpp"
-#include "kernels/int4_source.hpp"
+#include "kernels/stored_code_source.hpp"
 #include "model/gguf.hpp"
-#include "model/gguf_int4.hpp"
+#include "model/gguf_stored_codes.hpp"
 #include "model/gguf_model.hpp"
 #include "model/gguf_tokenizer.hpp"
 
@@ -64,10 +64,10 @@ void read_end_rows(const troupe::gguf_tensor& tensor, std::int64_t rope_heads) {
   const auto source = troupe::gguf_row_source(tensor, rope_heads);
   source->read_rows(0, 1, values.data());
   source->read_rows(rows - 1, 1, values.data());
-  if (!troupe::gguf_int4_format(tensor.type) || cols % troupe::int4_source_group != 0) return;
+  if (!troupe::gguf_stored_code_format(tensor.type) || cols % troupe::stored_code_group != 0) return;
   std::vector<std::uint8_t> codes(static_cast<std::size_t>(cols));
-  std::vector<std::uint16_t> scales(static_cast<std::size_t>(cols / troupe::int4_source_group)), offsets(scales.size());
-  const auto int4 = troupe::gguf_int4_source(tensor, rope_heads);
+  std::vector<std::uint16_t> scales(static_cast<std::size_t>(cols / troupe::stored_code_group)), offsets(scales.size());
+  const auto int4 = troupe::gguf_stored_code_source(tensor, rope_heads);
   int4->read_rows(0, 1, codes.data(), scales.data(), offsets.data());
   int4->read_rows(rows - 1, 1, codes.data(), scales.data(), offsets.data());
 }

@@ -33,10 +33,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (const troupe::host_tensor& tensor : files.front().tensors()) tensors.emplace(tensor.name, &tensor);
     std::vector<std::unique_ptr<std::byte[]>> storage;
     for (const troupe::host_tensor& matrix : troupe::hf_int4_weights(*quant, config, files, tensors, storage)) {
-      if (matrix.int4 == nullptr && matrix.data == nullptr) __builtin_trap();
-      if (matrix.int4 == nullptr) continue;
+      if (matrix.stored_codes == nullptr && matrix.data == nullptr) __builtin_trap();
+      if (matrix.stored_codes == nullptr) continue;
       const troupe::host_tensor expanded = troupe::expand_int4(matrix, storage);
-      if (expanded.data == nullptr || expanded.int4 || expanded.shape != matrix.shape) __builtin_trap();
+      if (expanded.data == nullptr || expanded.stored_codes || expanded.shape != matrix.shape) __builtin_trap();
     }
   } catch (const std::runtime_error&) {
     // refused with the file and field named

@@ -1,5 +1,5 @@
 // Linear weights whose 4-bit source reads the inputs permuted (GPTQ
-// act-order, int4_source::input_permutation): linear() gathers x to match,
+// act-order, stored_code_source::input_permutation): linear() gathers x to match,
 // bit for bit the same as the unpermuted codes on gathered activations,
 // and stacked parts whose permutations differ are requantised correctly;
 // kept codes stacked with a finer part go into int8 (a Q4_K_M file's
@@ -13,7 +13,7 @@
 
 #include "kernels/cpu/cpu_features.hpp"
 #include "kernels/cpu/quantized_weights.hpp"
-#include "kernels/int4_source.hpp"
+#include "kernels/stored_code_source.hpp"
 #include "tests/kernels/cpu_test_support.hpp"
 
 namespace troupe {
@@ -23,12 +23,12 @@ using test::random_source;
 using test::run_linear;
 
 // Random int4_asym codes [rows][cols] in the order of `permutation`.
-class test_source final : public int4_source {
+class test_source final : public stored_code_source {
  public:
   test_source(random_source& rng, std::int64_t rows, std::int64_t cols, std::vector<std::int32_t> permutation)
       : rows_(rows), cols_(cols), permutation_(std::move(permutation)) {
     for (std::int64_t i = 0; i < rows * cols; ++i) codes_.push_back(static_cast<std::uint8_t>(rng.integer(0, 15)));
-    for (std::int64_t i = 0; i < rows * cols / int4_source_group; ++i) {
+    for (std::int64_t i = 0; i < rows * cols / stored_code_group; ++i) {
       scales_.push_back(float_to_f16(rng.uniform(0.01f, 0.1f)));
       offsets_.push_back(float_to_f16(rng.uniform(-0.8f, 0.0f)));
     }
@@ -44,7 +44,7 @@ class test_source final : public int4_source {
   std::span<const std::int32_t> input_permutation() const override { return permutation_; }
   void read_rows(std::int64_t first, std::int64_t count, std::uint8_t* codes, std::uint16_t* scales,
                  std::uint16_t* offsets) const override {
-    const std::int64_t groups = cols_ / int4_source_group;
+    const std::int64_t groups = cols_ / stored_code_group;
     std::copy_n(codes_.begin() + first * cols_, count * cols_, codes);
     std::copy_n(scales_.begin() + first * groups, count * groups, scales);
     std::copy_n(offsets_.begin() + first * groups, count * groups, offsets);
@@ -54,7 +54,7 @@ class test_source final : public int4_source {
   float natural(std::int64_t n, std::int64_t k) const {
     const std::int64_t j =
         permutation_.empty() ? k : std::find(permutation_.begin(), permutation_.end(), k) - permutation_.begin();
-    const std::size_t g = static_cast<std::size_t>((n * cols_ + j) / int4_source_group);
+    const std::size_t g = static_cast<std::size_t>((n * cols_ + j) / stored_code_group);
     return f16_to_float(scales_[g]) * codes_[static_cast<std::size_t>(n * cols_ + j)] + f16_to_float(offsets_[g]);
   }
 
@@ -73,9 +73,9 @@ std::vector<std::int32_t> random_permutation(random_source& rng, std::int64_t n)
 }
 
 host_tensor as_part(const std::string& name, std::int64_t rows, std::int64_t cols,
-                    std::shared_ptr<const int4_source> source) {
+                    std::shared_ptr<const stored_code_source> source) {
   host_tensor part{name, dtype::bf16, {rows, cols}, nullptr};
-  part.int4 = std::move(source);
+  part.stored_codes = std::move(source);
   return part;
 }
 

@@ -1,6 +1,6 @@
 // The CPU int4/int8 weight writers store whole 32-input groups at once;
 // these tests hold them to the per-code placement interleaved_position
-// defines: pack_int4_rows byte for byte against a one-nibble-at-a-time
+// defines: pack_stored_code_rows byte for byte against a one-nibble-at-a-time
 // reference, and quantize_rows code for code (padding included, int8 ties
 // rounded to even, int4_nl's nearest level and refit scale).
 
@@ -32,7 +32,7 @@ int nearest_nl_level(float w, float scale) {
   return best;
 }
 
-// The writer pack_int4_rows used before it stored whole groups: each code
+// The writer pack_stored_code_rows used before it stored whole groups: each code
 // read-modify-written into its nibble at interleaved_position(k); for
 // int5_asym (superblocks of 320 bytes) its fifth bit into bit p % 8 of byte
 // 256 + p / 8 of the superblock, as isa_kernels.hpp documents.
@@ -91,7 +91,7 @@ TEST(QuantizedPack, Int4RowsAreByteIdenticalToThePerCodeWriter) {
           const std::uint8_t* c = codes.data() + first * cols;
           const std::uint16_t *s = scales.data() + first * groups, *o = offsets.data() + first * groups;
           reference_pack_int4_rows(c, s, o, count, layout, expected.data(), first);
-          cpu::pack_int4_rows(c, s, o, count, layout, got.data(), first);
+          cpu::pack_stored_code_rows(c, s, o, count, layout, got.data(), first);
         }
         ASSERT_EQ(got, expected) << quantization_name(format) << " " << rows << " x " << cols;
       }

@@ -50,7 +50,7 @@ std::int64_t rope_heads_of(const model_config& config, const std::string& name) 
 // without on-demand rows).
 void expect_k_codes_kept(const std::filesystem::path& file, ggml_type kept_type, weight_quantization format,
                          int kept_per_layer, int q6_k_matrices) {
-  const checkpoint kept = checkpoint::open(file, {.show_progress = false, .keep_int4 = true});
+  const checkpoint kept = checkpoint::open(file, {.show_progress = false, .keep_stored_codes = true});
   ASSERT_EQ(kept.stored_quantization(), format);
   int kept_count = 0, q6_k = 0;
   for (const gguf_tensor& tensor : kept.gguf()->tensors()) {
@@ -58,15 +58,15 @@ void expect_k_codes_kept(const std::filesystem::path& file, ggml_type kept_type,
     if (!name || !name->ends_with("_proj.weight")) continue;
     const host_tensor* loaded = kept.find_tensor(*name);
     if (tensor.type == ggml_type::q6_k) {
-      EXPECT_EQ(loaded->int4, nullptr) << *name;
+      EXPECT_EQ(loaded->stored_codes, nullptr) << *name;
       EXPECT_NE(loaded->data, nullptr) << *name;
       ++q6_k;
       continue;
     }
     ASSERT_EQ(tensor.type, kept_type) << *name;
-    ASSERT_NE(loaded->int4, nullptr) << *name;
+    ASSERT_NE(loaded->stored_codes, nullptr) << *name;
     EXPECT_EQ(loaded->data, nullptr) << *name << ": nothing is expanded at load";
-    EXPECT_EQ(loaded->int4->format(), format);
+    EXPECT_EQ(loaded->stored_codes->format(), format);
     const gguf_rows rows(tensor, rope_heads_of(kept.config(), *name));
     const testing::packed_weights packed(*loaded);
     std::vector<float> expected(rows.row_length);
@@ -99,7 +99,7 @@ TEST(KQuantGguf, IQ4_XSMatricesKeepTheirCodesAsInt4Nl) {
 
 // Q5_K_M: Q6_K attn_v and ffn_down of layer 0 only.
 TEST(KQuantGguf, Q5_KMatricesKeepTheirFiveBitCodesAndExpandTheQ6_KOnes) {
-  const checkpoint kept = checkpoint::open(q5_k_m, {.show_progress = false, .keep_int4 = true});
+  const checkpoint kept = checkpoint::open(q5_k_m, {.show_progress = false, .keep_stored_codes = true});
   ASSERT_EQ(kept.config().num_hidden_layers, 2);
   expect_k_codes_kept(q5_k_m, ggml_type::q5_k, weight_quantization::int5_asym, 6, 2);
 }
@@ -171,7 +171,7 @@ TEST(KQuantGguf, BlockFormatsNotKeptAreExpandedOnlyAsTheBackendPreparesThem) {
 
   const quantized_checkpoint mixed = open_for_quantization(q4_k_m, "auto", true, {.show_progress = false});
   const layer_weights& layer0 = mixed.weights.weights().layers[0];
-  EXPECT_NE(layer0.q_proj->int4, nullptr);
+  EXPECT_NE(layer0.q_proj->stored_codes, nullptr);
   EXPECT_NE(layer0.v_proj->rows, nullptr);
   EXPECT_EQ(layer0.v_proj->stored_bits, 6);
 }
@@ -189,7 +189,7 @@ TEST(Iq4Gguf, Iq4FilesRunAsStoredInt4NlLikeTheExpandedFile) {
     RecordProperty(file.filename().string() + "_relative_error", std::to_string(error));
     EXPECT_LE(error, bound) << file;
     const quantized_checkpoint opened = open_for_quantization(file, "auto", true, {.show_progress = false});
-    EXPECT_NE(opened.weights.weights().layers[0].q_proj->int4, nullptr) << file;
+    EXPECT_NE(opened.weights.weights().layers[0].q_proj->stored_codes, nullptr) << file;
     EXPECT_EQ(opened.weights.weights().layers[0].q_proj->data, nullptr) << file;
     EXPECT_EQ(open_for_quantization(file, "auto", false, {.show_progress = false}).quantization,
               weight_quantization::none)

@@ -58,7 +58,7 @@ TEST(LowBitGguf, AQ3_KMFileKeepsItsQ4_KMatricesAndRunsTheRestAsInt8) {
   EXPECT_LE(testing::error_against_expanded(q3_k_m, weight_quantization::int4_asym), 0.05);
   const quantized_checkpoint opened = open_for_quantization(q3_k_m, "auto", true, {.show_progress = false});
   const layer_weights& layer = opened.weights.weights().layers[0];
-  EXPECT_NE(layer.o_proj->int4, nullptr) << "Q4_K kept";
+  EXPECT_NE(layer.o_proj->stored_codes, nullptr) << "Q4_K kept";
   EXPECT_EQ(layer.q_proj->stored_bits, 8);
   EXPECT_EQ(layer.v_proj->stored_bits, 5);
   backend_options options;

@@ -1,5 +1,5 @@
 // GGUF Q4_0 / Q4_1 matrices loaded natively as troupe int4 / int4_asym,
-// Q5_0 / Q5_1 ones as int5_asym and IQ4_NL ones as int4_nl (kernels/int4_source.hpp): the packed weights equal, bit for
+// Q5_0 / Q5_1 ones as int5_asym and IQ4_NL ones as int4_nl (kernels/stored_code_source.hpp): the packed weights equal, bit for
 // bit (up to the sign of zero), what the block dequantiser expands the file to; nothing is expanded at load; the model
 // runs on them; and the knob `quantization` picks the path.
 
@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "kernels/backend.hpp"
-#include "kernels/int4_source.hpp"
+#include "kernels/stored_code_source.hpp"
 #include "model/checkpoint.hpp"
 #include "model/gguf_dequantize.hpp"
 #include "model/gguf_model.hpp"
@@ -24,7 +24,7 @@ const std::filesystem::path fixtures = std::filesystem::path(TROUPE_FIXTURES_DIR
 // Every layer matrix of `file` kept as int4 and packed equals the f32 the
 // existing dequantiser expands its file rows to (RoPE rows permuted alike).
 void expect_bit_identical(const std::filesystem::path& file, weight_quantization format) {
-  const checkpoint kept = checkpoint::open(file, {.show_progress = false, .keep_int4 = true});
+  const checkpoint kept = checkpoint::open(file, {.show_progress = false, .keep_stored_codes = true});
   ASSERT_EQ(kept.stored_quantization(), format);
   const model_config& config = kept.config();
   int matrices = 0;
@@ -32,9 +32,9 @@ void expect_bit_identical(const std::filesystem::path& file, weight_quantization
     const auto name = gguf_hf_tensor_name(tensor.name);
     if (!name || !name->ends_with("_proj.weight")) continue;
     const host_tensor* loaded = kept.find_tensor(*name);
-    ASSERT_NE(loaded->int4, nullptr) << *name;
+    ASSERT_NE(loaded->stored_codes, nullptr) << *name;
     EXPECT_EQ(loaded->data, nullptr) << *name << ": nothing is expanded at load";
-    EXPECT_EQ(loaded->int4->format(), format);
+    EXPECT_EQ(loaded->stored_codes->format(), format);
     std::int64_t rope_heads = 0;
     if (name->ends_with("q_proj.weight")) rope_heads = config.num_attention_heads;
     if (name->ends_with("k_proj.weight")) rope_heads = config.num_key_value_heads;
@@ -143,7 +143,7 @@ TEST(Int4Gguf, TheKnobChoosesNativeExpandedOrRequantised) {
 
 TEST(Int4Gguf, KeptMatricesCountHalfAByteAWeightAndRefuseAFloatPreparation) {
   const checkpoint kept =
-      checkpoint::open(fixtures / "llama_tiny_q4_0.gguf", {.show_progress = false, .keep_int4 = true});
+      checkpoint::open(fixtures / "llama_tiny_q4_0.gguf", {.show_progress = false, .keep_stored_codes = true});
   const checkpoint expanded = checkpoint::open(fixtures / "llama_tiny_q4_0.gguf", {.show_progress = false});
   EXPECT_LT(kept.weight_bytes(), expanded.weight_bytes());
   const auto device = make_backend("cpu", backend_options{});

@@ -15,7 +15,7 @@
 #include <tuple>
 
 #include "kernels/backend.hpp"
-#include "kernels/int4_source.hpp"
+#include "kernels/stored_code_source.hpp"
 #include "model/batch_runner.hpp"
 #include "model/checkpoint.hpp"
 #include "model/hf_int4.hpp"
@@ -64,7 +64,7 @@ TEST(Int4Hf, AwqAndGptqCheckpointsGiveTheReferenceLogits) {
         open_for_quantization(fixtures / c.name, "auto", true, {.show_progress = false});
     ASSERT_EQ(native.quantization, c.stored) << c.name;
     const host_tensor& down = *native.weights.weights().layers[1].down_proj;
-    ASSERT_NE(down.int4, nullptr) << c.name;
+    ASSERT_NE(down.stored_codes, nullptr) << c.name;
     EXPECT_EQ(down.data, nullptr) << c.name;
     const std::vector<float> got = prompt_logits(native.weights, native.quantization);
     ASSERT_EQ(got.size(), expected.data.size()) << c.name;
@@ -93,7 +93,7 @@ TEST(Int4Hf, EightBitGptqRunsAsInt8) {
   EXPECT_TRUE(native.weights.stored_5_to_8_bits());
   const host_tensor& down = *native.weights.weights().layers[1].down_proj;
   EXPECT_EQ(down.type, dtype::f16);
-  EXPECT_EQ(down.int4, nullptr);
+  EXPECT_EQ(down.stored_codes, nullptr);
   const double int8_error =
       testing::relative_max_error(prompt_logits(native.weights, native.quantization), expected.data);
   const quantized_checkpoint expanded =
@@ -157,12 +157,12 @@ TEST(Int4Hf, RowBlocksReadLikeSingleRows) {
   for (const char* name : {"llama_tiny_awq", "llama_tiny_gptq_sym", "qwen2_tiny_gptq"}) {
     const quantized_checkpoint native = open_for_quantization(fixtures / name, "auto", true, {.show_progress = false});
     const host_tensor& gate = *native.weights.weights().layers[0].gate_proj;
-    ASSERT_NE(gate.int4, nullptr) << name;
-    const std::int64_t rows = gate.shape[0], cols = gate.shape[1], groups = cols / int4_source_group;
+    ASSERT_NE(gate.stored_codes, nullptr) << name;
+    const std::int64_t rows = gate.shape[0], cols = gate.shape[1], groups = cols / stored_code_group;
     const auto read = [&](std::int64_t first, std::int64_t count) {
       std::vector<std::uint8_t> codes(static_cast<std::size_t>(count * cols));
       std::vector<std::uint16_t> scales(static_cast<std::size_t>(count * groups)), offsets(scales.size());
-      gate.int4->read_rows(first, count, codes.data(), scales.data(), offsets.data());
+      gate.stored_codes->read_rows(first, count, codes.data(), scales.data(), offsets.data());
       return std::tuple{codes, scales, offsets};
     };
     for (const auto& [first, count] : {std::pair<std::int64_t, std::int64_t>{0, rows}, {3, 61}, {rows - 13, 13}}) {
@@ -172,7 +172,7 @@ TEST(Int4Hf, RowBlocksReadLikeSingleRows) {
         const std::string where = std::string(name) + " row " + std::to_string(first + i);
         EXPECT_TRUE(std::equal(row_codes.begin(), row_codes.end(), codes.begin() + i * cols)) << where;
         EXPECT_TRUE(std::equal(row_scales.begin(), row_scales.end(), scales.begin() + i * groups)) << where;
-        if (gate.int4->format() == weight_quantization::int4_asym) {
+        if (gate.stored_codes->format() == weight_quantization::int4_asym) {
           EXPECT_TRUE(std::equal(row_offsets.begin(), row_offsets.end(), offsets.begin() + i * groups)) << where;
         }
       }
@@ -209,7 +209,7 @@ class hostile_copy {
   }
   std::string open_error() const {
     const std::filesystem::path dir = write();
-    return testing::error_of([&] { checkpoint::open(dir, {.show_progress = false, .keep_int4 = true}); });
+    return testing::error_of([&] { checkpoint::open(dir, {.show_progress = false, .keep_stored_codes = true}); });
   }
 
  private:

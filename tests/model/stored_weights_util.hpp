@@ -14,7 +14,7 @@
 
 #include "kernels/backend.hpp"
 #include "kernels/cpu/quantized_weights.hpp"
-#include "kernels/int4_source.hpp"
+#include "kernels/stored_code_source.hpp"
 #include "model/batch_runner.hpp"
 #include "model/checkpoint.hpp"
 #include "model/llama_model.hpp"
@@ -26,13 +26,13 @@ namespace troupe::testing {
 class packed_weights {
  public:
   explicit packed_weights(const host_tensor& tensor) {
-    const std::int64_t rows = tensor.shape[0], cols = tensor.shape[1], groups = cols / int4_source_group;
-    layout_ = cpu::layout_for(tensor.int4->format(), rows, cols);
+    const std::int64_t rows = tensor.shape[0], cols = tensor.shape[1], groups = cols / stored_code_group;
+    layout_ = cpu::layout_for(tensor.stored_codes->format(), rows, cols);
     buffer_.assign(layout_.total_bytes, 0);
     std::vector<std::uint8_t> codes(static_cast<std::size_t>(rows * cols));
     std::vector<std::uint16_t> scales(static_cast<std::size_t>(rows * groups)), offsets(scales.size());
-    tensor.int4->read_rows(0, rows, codes.data(), scales.data(), offsets.data());
-    cpu::pack_int4_rows(codes.data(), scales.data(), offsets.data(), rows, layout_, buffer_.data(), 0);
+    tensor.stored_codes->read_rows(0, rows, codes.data(), scales.data(), offsets.data());
+    cpu::pack_stored_code_rows(codes.data(), scales.data(), offsets.data(), rows, layout_, buffer_.data(), 0);
   }
   float at(std::int64_t row, std::int64_t col) const {
     return cpu::dequantized_weight(cpu::view_of(layout_, buffer_.data()), row, col);

@@ -1,6 +1,6 @@
 #pragma once
 // GGUF matrices whose blocks already are troupe's int4 / int5 groups, served
-// to the backend in that form (kernels/int4_source.hpp) rather than expanded:
+// to the backend in that form (kernels/stored_code_source.hpp) rather than expanded:
 //   Q4_0 (f16 d, 32 codes q): x = d · (q − 8)  -> int4, scale d;
 //   Q4_1 (f16 d, f16 m, 32 codes q): x = d · q + m  -> int4_asym, scale d, offset m;
 //   Q4_K (256 weights: f16 d and dmin, eight sub-blocks of 32 with 6-bit
@@ -20,7 +20,7 @@
 #include <memory>
 #include <optional>
 
-#include "kernels/int4_source.hpp"
+#include "kernels/stored_code_source.hpp"
 #include "model/gguf.hpp"
 
 namespace troupe {
@@ -28,13 +28,13 @@ namespace troupe {
 /// The format whose groups `type`'s blocks are: int4 for Q4_0, int4_asym
 /// for Q4_1 and Q4_K, int5_asym for Q5_0, Q5_1 and Q5_K, int4_nl for IQ4_NL
 /// and IQ4_XS, nullopt for every other type.
-std::optional<weight_quantization> gguf_int4_format(ggml_type type);
+std::optional<weight_quantization> gguf_stored_code_format(ggml_type type);
 
 /// A reader of the 2-D Q4_0 / Q4_1 / Q4_K / Q5_0 / Q5_1 / Q5_K / IQ4_NL / IQ4_XS `tensor`
 /// (rows in HF order, see gguf_rows for `rope_heads`). The tensor's mapping
 /// must outlive it. Throws std::runtime_error naming the tensor for another
 /// type or shape; read_rows throws one for a block whose scale or offset
 /// is beyond f16's range (Q4_K, Q5_K, Q5_0, IQ4_XS).
-std::shared_ptr<const int4_source> gguf_int4_source(const gguf_tensor& tensor, std::int64_t rope_heads);
+std::shared_ptr<const stored_code_source> gguf_stored_code_source(const gguf_tensor& tensor, std::int64_t rope_heads);
 
 }  // namespace troupe

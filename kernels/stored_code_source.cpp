@@ -1,4 +1,4 @@
-#include "kernels/int4_source.hpp"
+#include "kernels/stored_code_source.hpp"
 
 #include <vector>
 
@@ -6,9 +6,9 @@
 
 namespace troupe {
 
-void decode_int4_rows(const int4_source& source, std::int64_t first, std::int64_t count, std::int64_t cols,
+void decode_stored_code_rows(const stored_code_source& source, std::int64_t first, std::int64_t count, std::int64_t cols,
                       float* out) {
-  const std::int64_t groups = cols / int4_source_group;
+  const std::int64_t groups = cols / stored_code_group;
   std::vector<std::uint8_t> codes(static_cast<std::size_t>(count * cols));
   std::vector<std::uint16_t> scales(static_cast<std::size_t>(count * groups)), offsets(scales.size());
   source.read_rows(first, count, codes.data(), scales.data(), offsets.data());
@@ -17,7 +17,7 @@ void decode_int4_rows(const int4_source& source, std::int64_t first, std::int64_
   const std::span<const std::int32_t> permutation = source.input_permutation();
   for (std::int64_t i = 0; i < count; ++i) {
     for (std::int64_t j = 0; j < cols; ++j) {
-      const auto g = static_cast<std::size_t>(i * groups + j / int4_source_group);
+      const auto g = static_cast<std::size_t>(i * groups + j / stored_code_group);
       const float scale = f16_to_float(scales[g]);
       const float offset = asymmetric ? f16_to_float(offsets[g]) : -8.0f * scale;
       const std::int64_t k = permutation.empty() ? j : permutation[static_cast<std::size_t>(j)];

@@ -16,9 +16,9 @@
 namespace troupe {
 
 /// Reads the 4-bit form of one [rows][cols] matrix (cols a multiple of 32).
-class int4_source {
+class stored_code_source {
  public:
-  virtual ~int4_source() = default;
+  virtual ~stored_code_source() = default;
 
   /// int4: w = scale · (code − 8); int4_asym and int5_asym (5-bit codes,
   /// GGUF Q5_0 / Q5_1 / Q5_K): w = scale · code + offset; int4_nl (GGUF
@@ -38,13 +38,13 @@ class int4_source {
   virtual std::span<const std::int32_t> input_permutation() const { return {}; }
 };
 
-/// Inputs per group of an int4_source.
-inline constexpr std::int64_t int4_source_group = 32;
+/// Inputs per group of an stored_code_source.
+inline constexpr std::int64_t stored_code_group = 32;
 
 /// Rows [first, first + count) of `source`, a matrix of `cols` inputs, as
 /// f32 [count][cols] with every weight at its natural input position
 /// (input_permutation undone): scale · code + offset, offset −8 · scale for
 /// int4; scale · int4_nl_levels[code] for int4_nl.
-void decode_int4_rows(const int4_source& source, std::int64_t first, std::int64_t count, std::int64_t cols, float* out);
+void decode_stored_code_rows(const stored_code_source& source, std::int64_t first, std::int64_t count, std::int64_t cols, float* out);
 
 }  // namespace troupe

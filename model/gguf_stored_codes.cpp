@@ -1,4 +1,4 @@
-#include "model/gguf_int4.hpp"
+#include "model/gguf_stored_codes.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -29,12 +29,12 @@ void unpack_split_nibbles(const std::byte* at, std::uint8_t* codes) {
 }
 
 // Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL: 32 weights a block, copied out as they are.
-class gguf_block_source final : public int4_source {
+class gguf_block_source final : public stored_code_source {
  public:
   gguf_block_source(const gguf_tensor& tensor, std::int64_t rope_heads)
       : rows_(tensor, rope_heads),
         name_(tensor.name),
-        format_(*gguf_int4_format(tensor.type)),
+        format_(*gguf_stored_code_format(tensor.type)),
         asymmetric_(tensor.type == ggml_type::q4_1 || tensor.type == ggml_type::q5_1),
         fifth_bits_(tensor.type == ggml_type::q5_0 || tensor.type == ggml_type::q5_1) {}
 
@@ -80,7 +80,7 @@ class gguf_block_source final : public int4_source {
 };
 
 // IQ4_XS as int4_nl: each 32-weight sub-block is a group of scale d · (s − 32).
-class gguf_iq4_xs_source final : public int4_source {
+class gguf_iq4_xs_source final : public stored_code_source {
  public:
   gguf_iq4_xs_source(const gguf_tensor& tensor, std::int64_t rope_heads)
       : rows_(tensor, rope_heads), name_(tensor.name) {}
@@ -122,7 +122,7 @@ float f16_at(const std::byte* at) {
 }
 
 // Q4_K as int4_asym and Q5_K as int5_asym: each 32-weight sub-block is a group.
-class gguf_k_source final : public int4_source {
+class gguf_k_source final : public stored_code_source {
  public:
   gguf_k_source(const gguf_tensor& tensor, std::int64_t rope_heads)
       : rows_(tensor, rope_heads), name_(tensor.name), type_(tensor.type) {}
@@ -183,7 +183,7 @@ class gguf_k_source final : public int4_source {
 
 }  // namespace
 
-std::optional<weight_quantization> gguf_int4_format(ggml_type type) {
+std::optional<weight_quantization> gguf_stored_code_format(ggml_type type) {
   if (type == ggml_type::q4_0) return weight_quantization::int4;
   if (type == ggml_type::iq4_nl || type == ggml_type::iq4_xs) return weight_quantization::int4_nl;
   if (type == ggml_type::q4_1 || type == ggml_type::q4_k) return weight_quantization::int4_asym;
@@ -192,8 +192,8 @@ std::optional<weight_quantization> gguf_int4_format(ggml_type type) {
   return std::nullopt;
 }
 
-std::shared_ptr<const int4_source> gguf_int4_source(const gguf_tensor& tensor, std::int64_t rope_heads) {
-  if (!gguf_int4_format(tensor.type) || tensor.dims.size() != 2)
+std::shared_ptr<const stored_code_source> gguf_stored_code_source(const gguf_tensor& tensor, std::int64_t rope_heads) {
+  if (!gguf_stored_code_format(tensor.type) || tensor.dims.size() != 2)
     throw std::runtime_error("tensor '" + tensor.name + "': a " + std::string(ggml_type_name(tensor.type)) +
                              " tensor of " + std::to_string(tensor.dims.size()) +
                              " dimensions is not a Q4_0 / Q4_1 / Q4_K / Q5_0 / Q5_1 / Q5_K / IQ4_NL / IQ4_XS matrix");
