@@ -63,6 +63,10 @@ std::string quantization_choices_text() {
   return text;
 }
 
+bool quantization_group_offsets(weight_quantization format) {
+  return format == weight_quantization::int4_asym || format == weight_quantization::int5_asym;
+}
+
 bool quantization_cpu_only(weight_quantization format) {
   return format == weight_quantization::int5_asym || format == weight_quantization::int4_nl;
 }

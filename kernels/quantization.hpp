@@ -43,6 +43,10 @@ std::string quantization_choices_text();
 /// Bits per code of `format` (0 for none): 8, 4, 4, 5, 4.
 int quantization_code_bits(weight_quantization format);
 
+/// True for the formats with an f16 offset per group beside the scale
+/// (int4_asym, int5_asym: w = scale · code + offset).
+bool quantization_group_offsets(weight_quantization format);
+
 /// True for the formats the CPU backend alone has kernels for (int5_asym, int4_nl).
 bool quantization_cpu_only(weight_quantization format);
 

@@ -13,7 +13,7 @@ void decode_stored_code_rows(const stored_code_source& source, std::int64_t firs
   std::vector<std::uint16_t> scales(static_cast<std::size_t>(count * groups)), offsets(scales.size());
   source.read_rows(first, count, codes.data(), scales.data(), offsets.data());
   const weight_quantization format = source.format();
-  const bool asymmetric = format == weight_quantization::int4_asym || format == weight_quantization::int5_asym;
+  const bool asymmetric = quantization_group_offsets(format);
   const std::span<const std::int32_t> permutation = source.input_permutation();
   for (std::int64_t i = 0; i < count; ++i) {
     for (std::int64_t j = 0; j < cols; ++j) {

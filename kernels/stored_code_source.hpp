@@ -28,7 +28,7 @@ class stored_code_source {
   /// Writes rows [first, first + count) of the matrix: `codes` [count][cols]
   /// (0..15, or 0..31 for int5_asym, one per byte, in input order), `scales`
   /// [count][cols / 32] and, for int4_asym / int5_asym, `offsets`
-  /// [count][cols / 32] (f16 bits; untouched for int4).
+  /// [count][cols / 32] (f16 bits; untouched for int4 and int4_nl).
   virtual void read_rows(std::int64_t first, std::int64_t count, std::uint8_t* codes, std::uint16_t* scales,
                          std::uint16_t* offsets) const = 0;
 
@@ -38,7 +38,7 @@ class stored_code_source {
   virtual std::span<const std::int32_t> input_permutation() const { return {}; }
 };
 
-/// Inputs per group of an stored_code_source.
+/// Inputs per group of a stored_code_source.
 inline constexpr std::int64_t stored_code_group = 32;
 
 /// Rows [first, first + count) of `source`, a matrix of `cols` inputs, as

@@ -311,7 +311,7 @@ std::uint64_t checkpoint::weight_bytes() const {
     if (tensor.stored_codes == nullptr) return tensor.byte_size();
     const auto weights = static_cast<std::uint64_t>(tensor.numel());
     const weight_quantization format = tensor.stored_codes->format();
-    const bool offsets = format != weight_quantization::int4;
+    const bool offsets = quantization_group_offsets(format);
     return weights * static_cast<std::uint64_t>(quantization_code_bits(format)) / 8 +
            weights / stored_code_group * (offsets ? 4 : 2);
   };

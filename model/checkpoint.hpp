@@ -112,8 +112,9 @@ class checkpoint {
   weight_quantization stored_quantization() const { return stored_quantization_; }
   /// True when the linear layers were stored in codes that need 5 to 8 bits
   /// on a linear grid (mostly GGUF Q5_0 / Q5_1 / Q5_K / Q6_K / Q8_0 /
-  /// IQ4_NL / IQ4_XS, or GPTQ with bits 8: ggml_code_bits) and are held
-  /// expanded (bf16 / f16) or expanded on demand.
+  /// IQ4_NL / IQ4_XS, or GPTQ with bits 8: ggml_code_bits). Those not kept
+  /// in their codes (stored_quantization()) are held expanded (bf16 / f16)
+  /// or expanded on demand.
   bool stored_5_to_8_bits() const { return stored_5_to_8_bits_; }
 
  private:
@@ -145,12 +146,14 @@ struct quantized_checkpoint {
 
 /// Opens `path` for the `quantization` knob ("auto" or a quantization_name())
 /// on a backend that `quantized_kernels` says has int8/int4 kernels and
-/// reads stored_code_source weights (cpu). "auto": a checkpoint whose linear layers
-/// are stored in 4 bits (GGUF Q4_0 / Q4_1, AWQ, GPTQ) runs them in that
-/// format, one stored in 8 bits (mostly Q8_0 GGUF, 8-bit GPTQ) as int8
-/// (requantised per row), anything else as stored (none); without such kernels everything
-/// runs as stored. A named format keeps the stored 4-bit form when it is
-/// that format and otherwise quantises the expanded weights to it ("none":
+/// reads stored_code_source weights (cpu). "auto": a checkpoint whose linear
+/// layers are stored in 4- or 5-bit groups (GGUF Q4_0 / Q4_1 / Q4_K / Q5_* /
+/// IQ4_NL / IQ4_XS, AWQ, GPTQ) runs them in that format
+/// (gguf_stored_code_format), one stored mostly in 5 to 8 bits otherwise
+/// (Q8_0, Q6_K, Q2_K / Q3_K GGUF, 8-bit GPTQ) as int8 (requantised per
+/// row), anything else as stored (none); without such kernels everything
+/// runs as stored. A named format keeps the stored codes when they are that
+/// format and otherwise quantises the expanded weights to it ("none":
 /// bf16). Throws std::runtime_error for an unknown name.
 quantized_checkpoint open_for_quantization(const std::filesystem::path& path, std::string_view quantization,
                                            bool quantized_kernels, checkpoint_options options = {});

@@ -70,17 +70,18 @@ bool keeps_4_bit_layers(const model_weights& weights) {
 }
 
 // The format of one linear. A checkpoint that keeps 4- or 5-bit layers and
-// stores others finer (llama.cpp's Q4_K_M: Q6_K attn_v and ffn_down,
-// expanded at load) keeps what the finer codes hold: those linears run as
-// int8 instead of being rounded to 4 or 5 bits a second time. Every other
-// linear takes the model's format.
+// stores others in codes it does not keep (llama.cpp's Q4_K_M: Q6_K attn_v
+// and ffn_down; an IQ4_XS file's Q5_K attn_v), expanded at load, keeps what
+// those codes hold: the linears with such a part run as int8 instead of
+// being rounded to 4 or 5 bits a second time, on a grid that is not theirs.
+// Every other linear takes the model's format.
 weight_quantization linear_format(const std::vector<host_tensor>& parts, weight_quantization model_format,
                                   bool keeps_4_bits) {
   const int bits = quantization_code_bits(model_format);
   const bool few_bits = bits > 0 && bits < 8;
-  const bool finer =
-      std::any_of(parts.begin(), parts.end(), [&](const host_tensor& p) { return p.stored_bits > bits; });
-  return few_bits && keeps_4_bits && finer ? weight_quantization::int8 : model_format;
+  const bool recoded =
+      std::any_of(parts.begin(), parts.end(), [&](const host_tensor& p) { return p.stored_bits > 0; });
+  return few_bits && keeps_4_bits && recoded ? weight_quantization::int8 : model_format;
 }
 
 std::int64_t grown(std::int64_t needed, std::int64_t current) {

@@ -27,9 +27,7 @@ static_assert(biased_levels_match(), "isa_kernels.hpp's int4_nl bytes are the le
 // kernels (which decode it with their own code, in each ISA's namespace)
 // are tested against.
 
-bool has_offsets(weight_quantization format) {
-  return format == weight_quantization::int4_asym || format == weight_quantization::int5_asym;
-}
+bool has_offsets(weight_quantization format) { return quantization_group_offsets(format); }
 
 // Bytes of one row's codes per superblock (isa_kernels.hpp, quantized_matrix::codes).
 std::int64_t superblock_bytes(weight_quantization format) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <tuple>
 
 #include "kernels/backend.hpp"
 #include "kernels/stored_code_source.hpp"
@@ -139,6 +140,34 @@ TEST(Int4Gguf, TheKnobChoosesNativeExpandedOrRequantised) {
   EXPECT_EQ(open_for_quantization(q5_0, "auto", true, quiet).quantization, weight_quantization::int5_asym);
   EXPECT_EQ(open_for_quantization(q5_0, "int4", true, quiet).weights.stored_quantization(), weight_quantization::none);
   EXPECT_EQ(open_for_quantization(q5_0, "auto", false, quiet).quantization, weight_quantization::none);
+}
+
+// weight_bytes counts a kept matrix at its codes plus an f16 scale per 32
+// weights, and an f16 offset per 32 for int4_asym / int5_asym only (int4
+// and int4_nl have none): against the same file expanded, the difference
+// is exactly that, matrix by matrix.
+TEST(Int4Gguf, KeptMatricesCountTheirCodesScalesAndOnlyTheirOwnOffsets) {
+  for (const auto& [file, bits, offsets] : {std::tuple{"llama_tiny_q4_0.gguf", 4, false},
+                                            std::tuple{"llama_tiny_q4_1.gguf", 4, true},
+                                            std::tuple{"llama_tiny_q5_0.gguf", 5, true},
+                                            std::tuple{"llama_tiny_iq4_nl.gguf", 4, false}}) {
+    const checkpoint kept = checkpoint::open(fixtures / file, {.show_progress = false, .keep_stored_codes = true});
+    const checkpoint expanded = checkpoint::open(fixtures / file, {.show_progress = false});
+    std::uint64_t saved = 0;
+    int matrices = 0;
+    for (const layer_weights& layer : kept.weights().layers) {
+      for (const host_tensor* t : {layer.q_proj, layer.k_proj, layer.v_proj, layer.o_proj, layer.gate_proj,
+                                   layer.up_proj, layer.down_proj}) {
+        ASSERT_NE(t->stored_codes, nullptr) << file << " " << t->name;
+        const auto weights = static_cast<std::uint64_t>(t->numel());
+        const std::uint64_t as_kept = weights * bits / 8 + weights / 32 * (offsets ? 4 : 2);
+        saved += expanded.find_tensor(t->name)->byte_size() - as_kept;
+        ++matrices;
+      }
+    }
+    EXPECT_EQ(matrices, 7 * kept.config().num_hidden_layers) << file;
+    EXPECT_EQ(expanded.weight_bytes() - kept.weight_bytes(), saved) << file;
+  }
 }
 
 TEST(Int4Gguf, KeptMatricesCountHalfAByteAWeightAndRefuseAFloatPreparation) {

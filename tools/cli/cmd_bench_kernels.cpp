@@ -204,7 +204,7 @@ void bench_quantized(const bench_arguments& args) {
     for (auto format : {weight_quantization::none, weight_quantization::int8, weight_quantization::int4,
                         weight_quantization::int4_asym, weight_quantization::int5_asym, weight_quantization::int4_nl}) {
       // Codes plus an f16 scale (and for int4_asym / int5_asym an f16 offset) per 32 inputs.
-      const bool offsets = format == weight_quantization::int4_asym || format == weight_quantization::int5_asym;
+      const bool offsets = quantization_group_offsets(format);
       const int bits = quantization_code_bits(format);
       const double bytes_per_weight = format == weight_quantization::none   ? 2.0
                                       : format == weight_quantization::int8 ? 1.0
