@@ -9,6 +9,7 @@
 #include "actors/core/admission.hpp"
 #include "actors/core/scheduler.hpp"
 #include "config/config_store.hpp"
+#include "kernels/quantization.hpp"
 
 namespace troupe {
 namespace {
@@ -109,6 +110,18 @@ TEST(KnobConfig, TheSchedulerRefusesValuesOutsideTheRegistryRangeNamingTheKnob) 
   config.policies.mlfq_base_quantum = 1;
   config.max_num_seqs = 70000;
   EXPECT_EQ(scheduler::validate_config(config), knob_defaults().problem("max_num_seqs", "70000"));
+}
+
+// The registry lists the quantisation formats itself (config/ may use
+// nothing else in the project): every one the kernels name, in their order.
+TEST(KnobConfig, QuantizationKnobsOfferEveryFormat) {
+  int found = 0;
+  for (const knob_spec& knob : engine_knobs()) {
+    if (!knob.name.ends_with("quantization")) continue;
+    EXPECT_EQ(knob.choices, quantization_choices()) << knob.name;
+    ++found;
+  }
+  EXPECT_EQ(found, 3) << "quantization, lm_head_quantization, draft_quantization";
 }
 
 }  // namespace
