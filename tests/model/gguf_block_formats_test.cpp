@@ -197,6 +197,29 @@ TEST(Iq4Gguf, Iq4FilesRunAsStoredInt4NlLikeTheExpandedFile) {
   }
 }
 
+// IQ4_NL with a Q4_0 attn_v (llama-quantize --tensor-type attn_v=q4_0): the
+// Q4_0 codes are not kept (the file keeps int4_nl), and rounding their
+// expansion onto int4_nl's levels would move every v weight a second time,
+// so the stacked q/k/v runs as int8 and the rest as int4_nl. Measured max
+// |Δlogit| / max |logit| against the file expanded to bf16: 0.0116 (with
+// q/k/v as int4_nl instead: 0.0136).
+TEST(Iq4Gguf, ACodeTypeNotKeptRunsItsLinearAsInt8) {
+  const auto mixed = fixtures / "llama_tiny_iq4_nl_q4_0_v.gguf";
+  const double error = testing::error_against_expanded(mixed, weight_quantization::int4_nl);
+  RecordProperty("mixed_relative_error", std::to_string(error));
+  EXPECT_LE(error, 0.025);
+  const quantized_checkpoint opened = open_for_quantization(mixed, "auto", true, {.show_progress = false});
+  const layer_weights& layer = opened.weights.weights().layers[0];
+  EXPECT_NE(layer.q_proj->stored_codes, nullptr);
+  EXPECT_EQ(layer.v_proj->stored_codes, nullptr);
+  EXPECT_EQ(layer.v_proj->stored_bits, 4);
+  const auto device = make_backend("cpu", backend_options{});
+  const llama_model model(opened.weights.config(), opened.weights.weights(), *device, opened.quantization);
+  using enum weight_quantization;
+  for (std::int64_t i = 0; i < opened.weights.config().num_hidden_layers; ++i)
+    EXPECT_EQ(model.linear_formats(static_cast<int>(i)), (std::array{int8, int4_nl, int4_nl, int4_nl})) << i;
+}
+
 // The file with the first Q4_K block of layer 0's q_proj given d = 65504
 // (f16's largest): d·s would be infinite in f16.
 // A copy of `file` whose first block of layer 0's q_proj (`block_bytes`
