@@ -178,14 +178,33 @@ void quantize_group(const float* w, std::int64_t count, const quantized_layout& 
   store_group(group, layout, first_k, codes);
 }
 
-// Index of the int4_nl level nearest `v` (in units of the scale): how many
-// midpoints between consecutive levels lie below it (a tie takes the lower).
+// Index of the int4_nl level nearest `v` (in units of the scale; the lower
+// on a tie). Every midpoint between consecutive levels is a multiple of one
+// half, so within each half-open step (k/2, (k+1)/2] one level is nearest:
+// a table over those steps, built once, answers with one lookup.
+constexpr int nl_steps_below_zero = 256;  // steps of 1/2 from -128; the table spans (-128, 128]
+struct nl_step_table {
+  std::uint8_t level[2 * nl_steps_below_zero] = {};
+  constexpr nl_step_table() {
+    for (int k = 0; k < 2 * nl_steps_below_zero; ++k) {
+      const int top = k - nl_steps_below_zero + 1;  // the step's upper end, in halves
+      int index = 0;
+      for (int j = 0; j < 15; ++j) index += top > int4_nl_levels[j] + int4_nl_levels[j + 1] ? 1 : 0;
+      level[k] = static_cast<std::uint8_t>(index);
+    }
+  }
+};
+constexpr nl_step_table nl_steps;
+
 int nearest_level(float v) {
-  int index = 0;
-  for (int j = 0; j < 15; ++j)
-    index += static_cast<int>(v > 0.5f * static_cast<float>(int4_nl_levels[j] + int4_nl_levels[j + 1]));
-  return index;
+  const float halves = std::ceil(2.0f * v);        // v lies in the step (halves - 1, halves] / 2
+  if (!(halves > -nl_steps_below_zero)) return 0;  // below the table, or NaN
+  if (halves > nl_steps_below_zero) return 15;
+  return nl_steps.level[static_cast<int>(halves) + nl_steps_below_zero - 1];
 }
+
+// int4_nl's scale search: the weight of largest magnitude on levels −127 ± this.
+constexpr int nl_search_steps = 7;
 
 // Codes of `values` for the f16 scale `scale_bits` into `codes`; returns the squared error.
 float nl_codes(const float* values, std::uint16_t scale_bits, std::uint8_t* codes) {
@@ -199,30 +218,40 @@ float nl_codes(const float* values, std::uint16_t scale_bits, std::uint8_t* code
   return error;
 }
 
-// One group of int4_nl. The scale starts where the weight of largest
-// magnitude lands on level −127 (the extreme one, as llama.cpp's IQ4_NL
-// quantiser starts), is refit by least squares to the levels that picks
-// (Σ w·l / Σ l²), and the one of the two with the smaller squared error
-// stays; codes use the f16-rounded scale the kernels read.
+// One group of int4_nl: a search over the scales that put the weight of
+// largest magnitude on −127 + step, step in [−7, 7] (the neighbourhood
+// llama.cpp's IQ4_NL quantiser searches). Each picks its nearest levels l,
+// whose least-squares scale Σ w·l / Σ l² leaves a squared error of Σ w² −
+// (Σ w·l)² / Σ l², so the step with the largest (Σ w·l)² / Σ l² wins (the
+// first on a tie). Its scale, rounded to f16, then picks the codes the
+// kernels read, and stays if that errs less than the plain start (the
+// extreme on −127 exactly).
 void quantize_nl_group(const float* w, std::int64_t count, const quantized_layout& layout, std::uint8_t* codes,
                        std::int64_t first_k, std::uint16_t* scale_out) {
   float values[quant_group];
   std::fill(std::copy_n(w, count, values), values + quant_group, 0.0f);
   float extreme = 0.0f;
   for (float v : values) extreme = std::fabs(v) > std::fabs(extreme) ? v : extreme;
-  std::uint8_t first[quant_group], refit[quant_group];
-  const std::uint16_t start = float_to_f16(extreme / -127.0f);
-  const float start_error = nl_codes(values, start, first);
-  float products = 0.0f, squares = 0.0f;
-  for (int t = 0; t < quant_group; ++t) {
-    const auto level = static_cast<float>(int4_nl_levels[first[t]]);
-    products += values[t] * level;
-    squares += level * level;
+  float best_fit = 0.0f, best_score = -1.0f;
+  for (int step = -nl_search_steps; step <= nl_search_steps && extreme != 0.0f; ++step) {
+    const float inverse = static_cast<float>(-127 + step) / extreme;
+    float products = 0.0f, squares = 0.0f;
+    for (int t = 0; t < quant_group; ++t) {
+      const auto level = static_cast<float>(int4_nl_levels[nearest_level(values[t] * inverse)]);
+      products += values[t] * level;
+      squares += level * level;
+    }
+    const float score = squares > 0.0f ? products * products / squares : 0.0f;
+    if (score > best_score) {
+      best_score = score;
+      best_fit = squares > 0.0f ? products / squares : 0.0f;
+    }
   }
-  const std::uint16_t fitted = float_to_f16(squares > 0.0f ? products / squares : 0.0f);
-  const bool better = nl_codes(values, fitted, refit) < start_error;
+  std::uint8_t start_codes[quant_group], fitted_codes[quant_group];
+  const std::uint16_t start = float_to_f16(extreme / -127.0f), fitted = float_to_f16(best_fit);
+  const bool better = nl_codes(values, fitted, fitted_codes) < nl_codes(values, start, start_codes);
   *scale_out = better ? fitted : start;
-  std::uint8_t* group = better ? refit : first;
+  std::uint8_t* group = better ? fitted_codes : start_codes;
   std::fill(group + count, group + quant_group, std::uint8_t{8});  // padding: level 1, times zero activations
   store_group(group, layout, first_k, codes);
 }

@@ -20,10 +20,9 @@ using cpu::quant_group;
 using cpu::quant_superblock;
 using test::random_source;
 
-// The index of the int4_nl level nearest w / scale, by distance to each
-// level (the lower on a tie).
-int nearest_nl_level(float w, float scale) {
-  const float v = scale != 0.0f ? w * (1.0f / scale) : 0.0f;
+// The index of the int4_nl level nearest v, by distance to each level (the
+// lower on a tie).
+int nearest_nl_level_at(float v) {
   int best = 0;
   for (int j = 1; j < 16; ++j) {
     if (std::fabs(v - static_cast<float>(int4_nl_levels[j])) < std::fabs(v - static_cast<float>(int4_nl_levels[best])))
@@ -31,6 +30,9 @@ int nearest_nl_level(float w, float scale) {
   }
   return best;
 }
+
+// The index of the int4_nl level nearest w / scale (as the quantiser divides: w · (1 / scale)).
+int nearest_nl_level(float w, float scale) { return nearest_nl_level_at(scale != 0.0f ? w * (1.0f / scale) : 0.0f); }
 
 // The writer pack_stored_code_rows used before it stored whole groups: each code
 // read-modify-written into its nibble at interleaved_position(k); for
@@ -205,11 +207,24 @@ float nl_group_error(const float* w, float scale) {
   return error;
 }
 
+// The least-squares scale Σ w·l / Σ l² over the levels nearest w / (extreme
+// / (-127 + step)), and (Σ w·l)² / Σ l², which is larger the less it errs.
+std::pair<float, float> nl_fit(const float* w, float extreme, int step) {
+  const float inverse = static_cast<float>(-127 + step) / extreme;  // as the quantiser scales
+  float products = 0.0f, squares = 0.0f;
+  for (int t = 0; t < quant_group; ++t) {
+    const auto level = static_cast<float>(int4_nl_levels[nearest_nl_level_at(w[t] * inverse)]);
+    products += w[t] * level;
+    squares += level * level;
+  }
+  return {products / squares, products * products / squares};
+}
+
 // An int4_nl group's scale: the weight of largest magnitude on level -127
-// (exact when the weights lie on the levels), or its least-squares refit
-// (Σ w·l / Σ l² over the levels the first picks) where that has less
-// squared error; never worse than the first.
-TEST(QuantizedPack, Int4NlScaleIsTheExtremeOrItsRefitWhicheverErrsLess) {
+// (exact when the weights lie on the levels), or, where it errs less, the
+// least-squares scale of the best of the levels the scales putting it on
+// -127 + step pick, step in [-7, 7] (the first best on a tie).
+TEST(QuantizedPack, Int4NlScaleIsTheSearchedFitWhereItErrsLess) {
   random_source rng;
   SCOPED_TRACE(rng.trace());
   const std::int64_t groups = 64, cols = groups * quant_group;
@@ -222,26 +237,25 @@ TEST(QuantizedPack, Int4NlScaleIsTheExtremeOrItsRefitWhicheverErrsLess) {
   const cpu::quantized_matrix view = cpu::view_of(layout, buffer.data());
   EXPECT_EQ(view.group_scales[0], float_to_f16(0.01f));
   for (int t = 0; t < quant_group; ++t) EXPECT_EQ(cpu::stored_code(view, 0, t), t % 16) << t;
-  int refits = 0;
+  int moved = 0;
   for (std::int64_t g = 0; g < groups; ++g) {
     const float* group = w.data() + g * quant_group;
-    const float* extreme =
-        std::max_element(group, group + quant_group, [](float a, float b) { return std::fabs(a) < std::fabs(b); });
-    const float start = f16_to_float(float_to_f16(*extreme / -127.0f));
-    float products = 0.0f, squares = 0.0f;
-    for (int t = 0; t < quant_group; ++t) {
-      const auto level = static_cast<float>(int4_nl_levels[nearest_nl_level(group[t], start)]);
-      products += group[t] * level;
-      squares += level * level;
+    const float extreme =
+        *std::max_element(group, group + quant_group, [](float a, float b) { return std::fabs(a) < std::fabs(b); });
+    const float start = f16_to_float(float_to_f16(extreme / -127.0f));
+    std::pair<float, float> best{0.0f, -1.0f};
+    for (int step = -7; step <= 7; ++step) {
+      const std::pair<float, float> fit = nl_fit(group, extreme, step);
+      if (fit.second > best.second) best = fit;
     }
-    const float refit = f16_to_float(float_to_f16(products / squares));
+    const float fitted = f16_to_float(float_to_f16(best.first));
+    const bool better = nl_group_error(group, fitted) < nl_group_error(group, start);
     const float stored = f16_to_float(view.group_scales[g]);
-    const bool refit_wins = nl_group_error(group, refit) < nl_group_error(group, start);
-    EXPECT_EQ(stored, refit_wins ? refit : start) << "group " << g;
+    EXPECT_EQ(stored, better ? fitted : start) << "group " << g;
     EXPECT_LE(nl_group_error(group, stored), nl_group_error(group, start)) << "group " << g;
-    refits += refit_wins ? 1 : 0;
+    moved += stored != start ? 1 : 0;
   }
-  EXPECT_GT(refits, groups / 2) << "random groups mostly gain from the refit";
+  EXPECT_GT(moved, groups / 2) << "random groups mostly gain from the search";
 }
 
 // int8 codes round half to even, as std::rint does: with a largest

@@ -123,8 +123,8 @@ TEST(QuantizedFormat, RoundTripWithinHalfAStep) {
               << quantization_name(format) << " row " << n << " col " << k << " of " << cols;
         }
       }
-      // int4_nl's refit scale trades the outlier's exactness (here 2-5%) for
-      // the group's squared error (cpu_quantized_pack_test.cpp holds it to that).
+      // int4_nl's fitted scale trades the outlier's exactness for the
+      // group's squared error (cpu_quantized_pack_test.cpp holds it to that).
       if (format != weight_quantization::int4_nl)
         EXPECT_NEAR(cpu::dequantized_weight(view, 0, 7), 3.0f, 3.0f * 2e-3f) << quantization_name(format);
     }
