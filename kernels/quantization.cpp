@@ -67,6 +67,11 @@ bool quantization_group_offsets(weight_quantization format) {
   return format == weight_quantization::int4_asym || format == weight_quantization::int5_asym;
 }
 
+float stored_code_value(weight_quantization format, int code, float scale, float offset) {
+  if (format == weight_quantization::int4_nl) return scale * static_cast<float>(int4_nl_levels[code & 0x0f]);
+  return scale * static_cast<float>(code) + (quantization_group_offsets(format) ? offset : -8.0f * scale);
+}
+
 bool quantization_cpu_only(weight_quantization format) {
   return format == weight_quantization::int5_asym || format == weight_quantization::int4_nl;
 }

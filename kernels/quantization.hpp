@@ -47,6 +47,12 @@ int quantization_code_bits(weight_quantization format);
 /// (int4_asym, int5_asym: w = scale · code + offset).
 bool quantization_group_offsets(weight_quantization format);
 
+/// The weight a 4- or 5-bit `code` of `format` stands for in a group of
+/// `scale` (and, for the formats with group offsets, `offset`, else
+/// ignored): scale · (code − 8) for int4, scale · int4_nl_levels[code] for
+/// int4_nl, scale · code + offset for int4_asym / int5_asym.
+float stored_code_value(weight_quantization format, int code, float scale, float offset);
+
 /// True for the formats the CPU backend alone has kernels for (int5_asym, int4_nl).
 bool quantization_cpu_only(weight_quantization format);
 

@@ -6,25 +6,22 @@
 
 namespace troupe {
 
-void decode_stored_code_rows(const stored_code_source& source, std::int64_t first, std::int64_t count, std::int64_t cols,
-                      float* out) {
+void decode_stored_code_rows(const stored_code_source& source, std::int64_t first, std::int64_t count,
+                             std::int64_t cols, float* out) {
   const std::int64_t groups = cols / stored_code_group;
   std::vector<std::uint8_t> codes(static_cast<std::size_t>(count * cols));
   std::vector<std::uint16_t> scales(static_cast<std::size_t>(count * groups)), offsets(scales.size());
   source.read_rows(first, count, codes.data(), scales.data(), offsets.data());
   const weight_quantization format = source.format();
-  const bool asymmetric = quantization_group_offsets(format);
   const std::span<const std::int32_t> permutation = source.input_permutation();
   for (std::int64_t i = 0; i < count; ++i) {
     for (std::int64_t j = 0; j < cols; ++j) {
       const auto g = static_cast<std::size_t>(i * groups + j / stored_code_group);
-      const float scale = f16_to_float(scales[g]);
-      const float offset = asymmetric ? f16_to_float(offsets[g]) : -8.0f * scale;
       const std::int64_t k = permutation.empty() ? j : permutation[static_cast<std::size_t>(j)];
-      const std::uint8_t code = codes[static_cast<std::size_t>(i * cols + j)];
-      out[i * cols + k] = format == weight_quantization::int4_nl
-                              ? scale * static_cast<float>(int4_nl_levels[code & 0x0f])
-                              : scale * static_cast<float>(code) + offset;
+      // offsets[g] is left as it was for the formats without offsets: unread.
+      const float offset = quantization_group_offsets(format) ? f16_to_float(offsets[g]) : 0.0f;
+      out[i * cols + k] =
+          stored_code_value(format, codes[static_cast<std::size_t>(i * cols + j)], f16_to_float(scales[g]), offset);
     }
   }
 }

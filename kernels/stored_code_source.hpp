@@ -45,6 +45,7 @@ inline constexpr std::int64_t stored_code_group = 32;
 /// f32 [count][cols] with every weight at its natural input position
 /// (input_permutation undone): scale · code + offset, offset −8 · scale for
 /// int4; scale · int4_nl_levels[code] for int4_nl.
-void decode_stored_code_rows(const stored_code_source& source, std::int64_t first, std::int64_t count, std::int64_t cols, float* out);
+void decode_stored_code_rows(const stored_code_source& source, std::int64_t first, std::int64_t count,
+                             std::int64_t cols, float* out);
 
 }  // namespace troupe

@@ -79,8 +79,7 @@ weight_quantization linear_format(const std::vector<host_tensor>& parts, weight_
                                   bool keeps_4_bits) {
   const int bits = quantization_code_bits(model_format);
   const bool few_bits = bits > 0 && bits < 8;
-  const bool recoded =
-      std::any_of(parts.begin(), parts.end(), [&](const host_tensor& p) { return p.stored_bits > 0; });
+  const bool recoded = std::any_of(parts.begin(), parts.end(), [&](const host_tensor& p) { return p.stored_bits > 0; });
   return few_bits && keeps_4_bits && recoded ? weight_quantization::int8 : model_format;
 }
 

@@ -11,8 +11,8 @@
 #include "kernels/cpu/cpu_backend_impl.hpp"
 #include "kernels/cpu/onednn_matmuls.hpp"
 #include "kernels/cpu/quantized_weights.hpp"
-#include "kernels/stored_code_source.hpp"
 #include "kernels/row_source.hpp"
+#include "kernels/stored_code_source.hpp"
 
 namespace troupe::cpu {
 
@@ -115,7 +115,8 @@ void quantize_part_rows(const host_tensor& part, std::int64_t begin, std::int64_
   const auto in_order = [&](std::span<const std::int32_t> own) {
     return std::equal(own.begin(), own.end(), order.begin(), order.end());
   };
-  if (part.stored_codes != nullptr && part.stored_codes->format() == layout.format && in_order(part.stored_codes->input_permutation())) {
+  if (part.stored_codes != nullptr && part.stored_codes->format() == layout.format &&
+      in_order(part.stored_codes->input_permutation())) {
     const std::int64_t groups = layout.cols / stored_code_group;
     std::vector<std::uint8_t> codes(static_cast<std::size_t>(count * layout.cols));
     std::vector<std::uint16_t> scales(static_cast<std::size_t>(count * groups)), offsets(scales.size());
@@ -198,7 +199,8 @@ std::unique_ptr<linear_weight> cpu_backend::prepare_linear(std::span<const host_
     if (part.stored_codes != nullptr)
       throw std::invalid_argument("prepare_linear: weight " + part.name + " is stored as " +
                                   std::to_string(quantization_code_bits(part.stored_codes->format())) +
-                                  "-bit codes; prepare it as " + std::string(quantization_name(part.stored_codes->format())));
+                                  "-bit codes; prepare it as " +
+                                  std::string(quantization_name(part.stored_codes->format())));
   }
   // A part its checkpoint expands on demand (host_tensor::rows) is expanded
   // here whole, into scratch this weight then copies or packs from.

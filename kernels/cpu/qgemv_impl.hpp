@@ -46,6 +46,13 @@ inline int packed_code(const std::uint8_t* superblock, qformat format, std::int6
   return nibble | ((superblock[quant_superblock / 2 + p / 8] >> (p % 8)) & 1) << 4;
 }
 
+/// packed_code as the byte the kernels multiply: int4_nl's biased level
+/// (int4_nl_biased_levels), the code itself for the other formats.
+inline int byte_code(const std::uint8_t* superblock, qformat format, std::int64_t p) {
+  const int code = packed_code(superblock, format, p);
+  return format == qformat::int4_nl ? int4_nl_biased_levels[code] : code;
+}
+
 /// Position of input feature `k` in the interleaved order (isa_kernels.hpp).
 inline std::int64_t interleaved_position(std::int64_t k) {
   const std::int64_t within = k % quant_superblock;
@@ -340,9 +347,9 @@ constexpr int max_rows_per_pass = 8;
 inline int weight_code(const quantized_matrix& w, std::int64_t n, std::int64_t position) {
   if (w.format == qformat::int8) return static_cast<int>(w.codes[n * w.padded_cols + position]) - 128;
   const std::int64_t sb = position / quant_superblock, p = position % quant_superblock;
-  const int code = packed_code(
-      w.codes + (n * (w.padded_cols / quant_superblock) + sb) * superblock_code_bytes(w.format), w.format, p);
-  return w.format == qformat::int4_nl ? static_cast<int>(int4_nl_biased_levels[code]) - 128 : code;
+  const int code =
+      byte_code(w.codes + (n * (w.padded_cols / quant_superblock) + sb) * superblock_code_bytes(w.format), w.format, p);
+  return w.format == qformat::int4_nl ? code - 128 : code;
 }
 
 template <qformat F, int MR>
@@ -389,10 +396,7 @@ inline void expand_superblock_codes(const std::uint8_t* row, std::int64_t sb, st
   }
 #else
   const std::uint8_t* superblock = row + sb * superblock_code_bytes(F);
-  for (int p = 0; p < quant_superblock; ++p) {
-    const int code = packed_code(superblock, F, p);
-    out[p] = static_cast<std::uint8_t>(F == qformat::int4_nl ? int4_nl_biased_levels[code] : code);
-  }
+  for (int p = 0; p < quant_superblock; ++p) out[p] = static_cast<std::uint8_t>(byte_code(superblock, F, p));
 #endif
 }
 

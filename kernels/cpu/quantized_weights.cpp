@@ -27,8 +27,6 @@ static_assert(biased_levels_match(), "isa_kernels.hpp's int4_nl bytes are the le
 // kernels (which decode it with their own code, in each ISA's namespace)
 // are tested against.
 
-bool has_offsets(weight_quantization format) { return quantization_group_offsets(format); }
-
 // Bytes of one row's codes per superblock (isa_kernels.hpp, quantized_matrix::codes).
 std::int64_t superblock_bytes(weight_quantization format) {
   if (format == weight_quantization::int8) return quant_superblock;
@@ -161,7 +159,7 @@ void quantize_group(const float* w, std::int64_t count, const quantized_layout& 
     extreme = high == 0.0f
                   ? 0.0f
                   : *std::find_if(values, values + quant_group, [&](float x) { return x == high || x == low; });
-  const bool asymmetric = has_offsets(layout.format);
+  const bool asymmetric = quantization_group_offsets(layout.format);
   const int top = (1 << quantization_code_bits(layout.format)) - 1;
   *scale_out = float_to_f16(asymmetric ? (high - low) / static_cast<float>(top) : extreme / -8.0f);
   const float scale = f16_to_float(*scale_out);
@@ -280,7 +278,7 @@ quantized_layout padded_layout_for(weight_quantization format, std::int64_t rows
       nibbles(format) ? 2 * static_cast<std::size_t>(rows * layout.groups) : 4 * static_cast<std::size_t>(rows);
   layout.offsets_at = aligned(layout.scales_at + scale_bytes, alignment);
   const std::size_t offset_bytes =
-      has_offsets(format) ? 2 * static_cast<std::size_t>(rows * layout.groups) : 0;
+      quantization_group_offsets(format) ? 2 * static_cast<std::size_t>(rows * layout.groups) : 0;
   layout.total_bytes = aligned(layout.offsets_at + offset_bytes, alignment);
   return layout;
 }
@@ -299,7 +297,7 @@ quantized_matrix view_of(const quantized_layout& layout, const void* buffer) {
   view.codes = bytes;
   if (nibbles(layout.format)) {
     view.group_scales = reinterpret_cast<const std::uint16_t*>(bytes + layout.scales_at);
-    if (has_offsets(layout.format))
+    if (quantization_group_offsets(layout.format))
       view.group_offsets = reinterpret_cast<const std::uint16_t*>(bytes + layout.offsets_at);
   } else {
     view.row_scales = reinterpret_cast<const float*>(bytes + layout.scales_at);
@@ -335,7 +333,7 @@ void quantize_rows(const void* source, dtype type, std::int64_t count, const qua
 }
 
 void pack_stored_code_rows(const std::uint8_t* codes, const std::uint16_t* scales, const std::uint16_t* offsets,
-                    std::int64_t count, const quantized_layout& layout, void* buffer, std::int64_t first_row) {
+                           std::int64_t count, const quantized_layout& layout, void* buffer, std::int64_t first_row) {
   if (!nibbles(layout.format) || layout.cols % quant_group != 0)
     throw std::invalid_argument("pack_stored_code_rows: needs an int4 or int5 layout with whole groups of 32 inputs");
   auto* bytes = static_cast<std::uint8_t*>(buffer);
@@ -347,7 +345,7 @@ void pack_stored_code_rows(const std::uint8_t* codes, const std::uint16_t* scale
       store_group(codes + i * layout.cols + k, layout, k, row);
     auto* row_scales = reinterpret_cast<std::uint16_t*>(bytes + layout.scales_at) + n * layout.groups;
     std::copy_n(scales + i * groups, groups, row_scales);
-    if (has_offsets(layout.format)) {
+    if (quantization_group_offsets(layout.format)) {
       auto* row_offsets = reinterpret_cast<std::uint16_t*>(bytes + layout.offsets_at) + n * layout.groups;
       std::copy_n(offsets + i * groups, groups, row_offsets);
     }
@@ -370,10 +368,9 @@ float dequantized_weight(const quantized_matrix& w, std::int64_t n, std::int64_t
   const int code = stored_code(w, n, k);
   if (w.format == qformat::int8) return w.row_scales[n] * static_cast<float>(code - 128);
   const std::int64_t group = n * (w.padded_cols / quant_group) + k / quant_group;
-  const float scale = f16_to_float(w.group_scales[group]);
-  if (w.format == qformat::int4_nl) return scale * static_cast<float>(int4_nl_levels[code]);
-  const float offset = w.format == qformat::int4 ? -8.0f * scale : f16_to_float(w.group_offsets[group]);
-  return scale * static_cast<float>(code) + offset;
+  const auto format = static_cast<weight_quantization>(w.format);
+  const float offset = w.group_offsets != nullptr ? f16_to_float(w.group_offsets[group]) : 0.0f;
+  return stored_code_value(format, code, f16_to_float(w.group_scales[group]), offset);
 }
 
 reference_rows quantize_rows_reference(const float* x, std::int64_t m, std::int64_t cols, std::int64_t stride,

@@ -49,7 +49,7 @@ void quantize_rows(const void* source, dtype type, std::int64_t count, const qua
 /// (int4_asym, int5_asym) `offsets` [count][cols / 32] f16. Exact: the
 /// values stay the ones the checkpoint stores.
 void pack_stored_code_rows(const std::uint8_t* codes, const std::uint16_t* scales, const std::uint16_t* offsets,
-                    std::int64_t count, const quantized_layout& layout, void* buffer, std::int64_t first_row);
+                           std::int64_t count, const quantized_layout& layout, void* buffer, std::int64_t first_row);
 
 /// The code stored for weight (n, k), k < padded_cols: int8 q + 128 (0..255),
 /// int4 0..15, int5_asym 0..31, int4_nl its level's index 0..15.

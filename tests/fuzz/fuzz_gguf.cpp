@@ -21,8 +21,8 @@
 #include "fuzz_input.hpp"
 #include "kernels/stored_code_source.hpp"
 #include "model/gguf.hpp"
-#include "model/gguf_stored_codes.hpp"
 #include "model/gguf_model.hpp"
+#include "model/gguf_stored_codes.hpp"
 #include "model/gguf_tokenizer.hpp"
 
 namespace {

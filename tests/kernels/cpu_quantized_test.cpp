@@ -125,8 +125,9 @@ TEST(QuantizedFormat, RoundTripWithinHalfAStep) {
       }
       // int4_nl's fitted scale trades the outlier's exactness for the
       // group's squared error (cpu_quantized_pack_test.cpp holds it to that).
-      if (format != weight_quantization::int4_nl)
+      if (format != weight_quantization::int4_nl) {
         EXPECT_NEAR(cpu::dequantized_weight(view, 0, 7), 3.0f, 3.0f * 2e-3f) << quantization_name(format);
+      }
     }
   }
 }

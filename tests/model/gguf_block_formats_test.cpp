@@ -246,9 +246,8 @@ std::string error_with_largest_d(const std::filesystem::path& file, ggml_type ty
   const quantized_checkpoint hostile =
       open_for_quantization(dir / "hostile.gguf", "auto", true, {.show_progress = false});
   const auto device = make_backend("cpu", backend_options{});
-  return testing::error_of([&] {
-    llama_model model(hostile.weights.config(), hostile.weights.weights(), *device, hostile.quantization);
-  });
+  return testing::error_of(
+      [&] { llama_model model(hostile.weights.config(), hostile.weights.weights(), *device, hostile.quantization); });
 }
 
 TEST(KQuantGguf, AQ4_KBlockBeyondF16IsRefusedNamingTheTensor) {

@@ -1,7 +1,7 @@
 // GGUF Q4_0 / Q4_1 matrices loaded natively as troupe int4 / int4_asym,
-// Q5_0 / Q5_1 ones as int5_asym and IQ4_NL ones as int4_nl (kernels/stored_code_source.hpp): the packed weights equal, bit for
-// bit (up to the sign of zero), what the block dequantiser expands the file to; nothing is expanded at load; the model
-// runs on them; and the knob `quantization` picks the path.
+// Q5_0 / Q5_1 ones as int5_asym and IQ4_NL ones as int4_nl (kernels/stored_code_source.hpp): the packed weights equal,
+// bit for bit (up to the sign of zero), what the block dequantiser expands the file to; nothing is expanded at load;
+// the model runs on them; and the knob `quantization` picks the path.
 
 #include <gtest/gtest.h>
 
@@ -147,17 +147,16 @@ TEST(Int4Gguf, TheKnobChoosesNativeExpandedOrRequantised) {
 // and int4_nl have none): against the same file expanded, the difference
 // is exactly that, matrix by matrix.
 TEST(Int4Gguf, KeptMatricesCountTheirCodesScalesAndOnlyTheirOwnOffsets) {
-  for (const auto& [file, bits, offsets] : {std::tuple{"llama_tiny_q4_0.gguf", 4, false},
-                                            std::tuple{"llama_tiny_q4_1.gguf", 4, true},
-                                            std::tuple{"llama_tiny_q5_0.gguf", 5, true},
-                                            std::tuple{"llama_tiny_iq4_nl.gguf", 4, false}}) {
+  for (const auto& [file, bits, offsets] :
+       {std::tuple{"llama_tiny_q4_0.gguf", 4, false}, std::tuple{"llama_tiny_q4_1.gguf", 4, true},
+        std::tuple{"llama_tiny_q5_0.gguf", 5, true}, std::tuple{"llama_tiny_iq4_nl.gguf", 4, false}}) {
     const checkpoint kept = checkpoint::open(fixtures / file, {.show_progress = false, .keep_stored_codes = true});
     const checkpoint expanded = checkpoint::open(fixtures / file, {.show_progress = false});
     std::uint64_t saved = 0;
     int matrices = 0;
     for (const layer_weights& layer : kept.weights().layers) {
-      for (const host_tensor* t : {layer.q_proj, layer.k_proj, layer.v_proj, layer.o_proj, layer.gate_proj,
-                                   layer.up_proj, layer.down_proj}) {
+      for (const host_tensor* t :
+           {layer.q_proj, layer.k_proj, layer.v_proj, layer.o_proj, layer.gate_proj, layer.up_proj, layer.down_proj}) {
         ASSERT_NE(t->stored_codes, nullptr) << file << " " << t->name;
         const auto weights = static_cast<std::uint64_t>(t->numel());
         const std::uint64_t as_kept = weights * bits / 8 + weights / 32 * (offsets ? 4 : 2);
