@@ -410,9 +410,13 @@ void cpu_backend::linear_quantized(tensor_view x, const cpu_linear_weight& w, te
   args.m_rows = x.rows;
   args.out = out.as<float>();
   args.out_stride = out.row_stride;
-  // A few runs of weight rows per thread; with more than one pass over the
-  // activations, runs small enough to stay in L2 between passes.
-  std::int64_t run_length = std::max<std::int64_t>(8, ceil_div(w.rows, 4 * pool_.size()) / 8 * 8);
+  // Runs of weight rows claimed one at a time. At up to 8 rows (one pass,
+  // bandwidth-bound) 16 runs per thread, so the thread that finishes first
+  // waits for at most a short run (4 left a thread idle for about 8% of a
+  // batch-1 step, perf); with more than one pass over the activations, runs
+  // small enough to stay in L2 between passes.
+  const std::int64_t runs_per_thread = x.rows <= 8 ? 16 : 4;
+  std::int64_t run_length = std::max<std::int64_t>(8, ceil_div(w.rows, runs_per_thread * pool_.size()) / 8 * 8);
   if (x.rows > 8) {
     const auto row_bytes = static_cast<std::int64_t>(
         layout_for(static_cast<weight_quantization>(w.packed.format), w.rows, w.cols).row_code_bytes);

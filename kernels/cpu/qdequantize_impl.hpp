@@ -61,23 +61,7 @@ inline void dequantize_rows(const quantized_matrix& w, std::int64_t row_begin, s
                             std::uint16_t* out) {
   for (std::int64_t n = row_begin; n < row_end; ++n) {
     std::uint16_t* row = out + (n - row_begin) * w.cols;
-    switch (w.format) {
-      case qformat::int8:
-        dequantize_row<qformat::int8>(w, n, row);
-        break;
-      case qformat::int4:
-        dequantize_row<qformat::int4>(w, n, row);
-        break;
-      case qformat::int4_asym:
-        dequantize_row<qformat::int4_asym>(w, n, row);
-        break;
-      case qformat::int5_asym:
-        dequantize_row<qformat::int5_asym>(w, n, row);
-        break;
-      case qformat::int4_nl:
-        dequantize_row<qformat::int4_nl>(w, n, row);
-        break;
-    }
+    with_qformat(w.format, [&]<qformat F>() { dequantize_row<F>(w, n, row); });
   }
 }
 

@@ -246,23 +246,7 @@ inline void qgemv_rows(const qgemv_args& args) {
 }
 
 inline void qgemv(const qgemv_args& args) {
-  switch (args.weights->format) {
-    case qformat::int8:
-      qgemv_rows<qformat::int8>(args);
-      break;
-    case qformat::int4:
-      qgemv_rows<qformat::int4>(args);
-      break;
-    case qformat::int4_asym:
-      qgemv_rows<qformat::int4_asym>(args);
-      break;
-    case qformat::int5_asym:
-      qgemv_rows<qformat::int5_asym>(args);
-      break;
-    case qformat::int4_nl:
-      qgemv_rows<qformat::int4_nl>(args);
-      break;
-  }
+  with_qformat(args.weights->format, [&]<qformat F>() { qgemv_rows<F>(args); });
 }
 
 }  // namespace troupe::cpu::TROUPE_ISA_NS

@@ -37,6 +37,24 @@ constexpr bool has_group_offsets(qformat format) {
 /// int4_nl_biased_levels.
 constexpr bool biased_byte_codes(qformat format) { return format == qformat::int8 || format == qformat::int4_nl; }
 
+/// Calls fn.template operator()<F>() for the run-time `format`: the one
+/// place a format picks its templated kernel.
+template <class Fn>
+[[gnu::always_inline]] inline void with_qformat(qformat format, Fn&& fn) {
+  switch (format) {
+    case qformat::int8:
+      return fn.template operator()<qformat::int8>();
+    case qformat::int4:
+      return fn.template operator()<qformat::int4>();
+    case qformat::int4_asym:
+      return fn.template operator()<qformat::int4_asym>();
+    case qformat::int5_asym:
+      return fn.template operator()<qformat::int5_asym>();
+    case qformat::int4_nl:
+      return fn.template operator()<qformat::int4_nl>();
+  }
+}
+
 /// The 4- or 5-bit code at interleaved position p (< 512) of a superblock
 /// whose codes start at `superblock` (layout: quantized_matrix::codes); for
 /// int4_nl the level's index.
