@@ -134,7 +134,7 @@ std::shared_ptr<executor_resources> load_drafter(const engine_config& config, co
     // is quantised as the target is (drafts are verified, so its format
     // moves acceptance, never the output).
     const std::string& format = config.draft_quantization == "auto" ? config.quantization : config.draft_quantization;
-    quantized_checkpoint opened = open_for_quantization(dir, format, drafter->device->name() == "cpu");
+    quantized_checkpoint opened = open_for_quantization(dir, format, true);
     drafter->weights_source = std::make_shared<const checkpoint>(std::move(opened.weights));
     const model_config& draft = drafter->weights_source->config();
     check_draft_vocabulary(dir, draft, target, target_tokenizer);

@@ -161,7 +161,8 @@ loaded_engine_model load_engine_model(const engine_config& config) {
   const std::filesystem::path dir =
       config.model_dir.empty() ? ensure_demo_model() : std::filesystem::path(config.model_dir);
   const std::string device = resolve_device(config.device);
-  quantized_checkpoint opened = open_for_quantization(dir, config.quantization, device == "cpu");
+  // Both backends run int8 / 4- and 5-bit layers and read stored codes.
+  quantized_checkpoint opened = open_for_quantization(dir, config.quantization, true);
   const weight_quantization quantization = opened.quantization;
   loaded.weights = std::make_shared<const checkpoint>(std::move(opened.weights));
   loaded.preparer = std::make_shared<const prompt_preparer>(load_model_tokenizer(dir), load_model_chat_template(dir));

@@ -161,10 +161,10 @@ std::vector<knob_spec> engine_knobs() {
           text(
               "quantization", "auto", {"auto", "none", "int8", "int4", "int4_asym", "int5_asym", "int4_nl"},
               "weight-only quantisation of the linear layers at load (cpu and cuda; round to nearest): int8 per output "
-              "row, int4 per group of 32 inputs, int5_asym 5-bit codes and int4_nl 4-bit codes on IQ4_NL's 16 levels "
-              "per group of 32 (cpu only); embeddings keep their type. auto: a checkpoint stored in 4 or 5 bits "
-              "(GGUF Q4_0/Q4_1/Q4_K/Q5_0/Q5_1/Q5_K/IQ4_NL/IQ4_XS, AWQ, GPTQ) runs as stored on the cpu and other "
-              "GGUF block formats (Q8_0, Q6_K, Q2_K/Q3_K) as int8 (expanded to bf16 on cuda), others as none"),
+              "row, int4 per group of 32 inputs, int4_nl 4-bit codes on IQ4_NL's 16 levels per group of 32, "
+              "int5_asym 5-bit codes per group of 32; embeddings keep their type. auto: a checkpoint stored in 4 or 5 "
+              "bits (GGUF Q4_0/Q4_1/Q4_K/Q5_0/Q5_1/Q5_K/IQ4_NL/IQ4_XS, AWQ, GPTQ) runs as stored and other GGUF "
+              "block formats (Q8_0, Q6_K, Q2_K/Q3_K) as int8, others as none"),
           text("lm_head_quantization", "auto", {"auto", "none", "int8", "int4", "int4_asym", "int5_asym", "int4_nl"},
                "the LM head's format at load: auto keeps an unquantised model's head; beside 4- or 5-bit layers it is "
                "int4 when the head is tied to the embeddings on the cpu (its 64 best logits a row rescored "

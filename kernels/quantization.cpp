@@ -72,10 +72,6 @@ float stored_code_value(weight_quantization format, int code, float scale, float
   return scale * static_cast<float>(code) + (quantization_group_offsets(format) ? offset : -8.0f * scale);
 }
 
-bool quantization_cpu_only(weight_quantization format) {
-  return format == weight_quantization::int5_asym || format == weight_quantization::int4_nl;
-}
-
 std::optional<weight_quantization> lm_head_quantization(weight_quantization layers, std::string_view head,
                                                         bool head_refined) {
   if (head != "auto") return parse_quantization(head);

@@ -17,8 +17,8 @@ enum class weight_quantization : std::uint8_t {
   int8 = 1,       ///< int8, one f32 scale per output row (symmetric)
   int4 = 2,       ///< int4, one f16 scale per group of 32 inputs (symmetric, codes -8..7)
   int4_asym = 3,  ///< int4, f16 scale and f16 offset per group of 32 inputs
-  int5_asym = 4,  ///< 5-bit codes 0..31, f16 scale and f16 offset per group of 32 inputs (cpu only)
-  int4_nl = 5,    ///< 4-bit codes naming int4_nl_levels, one f16 scale per group of 32 inputs (cpu only)
+  int5_asym = 4,  ///< 5-bit codes 0..31, f16 scale and f16 offset per group of 32 inputs
+  int4_nl = 5,    ///< 4-bit codes naming int4_nl_levels, one f16 scale per group of 32 inputs
 };
 
 /// int4_nl's 16 levels: w = scale · int4_nl_levels[code]. They are GGUF
@@ -52,9 +52,6 @@ bool quantization_group_offsets(weight_quantization format);
 /// ignored): scale · (code − 8) for int4, scale · int4_nl_levels[code] for
 /// int4_nl, scale · code + offset for int4_asym / int5_asym.
 float stored_code_value(weight_quantization format, int code, float scale, float offset);
-
-/// True for the formats the CPU backend alone has kernels for (int5_asym, int4_nl).
-bool quantization_cpu_only(weight_quantization format);
 
 /// The LM head's format for linear layers in `layers` and the choice
 /// `head` ("auto" or a quantization_name()). auto keeps an unquantised

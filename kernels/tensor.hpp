@@ -83,6 +83,11 @@ struct host_tensor {
   std::int64_t matrix_cols() const { return shape.empty() ? 1 : shape.back(); }
 };
 
+/// Rows [begin, begin + count) of the [rows][cols] matrix `part` as f32
+/// [count][cols], every weight at its natural input position, whatever
+/// holds them: `data` (any dtype), a row source, or stored codes (decoded).
+std::vector<float> matrix_rows_as_f32(const host_tensor& part, std::int64_t begin, std::int64_t count);
+
 class backend;
 
 /// Memory owned by a backend; returned to it when destroyed. Move-only.

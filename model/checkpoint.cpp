@@ -345,9 +345,9 @@ quantized_checkpoint open_for_quantization(const std::filesystem::path& path, st
   options.expand_on_demand = quantized_kernels && (automatic || requested != weight_quantization::none);
   quantized_checkpoint out{checkpoint::open(path, options), requested};
   const weight_quantization stored = out.weights.stored_quantization();
-  // Q6_K / Q8_0 and 8-bit GPTQ have no exact home (nor Q5 and IQ4 on cuda); per-row int8
-  // decodes twice as fast as bf16 at about the same logits
-  // (docs/operations.md), so a CPU runs them as int8.
+  // Q6_K / Q8_0 and 8-bit GPTQ have no exact home; per-row int8 decodes
+  // twice as fast as bf16 at about the same logits (docs/operations.md), so
+  // they run as int8.
   if (automatic && quantized_kernels && out.weights.stored_5_to_8_bits()) out.quantization = weight_quantization::int8;
   if (stored == weight_quantization::none) return out;
   if (automatic) {

@@ -146,7 +146,7 @@ struct quantized_checkpoint {
 
 /// Opens `path` for the `quantization` knob ("auto" or a quantization_name())
 /// on a backend that `quantized_kernels` says has int8/int4 kernels and
-/// reads stored_code_source weights (cpu). "auto": a checkpoint whose linear
+/// reads stored_code_source weights (cpu and cuda). "auto": a checkpoint whose linear
 /// layers are stored in 4- or 5-bit groups (GGUF Q4_0 / Q4_1 / Q4_K / Q5_* /
 /// IQ4_NL / IQ4_XS, AWQ, GPTQ) runs them in that format
 /// (gguf_stored_code_format), one stored mostly in 5 to 8 bits otherwise

@@ -83,25 +83,6 @@ std::vector<std::int32_t> stacked_permutation(std::span<const host_tensor> parts
   return {};
 }
 
-// Rows [begin, begin + count) of `part` as f32 [count][cols] with every
-// weight at its natural input position (4-bit codes decoded).
-std::vector<float> natural_rows(const host_tensor& part, std::int64_t begin, std::int64_t count) {
-  const std::int64_t cols = part.shape[1];
-  std::vector<float> rows(static_cast<std::size_t>(count * cols));
-  if (part.rows != nullptr) {
-    part.rows->read_rows(begin, count, rows.data());
-    return rows;
-  }
-  if (part.stored_codes == nullptr) {
-    const std::size_t row_bytes = static_cast<std::size_t>(cols) * dtype_size(part.type);
-    convert_elements(static_cast<const char*>(part.data) + static_cast<std::size_t>(begin) * row_bytes, part.type,
-                     rows.data(), dtype::f32, rows.size());
-    return rows;
-  }
-  decode_stored_code_rows(*part.stored_codes, begin, count, cols, rows.data());
-  return rows;
-}
-
 // Rows [begin, begin + count) of `part` into the quantised `buffer` from row
 // `first_row` on, whose inputs are in `order` (stacked_permutation): 4-bit
 // codes in that order and the layout's format are repacked as they are
@@ -130,7 +111,7 @@ void quantize_part_rows(const host_tensor& part, std::int64_t begin, std::int64_
                   layout, buffer, first_row + begin);
     return;
   }
-  const std::vector<float> natural = natural_rows(part, begin, count);
+  const std::vector<float> natural = matrix_rows_as_f32(part, begin, count);
   if (order.empty()) {  // a part expanded on demand, its inputs in order
     quantize_rows(natural.data(), dtype::f32, count, layout, buffer, first_row + begin);
     return;
@@ -183,7 +164,7 @@ std::unique_ptr<std::byte[]> expand_part(thread_pool& pool, const host_tensor& p
   const std::size_t row_bytes = static_cast<std::size_t>(cols) * dtype_size(part.type);
   pool.parallel_for(ceil_div(rows, quantize_task_rows), [&](std::int64_t task, int) {
     const std::int64_t begin = task * quantize_task_rows, count = std::min(quantize_task_rows, rows - begin);
-    const std::vector<float> values = natural_rows(part, begin, count);
+    const std::vector<float> values = matrix_rows_as_f32(part, begin, count);
     convert_elements(values.data(), dtype::f32, out.get() + static_cast<std::size_t>(begin) * row_bytes, part.type,
                      values.size());
   });

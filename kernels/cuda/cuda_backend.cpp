@@ -203,7 +203,7 @@ device_tensor cuda_backend::upload(const host_tensor& tensor) {
 }
 
 std::int64_t cuda_backend::stacked_rows(std::span<const host_tensor> parts, std::span<const host_tensor> biases,
-                                        const char* op) {
+                                        const char* op, bool encoded) {
   const std::string name(op);
   require(!parts.empty(), name + ": no weight parts");
   require(biases.empty() || biases.size() == parts.size(), name + ": give one bias per part or none");
@@ -213,7 +213,8 @@ std::int64_t cuda_backend::stacked_rows(std::span<const host_tensor> parts, std:
     const host_tensor& part = parts[i];
     require(part.shape.size() == 2 && part.matrix_cols() == in_features,
             name + ": '" + part.name + "' must be 2-D with " + std::to_string(in_features) + " columns");
-    require(part.data != nullptr, name + ": '" + part.name + "' has no data");
+    require(part.data != nullptr || (encoded && (part.stored_codes != nullptr || part.rows != nullptr)),
+            name + ": '" + part.name + "' has no data");
     if (!biases.empty())
       require(biases[i].numel() == part.matrix_rows(),
               name + ": bias '" + biases[i].name + "' must have " + std::to_string(part.matrix_rows()) + " elements");

@@ -12,6 +12,7 @@
 #include "kernels/cuda/cuda_backend_impl.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/quantization.hpp"
+#include "kernels/stored_code_source.hpp"
 
 namespace troupe::cuda {
 
@@ -23,20 +24,40 @@ constexpr std::int64_t rows_per_packing_task = 256;
 // Slabs start at multiples of this many rows (keeps outputs 128-byte aligned).
 constexpr std::int64_t slab_row_multiple = 64;
 
+// Rows [begin, begin + count) of `part` as rows from first_row + begin of
+// `image`: codes its checkpoint stores in the layout's format, inputs in
+// order, as they are; anything else (floats, a matrix expanded on demand,
+// codes of another format or of GPTQ's act order, decoded to their natural
+// positions) through the CPU quantiser.
+void pack_part_rows(const host_tensor& part, std::int64_t begin, std::int64_t count,
+                    const quantized_device_layout& layout, void* image, std::int64_t first_row) {
+  if (part.stored_codes != nullptr && part.stored_codes->format() == layout.format &&
+      part.stored_codes->input_permutation().empty()) {
+    std::vector<std::uint8_t> codes(static_cast<std::size_t>(count * layout.cols));
+    std::vector<std::uint16_t> scales(static_cast<std::size_t>(count * layout.groups)), offsets(scales.size());
+    part.stored_codes->read_rows(begin, count, codes.data(), scales.data(), offsets.data());
+    pack_stored_code_rows(codes.data(), scales.data(), offsets.data(), count, layout, image, first_row + begin);
+  } else if (part.data != nullptr) {
+    const std::size_t row_bytes = static_cast<std::size_t>(layout.cols) * dtype_size(part.type);
+    pack_quantized_rows(static_cast<const char*>(part.data) + static_cast<std::size_t>(begin) * row_bytes, part.type,
+                        count, layout, image, first_row + begin);
+  } else {
+    const std::vector<float> rows = matrix_rows_as_f32(part, begin, count);
+    pack_quantized_rows(rows.data(), dtype::f32, count, layout, image, first_row + begin);
+  }
+}
+
 // Packs `part` as rows [first_row, first_row + rows) of `image`, in parallel.
 void pack_part(const host_tensor& part, const quantized_device_layout& layout, void* image, std::int64_t first_row) {
   const std::int64_t rows = part.matrix_rows();
   const std::int64_t workers = std::clamp<std::int64_t>(
       std::min<std::int64_t>(std::thread::hardware_concurrency(), rows / rows_per_packing_task), 1, 16);
   const std::int64_t share = (rows + workers - 1) / workers;
-  const std::size_t row_bytes = static_cast<std::size_t>(layout.cols) * dtype_size(part.type);
   std::vector<std::future<void>> tasks;
   for (std::int64_t begin = 0; begin < rows; begin += share) {
     const std::int64_t count = std::min(share, rows - begin);
-    const void* source = static_cast<const char*>(part.data) + static_cast<std::size_t>(begin) * row_bytes;
-    tasks.push_back(std::async(std::launch::async, [=, &layout] {
-      pack_quantized_rows(source, part.type, count, layout, image, first_row + begin);
-    }));
+    tasks.push_back(std::async(std::launch::async,
+                               [=, &part, &layout] { pack_part_rows(part, begin, count, layout, image, first_row); }));
   }
   for (auto& task : tasks) task.get();
 }
@@ -51,10 +72,7 @@ std::unique_ptr<linear_weight> cuda_backend::prepare_quantized_linear(std::span<
                                                                       std::span<const host_tensor> biases,
                                                                       weight_quantization format) {
   if (format == weight_quantization::none) return prepare_linear(parts, biases);
-  if (quantization_cpu_only(format))
-    throw std::runtime_error("quantization " + std::string(quantization_name(format)) +
-                             " has no CUDA kernels (cpu only): use int4, int4_asym or int8 on cuda");
-  const std::int64_t out_features = stacked_rows(parts, biases, "prepare_quantized_linear");
+  const std::int64_t out_features = stacked_rows(parts, biases, "prepare_quantized_linear", true);
   auto weight =
       std::make_unique<cuda_quantized_weight>(device_layout_for(format, out_features, parts.front().matrix_cols()));
   std::vector<unsigned char> image(weight->layout.total_bytes, 0);

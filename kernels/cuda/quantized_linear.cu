@@ -42,16 +42,55 @@ __device__ __forceinline__ float signed_byte_as_float(unsigned word, int j) {
   return bits_as_float(float_two_23_bits | (((word >> (8 * j)) & 0xffu) ^ 0x80u)) - (float_two_23 + 128.0f);
 }
 
+/// int4_nl_levels as bytes, four to a word: what level_of selects from.
+constexpr unsigned level_word(int first) {
+  unsigned word = 0;
+  for (int j = 0; j < 4; ++j)
+    word |= static_cast<unsigned>(static_cast<unsigned char>(int4_nl_levels[first + j])) << (8 * j);
+  return word;
+}
+constexpr unsigned levels_0_3 = level_word(0), levels_4_7 = level_word(4), levels_8_11 = level_word(8),
+                   levels_12_15 = level_word(12);
+
+/// Byte `index` (0..7) of the eight bytes high_word:low_word, in the low byte.
+__device__ __forceinline__ unsigned select_byte(unsigned low_word, unsigned high_word, unsigned index) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(low_word, high_word, index);
+#else
+  return static_cast<unsigned>((static_cast<unsigned long long>(high_word) << 32 | low_word) >> (8 * index)) & 0xffu;
+#endif
+}
+
+/// int4_nl_levels[code] as a float: a byte lookup in registers (two
+/// permutes and a select) where a table in memory would serialise a warp's
+/// different codes.
+__device__ __forceinline__ float level_of(unsigned code) {
+  const unsigned low = select_byte(levels_0_3, levels_4_7, code & 7u);
+  const unsigned high = select_byte(levels_8_11, levels_12_15, code & 7u);
+  return signed_byte_as_float((code & 8u) != 0 ? high : low, 0);
+}
+
+/// The weight a 4- or 5-bit `code` stands for: scale · code + offset, or
+/// for int4_nl scale · its level.
+template <weight_quantization Format>
+__device__ __forceinline__ float nibble_value(unsigned code, float2 scale_offset) {
+  if constexpr (Format == weight_quantization::int4_nl) return level_of(code) * scale_offset.x;
+  return fmaf(code_as_float(code), scale_offset.x, scale_offset.y);
+}
+
 __device__ __forceinline__ float half_at(const void* values, std::int64_t index) {
   return __half2float(static_cast<const __half*>(values)[index]);
 }
 
-/// Scale and offset of int4 group g of row n (offset −8 · scale when symmetric).
+/// Scale and offset of 4- or 5-bit group g of row n (offset −8 · scale for
+/// int4; int4_nl's levels carry none).
 template <weight_quantization Format>
 __device__ __forceinline__ float2 group_scale_offset(const quantized_weight_view& w, std::int64_t n, std::int64_t g) {
   const std::int64_t at = n * w.groups + g;
   const float scale = half_at(w.scales, at);
-  if constexpr (Format == weight_quantization::int4_asym) return make_float2(scale, half_at(w.offsets, at));
+  if constexpr (Format == weight_quantization::int4_asym || Format == weight_quantization::int5_asym)
+    return make_float2(scale, half_at(w.offsets, at));
+  if constexpr (Format == weight_quantization::int4_nl) return make_float2(scale, 0.0f);
   return make_float2(scale, -8.0f * scale);
 }
 
@@ -73,9 +112,14 @@ __device__ __forceinline__ void load_group(const quantized_weight_view& w, std::
     const uint4 raw = *reinterpret_cast<const uint4*>(codes + n * (w.padded_cols / 2) + g * (device_quant_group / 2));
     const unsigned words[4] = {raw.x, raw.y, raw.z, raw.w};
     const float2 scale_offset = group_scale_offset<Format>(w, n, g);
+    unsigned fifth_bits = 0;  // bit t: feature 32 g + t's
+    if constexpr (Format == weight_quantization::int5_asym)
+      fifth_bits = static_cast<const unsigned*>(w.fifth_bits)[n * (w.padded_cols / 32) + g];
     for (int i = 0; i < 4; ++i)
-      for (int j = 0; j < 8; ++j)
-        out[8 * i + j] = fmaf(code_as_float((words[i] >> (4 * j)) & 0xfu), scale_offset.x, scale_offset.y);
+      for (int j = 0; j < 8; ++j) {
+        const unsigned code = ((words[i] >> (4 * j)) & 0xfu) | ((fifth_bits >> (8 * i + j)) & 1u) << 4;
+        out[8 * i + j] = nibble_value<Format>(code, scale_offset);
+      }
   }
 }
 
@@ -140,8 +184,11 @@ __global__ void __launch_bounds__(dequantize_threads) dequantize_kernel(dequanti
   } else {
     const unsigned word = *reinterpret_cast<const unsigned*>(codes + n * (p.w.padded_cols / 2) + chunk * 4);
     const float2 scale_offset = group_scale_offset<Format>(p.w, n, chunk * features_per_thread / device_quant_group);
+    unsigned fifth_bits = 0;  // bit j: the chunk's feature j's
+    if constexpr (Format == weight_quantization::int5_asym)
+      fifth_bits = static_cast<const unsigned char*>(p.w.fifth_bits)[n * (p.w.padded_cols / 8) + chunk];
     for (int j = 0; j < features_per_thread; ++j)
-      values[j] = fmaf(code_as_float((word >> (4 * j)) & 0xfu), scale_offset.x, scale_offset.y);
+      values[j] = nibble_value<Format>(((word >> (4 * j)) & 0xfu) | ((fifth_bits >> j) & 1u) << 4, scale_offset);
   }
   auto* out = static_cast<__nv_bfloat16*>(p.out) + i * p.w.cols;
   for (int j = 0; j < features_per_thread; ++j) {
@@ -190,9 +237,11 @@ void launch_quantized_gemv(const quantized_gemv_params& params, cudaStream_t str
       return launch_gemv_rows<weight_quantization::int4>(params, stream);
     case weight_quantization::int4_asym:
       return launch_gemv_rows<weight_quantization::int4_asym>(params, stream);
-    case weight_quantization::none:
-    case weight_quantization::int5_asym:  // refused by prepare_quantized_linear
     case weight_quantization::int4_nl:
+      return launch_gemv_rows<weight_quantization::int4_nl>(params, stream);
+    case weight_quantization::int5_asym:
+      return launch_gemv_rows<weight_quantization::int5_asym>(params, stream);
+    case weight_quantization::none:
       break;
   }
   throw std::invalid_argument("launch_quantized_gemv: the weight is not in a CUDA quantised format");
@@ -207,9 +256,11 @@ void launch_dequantize(const dequantize_params& params, cudaStream_t stream) {
       return launch_dequantize_rows<weight_quantization::int4>(params, stream);
     case weight_quantization::int4_asym:
       return launch_dequantize_rows<weight_quantization::int4_asym>(params, stream);
-    case weight_quantization::none:
-    case weight_quantization::int5_asym:  // refused by prepare_quantized_linear
     case weight_quantization::int4_nl:
+      return launch_dequantize_rows<weight_quantization::int4_nl>(params, stream);
+    case weight_quantization::int5_asym:
+      return launch_dequantize_rows<weight_quantization::int5_asym>(params, stream);
+    case weight_quantization::none:
       break;
   }
   throw std::invalid_argument("launch_dequantize: the weight is not in a CUDA quantised format");

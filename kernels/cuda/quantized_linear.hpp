@@ -22,9 +22,12 @@ constexpr std::int64_t gemv_max_rows = 8;
 
 /// Where the parts of one quantised [rows][cols] matrix lie in its device
 /// allocation (bytes). Codes are row-major with input features padded to a
-/// multiple of 32: int8 as signed bytes q (w = row_scale · q), int4 two per
-/// byte, feature 2j in the low nibble of byte j and 2j + 1 in the high one
-/// (w = scale · code + offset, offset = −8 · scale for symmetric int4).
+/// multiple of 32: int8 as signed bytes q (w = row_scale · q), 4-bit codes
+/// two per byte, feature 2j in the low nibble of byte j and 2j + 1 in the
+/// high one (w = scale · code + offset, offset = −8 · scale for symmetric
+/// int4; scale · int4_nl_levels[code] for int4_nl). int5_asym keeps its low
+/// four bits so and its fifth bits in a plane of their own: bit j % 8 of
+/// byte j / 8 of the row's padded_cols / 8 bytes is feature j's.
 struct quantized_device_layout {
   weight_quantization format = weight_quantization::int8;
   std::int64_t rows = 0, cols = 0;
@@ -32,7 +35,8 @@ struct quantized_device_layout {
   std::int64_t groups = 0;       ///< padded_cols / device_quant_group
   std::size_t row_bytes = 0;     ///< code bytes per row (a multiple of 16)
   std::size_t scales_at = 0;     ///< int8: f32 [rows]; int4: f16 [rows][groups]
-  std::size_t offsets_at = 0;    ///< int4_asym: f16 [rows][groups]
+  std::size_t offsets_at = 0;    ///< int4_asym, int5_asym: f16 [rows][groups]
+  std::size_t fifth_bits_at = 0;  ///< int5_asym: [rows][padded_cols / 8]
   std::size_t total_bytes = 0;
 };
 
@@ -46,6 +50,15 @@ quantized_device_layout device_layout_for(weight_quantization format, std::int64
 void pack_quantized_rows(const void* source, dtype type, std::int64_t count, const quantized_device_layout& layout,
                          void* image, std::int64_t first_row);
 
+/// Writes rows [first_row, first_row + count) of the host image from codes
+/// a checkpoint stores in layout.format (stored_code_source::read_rows, no
+/// input permutation): `codes` [count][cols] one per byte in input order,
+/// `scales` and, for int4_asym / int5_asym, `offsets` [count][cols / 32]
+/// f16. cols must be a multiple of 32. Exact: the checkpoint's values.
+void pack_stored_code_rows(const std::uint8_t* codes, const std::uint16_t* scales, const std::uint16_t* offsets,
+                           std::int64_t count, const quantized_device_layout& layout, void* image,
+                           std::int64_t first_row);
+
 /// The value of weight (n, k) in a host image of the layout (k < cols).
 float packed_weight(const quantized_device_layout& layout, const void* image, std::int64_t n, std::int64_t k);
 
@@ -54,7 +67,8 @@ struct quantized_weight_view {
   weight_quantization format = weight_quantization::int8;
   const void* codes = nullptr;    ///< [rows][row_bytes]
   const void* scales = nullptr;   ///< see quantized_device_layout::scales_at
-  const void* offsets = nullptr;  ///< int4_asym only
+  const void* offsets = nullptr;  ///< int4_asym, int5_asym
+  const void* fifth_bits = nullptr;  ///< int5_asym only
   std::int64_t rows = 0, cols = 0, padded_cols = 0, groups = 0;
 };
 

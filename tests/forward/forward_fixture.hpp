@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -28,6 +29,7 @@ struct backend_choice {
   bool batch_invariant = false;  ///< the backend's batch-invariant mode (backend_options)
   std::string device = "cpu";    ///< "cpu" or "cuda"
   weight_quantization quantization = weight_quantization::none;  ///< linear layers converted at load
+  std::optional<weight_quantization> lm_head;                    ///< the LM head's format (none: auto)
 };
 
 struct fixture_model {
@@ -50,7 +52,7 @@ struct fixture_model {
 
   /// Loads fixture model `name` (a folder of tests/fixtures/models) onto `choice`.
   static fixture_model load(const std::string& name, const backend_choice& choice = {}) {
-    const auto& [threads, batch_invariant, device, quantization] = choice;
+    const auto& [threads, batch_invariant, device, quantization, lm_head] = choice;
     const auto dir = fixtures_dir() / "models" / name;
     checkpoint_options options;
     options.show_progress = false;
@@ -59,7 +61,7 @@ struct fixture_model {
     backend_settings.batch_invariant = batch_invariant;
     fixture_model f{dir, checkpoint::open(dir, options), make_backend(device, backend_settings), nullptr, {}, {}, {},
                     {}};
-    f.model = std::make_unique<llama_model>(f.ckpt.config(), f.ckpt.weights(), *f.device, quantization);
+    f.model = std::make_unique<llama_model>(f.ckpt.config(), f.ckpt.weights(), *f.device, quantization, lm_head);
     std::ifstream in(dir / "reference.json");
     std::stringstream text;
     text << in.rdbuf();

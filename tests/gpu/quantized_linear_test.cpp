@@ -1,4 +1,4 @@
-// Weight-only quantised linear layers (int8, int4, int4_asym): the packing
+// Weight-only quantised linear layers (int8, int4, int4_asym, int5_asym, int4_nl): the packing
 // into the device layout against the CPU quantiser's own decoding (no GPU
 // needed), then the fused GEMV and the expanded-slab path against a double
 // reference that decodes the CPU quantiser's codes of the same weights.
@@ -18,7 +18,8 @@ namespace troupe::gpu_test {
 namespace {
 
 constexpr weight_quantization formats[] = {weight_quantization::int8, weight_quantization::int4,
-                                           weight_quantization::int4_asym};
+                                           weight_quantization::int4_asym, weight_quantization::int5_asym,
+                                           weight_quantization::int4_nl};
 
 /// Every weight of a rows × cols f32 matrix as the CPU quantiser stores it.
 std::vector<float> cpu_decoded(const std::vector<float>& w, weight_quantization format, std::int64_t rows,

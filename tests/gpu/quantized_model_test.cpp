@@ -1,5 +1,5 @@
 // Whole forward passes with quantised linear layers (--quantization int8,
-// int4, int4_asym) on the CUDA backend against the CPU backend's quantised
+// int4, int4_asym, int5_asym, int4_nl) on the CUDA backend against the CPU backend's quantised
 // path, on every fixture model. Both hold the same codes (the CUDA backend
 // packs the CPU quantiser's), so what differs is the arithmetic: bf16
 // activations on CUDA, f32 activations quantised to int8 per group of 32 on
@@ -33,7 +33,8 @@ constexpr double f32_checkpoint_bound = 0.16;
 constexpr double bf16_checkpoint_bound = 0.04;
 
 constexpr weight_quantization formats[] = {weight_quantization::int8, weight_quantization::int4,
-                                           weight_quantization::int4_asym};
+                                           weight_quantization::int4_asym, weight_quantization::int5_asym,
+                                           weight_quantization::int4_nl};
 
 /// The largest relative_max_error over prompts.
 double worst_error(const std::vector<std::vector<float>>& got, const std::vector<std::vector<float>>& want) {
@@ -63,6 +64,9 @@ TEST_P(CudaQuantizedModel, LogitsMatchTheCpuQuantizedPath) {
     const std::string name(quantization_name(format));
     backend_choice on_cpu;
     on_cpu.quantization = format;
+    // The head CUDA's auto gives these layers (int8: it rescores no logits),
+    // so the CPU's tied head is not the int4 one it would choose itself.
+    on_cpu.lm_head = lm_head_quantization(format, "auto", false);
     backend_choice on_gpu = on_cpu;
     on_gpu.device = "cuda";
     auto gpu = fixture_model::load(GetParam(), on_gpu);

@@ -50,8 +50,6 @@ TEST(QuantizedFormat, NamesRoundTrip) {
   EXPECT_EQ(quantization_choices_text(), "auto, none, int8, int4, int4_asym, int5_asym, int4_nl");
   EXPECT_EQ(quantization_code_bits(weight_quantization::int5_asym), 5);
   EXPECT_EQ(quantization_code_bits(weight_quantization::int4_nl), 4);
-  EXPECT_TRUE(quantization_cpu_only(weight_quantization::int4_nl));
-  EXPECT_FALSE(quantization_cpu_only(weight_quantization::int4_asym));
   EXPECT_FALSE(parse_quantization("int3").has_value());
 }
 

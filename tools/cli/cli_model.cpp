@@ -17,8 +17,8 @@ void add_model_flags(CLI::App& command, model_flags& flags) {
   command.add_option("--threads", flags.threads, "CPU backend threads (0: all cores)")->check(CLI::NonNegativeNumber);
   command
       .add_option("--quantization", flags.quantization,
-                  "weight-only quantisation at load: auto (a 4- or 5-bit GGUF / AWQ / GPTQ checkpoint as stored, on "
-                  "the cpu), none, int8, int4, int4_asym, or int5_asym or int4_nl (cpu only)")
+                  "weight-only quantisation at load: auto (a 4- or 5-bit GGUF / AWQ / GPTQ checkpoint as stored), "
+                  "none, int8, int4, int4_asym, int5_asym or int4_nl")
       ->check(CLI::IsMember(quantization_choices()));
   command
       .add_option(

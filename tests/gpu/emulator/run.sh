@@ -2,10 +2,11 @@
 # Builds tests/gpu against the CPU emulator and runs it.
 #   tests/gpu/emulator/run.sh [gtest filter]     (default: all tests)
 # Build dir: $TROUPE_EMULATOR_BUILD (default /tmp/troupe-gpu-emulator).
-# model_test.cpp and quantized_model_test.cpp (whole forward passes) need
-# the model, text, chat, config and kernels libraries of a CMake build (with
-# or without CUDA: the backend factory is recompiled here with it): name its
-# directory in $TROUPE_EMULATOR_LIBS; without it those files are left out.
+# model_test.cpp, quantized_model_test.cpp and stored_codes_test.cpp (whole
+# forward passes) need the model, text, chat, config and kernels libraries
+# of a CMake build (with or without CUDA: the backend factory is recompiled
+# here with it): name its directory in $TROUPE_EMULATOR_LIBS; without it
+# those files are left out.
 # With it the script also links $build/troupe_emulated, the `troupe` CLI on
 # the emulated GPU (`--device cuda`, and `auto` picks it): for example
 #   TROUPE_BIN=$build/troupe_emulated .venv/bin/pytest tests/e2e
@@ -33,7 +34,8 @@ for source in "$repo_root"/kernels/cuda/*.cpp; do
   [ "$name" = gemm ] && continue  # cuBLASLt: emu_gemm.cpp stands in
   g++ "${flags[@]}" -c "$source" -o "$build/obj/h_$name.o"
 done
-for name in backend_defaults dtype rope_spec step_batch tensor speculative quantization tree_attention; do
+for name in backend_defaults dtype rope_spec step_batch tensor speculative quantization tree_attention \
+    stored_code_source; do
   g++ "${flags[@]}" -c "$repo_root/kernels/$name.cpp" -o "$build/obj/c_$name.o"
 done
 # Verify groups run on the host over the CPU sampler and its ISA tables
@@ -61,11 +63,11 @@ if [ -n "${TROUPE_EMULATOR_LIBS:-}" ]; then
   g++ "${flags[@]}" -c "$repo_root/kernels/backend.cpp" -o "$build/obj/c_backend.o"
 else
   rm -f "$build/obj/c_backend.o"
-  rm -f "$build/obj/t_model_test.o" "$build/obj/t_quantized_model_test.o"
+  rm -f "$build/obj/t_model_test.o" "$build/obj/t_quantized_model_test.o" "$build/obj/t_stored_codes_test.o"
 fi
 for source in "$repo_root"/tests/gpu/*.cpp; do
   case "$(basename "$source")" in
-    model_test.cpp | quantized_model_test.cpp) [ -z "${TROUPE_EMULATOR_LIBS:-}" ] && continue ;;
+    model_test.cpp | quantized_model_test.cpp | stored_codes_test.cpp) [ -z "${TROUPE_EMULATOR_LIBS:-}" ] && continue ;;
   esac
   g++ "${flags[@]}" -c "$source" -o "$build/obj/t_$(basename "$source" .cpp).o"
 done
