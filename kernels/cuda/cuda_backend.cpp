@@ -11,6 +11,7 @@
 #include "kernels/cuda/cuda_backend_impl.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/upload_layout.hpp"
+#include "kernels/stored_code_source.hpp"
 
 namespace troupe::cuda {
 
@@ -203,7 +204,7 @@ device_tensor cuda_backend::upload(const host_tensor& tensor) {
 }
 
 std::int64_t cuda_backend::stacked_rows(std::span<const host_tensor> parts, std::span<const host_tensor> biases,
-                                        const char* op, bool encoded) {
+                                        const char* op) {
   const std::string name(op);
   require(!parts.empty(), name + ": no weight parts");
   require(biases.empty() || biases.size() == parts.size(), name + ": give one bias per part or none");
@@ -213,7 +214,7 @@ std::int64_t cuda_backend::stacked_rows(std::span<const host_tensor> parts, std:
     const host_tensor& part = parts[i];
     require(part.shape.size() == 2 && part.matrix_cols() == in_features,
             name + ": '" + part.name + "' must be 2-D with " + std::to_string(in_features) + " columns");
-    require(part.data != nullptr || (encoded && (part.stored_codes != nullptr || part.rows != nullptr)),
+    require(part.data != nullptr || part.stored_codes != nullptr || part.rows != nullptr,
             name + ": '" + part.name + "' has no data");
     if (!biases.empty())
       require(biases[i].numel() == part.matrix_rows(),
@@ -245,7 +246,22 @@ std::unique_ptr<linear_weight> cuda_backend::prepare_linear(std::span<const host
   weight->weights = device_allocation(static_cast<std::size_t>(out_features * in_features) * 2);
   std::int64_t row = 0;
   for (const host_tensor& part : parts) {
-    upload_as(part, static_cast<char*>(weight->weights.data()) + row * in_features * 2, dtype::bf16);
+    void* destination = static_cast<char*>(weight->weights.data()) + row * in_features * 2;
+    if (part.stored_codes != nullptr)
+      throw std::invalid_argument("prepare_linear: weight " + part.name + " is stored as " +
+                                  std::string(quantization_name(part.stored_codes->format())) +
+                                  " codes; prepare it quantised");
+    if (part.data != nullptr) {
+      upload_as(part, destination, dtype::bf16);
+    } else {
+      // A matrix its checkpoint expands on demand (a few block-typed
+      // matrices in a file that runs unquantised): its floats, then as any f32 part.
+      const std::vector<float> values = matrix_rows_as_f32(part, 0, part.matrix_rows());
+      host_tensor expanded = part;
+      expanded.type = dtype::f32;
+      expanded.data = values.data();
+      upload_as(expanded, destination, dtype::bf16);
+    }
     row += part.matrix_rows();
   }
   upload_biases(biases, out_features, weight->bias_f32, weight->bias_bf16);

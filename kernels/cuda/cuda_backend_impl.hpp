@@ -153,10 +153,9 @@ class cuda_backend final : public backend {
   device_buffer allocate_direct(std::size_t bytes);
   void upload_as(const host_tensor& tensor, void* dst, dtype to);
   /// Checks that `parts` share their columns and `biases` match them;
-  /// returns the stacked row count. Parts hold floats, or (`encoded`: the
-  /// quantised path) stored codes or a row source instead.
+  /// returns the stacked row count. Parts hold floats, stored codes or a row source.
   static std::int64_t stacked_rows(std::span<const host_tensor> parts, std::span<const host_tensor> biases,
-                                   const char* op, bool encoded = false);
+                                   const char* op);
   /// Uploads the stacked biases (if any) in f32 and bf16.
   void upload_biases(std::span<const host_tensor> biases, std::int64_t out_features, device_allocation& f32,
                      device_allocation& bf16);

@@ -72,7 +72,7 @@ std::unique_ptr<linear_weight> cuda_backend::prepare_quantized_linear(std::span<
                                                                       std::span<const host_tensor> biases,
                                                                       weight_quantization format) {
   if (format == weight_quantization::none) return prepare_linear(parts, biases);
-  const std::int64_t out_features = stacked_rows(parts, biases, "prepare_quantized_linear", true);
+  const std::int64_t out_features = stacked_rows(parts, biases, "prepare_quantized_linear");
   auto weight =
       std::make_unique<cuda_quantized_weight>(device_layout_for(format, out_features, parts.front().matrix_cols()));
   std::vector<unsigned char> image(weight->layout.total_bytes, 0);

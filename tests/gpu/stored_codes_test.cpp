@@ -83,6 +83,9 @@ TEST(CudaStoredCodes, DeviceLayoutHoldsTheCodesAsStored) {
 /// stored codes: 0.011-0.021 over these files in the emulator on 2026-12-06
 /// (bf16 activations on CUDA, int8 ones on the CPU), so about 1.4× the largest.
 constexpr double stored_codes_bound = 0.03;
+/// The same for bf16 weights on both backends: 0.0052 for the Q8_0 file
+/// expanded on demand in the emulator on 2026-12-06, about 1.5× that.
+constexpr double unquantised_bound = 0.008;
 
 // `auto` keeps each file's codes on CUDA as on the CPU (the K-quant files'
 // Q6_K parts make their linears int8 on both), with the LM head both
@@ -112,6 +115,33 @@ TEST(CudaStoredCodes, GgufFilesRunAsStoredLikeTheCpu) {
     std::cout << file << " (" << quantization_name(format) << "): " << worst << "\n";
     EXPECT_LE(worst, stored_codes_bound);
   }
+}
+
+// A matrix its checkpoint expands on demand, run unquantised (a file of
+// mostly F16 with a few block-typed matrices gives CUDA's plain linears such
+// parts): expanded on the host, as the CPU does; kept codes are refused
+// there, as on the CPU.
+TEST(CudaStoredCodes, StreamedMatricesRunUnquantisedLikeTheCpu) {
+  if (!cuda::device_present()) GTEST_SKIP() << "no CUDA device";
+  const checkpoint streamed =
+      checkpoint::open(gguf_fixtures / "llama_tiny_q8_0.gguf", {.show_progress = false, .expand_on_demand = true});
+  ASSERT_NE(streamed.find_tensor("model.layers.0.self_attn.q_proj.weight")->rows, nullptr);
+  backend_options settings;
+  settings.threads = 2;
+  const auto cpu = make_backend("cpu", settings);
+  const auto gpu = make_backend("cuda", settings);
+  llama_model cpu_model(streamed.config(), streamed.weights(), *cpu, weight_quantization::none);
+  llama_model gpu_model(streamed.config(), streamed.weights(), *gpu, weight_quantization::none);
+  batch_runner cpu_runner(cpu_model, runner_options{}), gpu_runner(gpu_model, runner_options{});
+  const std::vector<std::vector<std::int32_t>> prompts = {{1, 17, 42, 99, 7, 3, 250, 11, 64, 5}};
+  const double error =
+      testing::relative_max_error(gpu_runner.prompt_logits(prompts, 64)[0], cpu_runner.prompt_logits(prompts, 64)[0]);
+  std::cout << "llama_tiny_q8_0.gguf unquantised: " << error << "\n";
+  EXPECT_LE(error, unquantised_bound);
+
+  const checkpoint kept =
+      checkpoint::open(gguf_fixtures / "llama_tiny_q4_0.gguf", {.show_progress = false, .keep_stored_codes = true});
+  EXPECT_THROW(llama_model(kept.config(), kept.weights(), *gpu, weight_quantization::none), std::invalid_argument);
 }
 
 }  // namespace
