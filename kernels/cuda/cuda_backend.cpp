@@ -22,6 +22,8 @@ namespace {
 constexpr std::size_t staged_copy_limit = std::size_t{4} << 20;
 // Elements converted per chunk when a checkpoint's type differs from the device's.
 constexpr std::int64_t conversion_chunk = std::int64_t{16} << 20;
+// Rows of a matrix expanded on demand held in floats at once before upload.
+constexpr std::int64_t expanded_rows_per_upload = 256;
 
 void require(bool condition, const std::string& what) {
   if (!condition) throw std::invalid_argument(what);
@@ -255,12 +257,14 @@ std::unique_ptr<linear_weight> cuda_backend::prepare_linear(std::span<const host
       upload_as(part, destination, dtype::bf16);
     } else {
       // A matrix its checkpoint expands on demand (a few block-typed
-      // matrices in a file that runs unquantised): its floats, then as any f32 part.
-      const std::vector<float> values = matrix_rows_as_f32(part, 0, part.matrix_rows());
-      host_tensor expanded = part;
-      expanded.type = dtype::f32;
-      expanded.data = values.data();
-      upload_as(expanded, destination, dtype::bf16);
+      // matrices in a file that runs unquantised): a block of rows at a
+      // time into floats, each uploaded as an f32 part.
+      for (std::int64_t first = 0; first < part.matrix_rows(); first += expanded_rows_per_upload) {
+        const std::int64_t rows = std::min(expanded_rows_per_upload, part.matrix_rows() - first);
+        const std::vector<float> values = matrix_rows_as_f32(part, first, rows);
+        host_tensor block{part.name, dtype::f32, {rows, in_features}, values.data()};
+        upload_as(block, static_cast<char*>(destination) + first * in_features * 2, dtype::bf16);
+      }
     }
     row += part.matrix_rows();
   }

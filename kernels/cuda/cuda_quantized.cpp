@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <future>
+#include <span>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -21,29 +22,42 @@ namespace {
 // Rows of a part one packing thread takes at least (the quantiser is cheap
 // per row; fewer would spend more on threads than on work).
 constexpr std::int64_t rows_per_packing_task = 256;
+// Rows a packing thread reads, decodes or expands at a time (bounds its scratch).
+constexpr std::int64_t rows_per_read = 64;
 // Slabs start at multiples of this many rows (keeps outputs 128-byte aligned).
 constexpr std::int64_t slab_row_multiple = 64;
 
+// True for an empty order or 0, 1, 2, ...: inputs in their natural order.
+bool natural_order(std::span<const std::int32_t> order) {
+  for (std::size_t j = 0; j < order.size(); ++j)
+    if (order[j] != static_cast<std::int32_t>(j)) return false;
+  return true;
+}
+
 // Rows [begin, begin + count) of `part` as rows from first_row + begin of
-// `image`: codes its checkpoint stores in the layout's format, inputs in
-// order, as they are; anything else (floats, a matrix expanded on demand,
-// codes of another format or of GPTQ's act order, decoded to their natural
-// positions) through the CPU quantiser.
+// `image`, rows_per_read at a time: codes its checkpoint stores in the
+// layout's format, inputs in order, as they are; anything else (floats, a
+// matrix expanded on demand, codes of another format or of GPTQ's act
+// order, decoded to their natural positions) through the CPU quantiser.
 void pack_part_rows(const host_tensor& part, std::int64_t begin, std::int64_t count,
                     const quantized_device_layout& layout, void* image, std::int64_t first_row) {
-  if (part.stored_codes != nullptr && part.stored_codes->format() == layout.format &&
-      part.stored_codes->input_permutation().empty()) {
-    std::vector<std::uint8_t> codes(static_cast<std::size_t>(count * layout.cols));
-    std::vector<std::uint16_t> scales(static_cast<std::size_t>(count * layout.groups)), offsets(scales.size());
-    part.stored_codes->read_rows(begin, count, codes.data(), scales.data(), offsets.data());
-    pack_stored_code_rows(codes.data(), scales.data(), offsets.data(), count, layout, image, first_row + begin);
-  } else if (part.data != nullptr) {
-    const std::size_t row_bytes = static_cast<std::size_t>(layout.cols) * dtype_size(part.type);
-    pack_quantized_rows(static_cast<const char*>(part.data) + static_cast<std::size_t>(begin) * row_bytes, part.type,
-                        count, layout, image, first_row + begin);
-  } else {
-    const std::vector<float> rows = matrix_rows_as_f32(part, begin, count);
-    pack_quantized_rows(rows.data(), dtype::f32, count, layout, image, first_row + begin);
+  const bool as_stored = part.stored_codes != nullptr && part.stored_codes->format() == layout.format &&
+                         natural_order(part.stored_codes->input_permutation());
+  for (std::int64_t at = begin; at < begin + count; at += rows_per_read) {
+    const std::int64_t rows = std::min(rows_per_read, begin + count - at);
+    if (as_stored) {
+      std::vector<std::uint8_t> codes(static_cast<std::size_t>(rows * layout.cols));
+      std::vector<std::uint16_t> scales(static_cast<std::size_t>(rows * layout.groups)), offsets(scales.size());
+      part.stored_codes->read_rows(at, rows, codes.data(), scales.data(), offsets.data());
+      pack_stored_code_rows(codes.data(), scales.data(), offsets.data(), rows, layout, image, first_row + at);
+    } else if (part.data != nullptr) {
+      const std::size_t row_bytes = static_cast<std::size_t>(layout.cols) * dtype_size(part.type);
+      pack_quantized_rows(static_cast<const char*>(part.data) + static_cast<std::size_t>(at) * row_bytes, part.type,
+                          rows, layout, image, first_row + at);
+    } else {
+      const std::vector<float> values = matrix_rows_as_f32(part, at, rows);
+      pack_quantized_rows(values.data(), dtype::f32, rows, layout, image, first_row + at);
+    }
   }
 }
 

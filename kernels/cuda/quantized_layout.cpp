@@ -1,7 +1,8 @@
 // The device layout of quantised matrices and the host packing into it.
 // The codes come from the CPU backend's quantiser (round to nearest, f16
-// scales rounded before the codes are chosen), read back one at a time and
-// rewritten in the natural feature order the CUDA kernels walk.
+// scales rounded before the codes are chosen), read back one at a time, or
+// from a checkpoint's stored codes as they are, and are rewritten in the
+// natural feature order the CUDA kernels walk.
 
 #include <algorithm>
 #include <cstring>
@@ -38,7 +39,9 @@ void write_code_row(const std::uint8_t* codes, const std::uint16_t* scales, cons
   for (std::int64_t k = 0; k < layout.padded_cols; k += 2) {
     const int low = codes[k], high = codes[k + 1];
     nibble_bytes[k / 2] = static_cast<unsigned char>((low & 0x0f) | (high & 0x0f) << 4);
-    if (five_bits) fifth_bits[k / 8] |= static_cast<unsigned char>((low >> 4) << (k % 8) | (high >> 4) << (k % 8 + 1));
+    if (!five_bits) continue;
+    if (k % 8 == 0) fifth_bits[k / 8] = 0;  // each byte written whole, whatever the image held
+    fifth_bits[k / 8] |= static_cast<unsigned char>((low >> 4) << (k % 8) | (high >> 4) << (k % 8 + 1));
   }
   const std::size_t group_bytes = static_cast<std::size_t>(layout.groups) * 2;
   const std::size_t at = static_cast<std::size_t>(n) * group_bytes;

@@ -26,7 +26,7 @@ constexpr std::int64_t gemv_max_rows = 8;
 /// two per byte, feature 2j in the low nibble of byte j and 2j + 1 in the
 /// high one (w = scale · code + offset, offset = −8 · scale for symmetric
 /// int4; scale · int4_nl_levels[code] for int4_nl). int5_asym keeps its low
-/// four bits so and its fifth bits in a plane of their own: bit j % 8 of
+/// four bits as int4_asym does and its fifth bits in a plane of their own: bit j % 8 of
 /// byte j / 8 of the row's padded_cols / 8 bytes is feature j's.
 struct quantized_device_layout {
   weight_quantization format = weight_quantization::int8;

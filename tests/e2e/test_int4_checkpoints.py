@@ -4,9 +4,9 @@ AWQ directory, a GGUF Q5_0 file and one in llama.cpp's Q5_K_M mix
 (tests/fixtures/) run in troupe's int4 / int5 formats by default
 (`--quantization auto`), answer completions, and `--quantization none`
 expands them to bf16 instead. A GPTQ act-order directory (its activations
-permuted per layer), an 8-bit GPTQ one and GGUFs in IQ4_NL and Q2_K (all
-three run as int8) and Q3_K_M (its Q4_K layers as stored, the rest int8)
-answer chat.
+permuted per layer), an 8-bit GPTQ one and a GGUF in Q2_K (both run as
+int8), one in IQ4_NL (as int4_nl) and one in Q3_K_M (its Q4_K layers as
+stored, the rest int8) answer chat.
 """
 
 import os

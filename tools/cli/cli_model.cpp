@@ -39,7 +39,7 @@ loaded_model load_model(const model_flags& flags) {
   const std::filesystem::path dir =
       flags.model_dir.empty() ? ensure_demo_model() : std::filesystem::path(flags.model_dir);
   const std::string device = resolve_device(flags.device);
-  quantized_checkpoint opened = open_for_quantization(dir, flags.quantization, device == "cpu");
+  quantized_checkpoint opened = open_for_quantization(dir, flags.quantization, true);  // kernels on both backends
   loaded_model loaded{dir, std::move(opened.weights), make_backend(device, flags.threads), nullptr, nullptr};
   loaded.model =
       std::make_unique<llama_model>(loaded.ckpt.config(), loaded.ckpt.weights(), *loaded.device, opened.quantization,
