@@ -27,6 +27,11 @@ std::uint16_t f16_at(const void* image, std::size_t offset, std::int64_t index) 
   return bits;
 }
 
+// Row n's bytes of int5_asym's plane of fifth bits (bit k % 8 of byte k / 8: feature k's).
+std::size_t fifth_bits_of_row(const quantized_device_layout& layout, std::int64_t n) {
+  return layout.fifth_bits_at + static_cast<std::size_t>(n * layout.padded_cols / 8);
+}
+
 // Writes one row of 4- or 5-bit `codes` ([padded_cols], one per byte in
 // input order), its f16 group `scales` and, for the formats with offsets,
 // `offsets` as row `n` of the image.
@@ -34,8 +39,7 @@ void write_code_row(const std::uint8_t* codes, const std::uint16_t* scales, cons
                     const quantized_device_layout& layout, unsigned char* image, std::int64_t n) {
   unsigned char* nibble_bytes = image + static_cast<std::size_t>(n) * layout.row_bytes;
   const bool five_bits = layout.format == weight_quantization::int5_asym;
-  unsigned char* fifth_bits =
-      five_bits ? image + layout.fifth_bits_at + static_cast<std::size_t>(n * layout.padded_cols / 8) : nullptr;
+  unsigned char* fifth_bits = five_bits ? image + fifth_bits_of_row(layout, n) : nullptr;
   for (std::int64_t k = 0; k < layout.padded_cols; k += 2) {
     const int low = codes[k], high = codes[k + 1];
     nibble_bytes[k / 2] = static_cast<unsigned char>((low & 0x0f) | (high & 0x0f) << 4);
@@ -49,9 +53,10 @@ void write_code_row(const std::uint8_t* codes, const std::uint16_t* scales, cons
   if (quantization_group_offsets(layout.format)) std::memcpy(image + layout.offsets_at + at, offsets, group_bytes);
 }
 
-// Rewrites row `row` of a CPU-quantised chunk as row `n` of the image.
+// Rewrites row `row` of a CPU-quantised chunk as row `n` of the image;
+// `codes` is room for padded_cols 4- or 5-bit codes.
 void copy_row(const cpu::quantized_matrix& cpu_rows, std::int64_t row, const quantized_device_layout& layout,
-              unsigned char* image, std::int64_t n) {
+              unsigned char* image, std::int64_t n, std::vector<std::uint8_t>& codes) {
   if (!nibbles(layout.format)) {
     unsigned char* codes = image + static_cast<std::size_t>(n) * layout.row_bytes;
     for (std::int64_t k = 0; k < layout.padded_cols; ++k)
@@ -59,7 +64,6 @@ void copy_row(const cpu::quantized_matrix& cpu_rows, std::int64_t row, const qua
     std::memcpy(image + layout.scales_at + static_cast<std::size_t>(n) * 4, cpu_rows.row_scales + row, 4);
     return;
   }
-  std::vector<std::uint8_t> codes(static_cast<std::size_t>(layout.padded_cols));
   for (std::int64_t k = 0; k < layout.padded_cols; ++k)
     codes[static_cast<std::size_t>(k)] = static_cast<std::uint8_t>(cpu::stored_code(cpu_rows, row, k));
   const std::int64_t cpu_groups = cpu_rows.padded_cols / cpu::quant_group;
@@ -98,6 +102,7 @@ void pack_quantized_rows(const void* source, dtype type, std::int64_t count, con
     throw std::invalid_argument("pack_quantized_rows: rows outside the matrix");
   const std::size_t row_source_bytes = static_cast<std::size_t>(layout.cols) * dtype_size(type);
   std::vector<unsigned char> scratch;
+  std::vector<std::uint8_t> codes(static_cast<std::size_t>(layout.padded_cols));
   for (std::int64_t done = 0; done < count; done += rows_per_chunk) {
     const std::int64_t rows = std::min(rows_per_chunk, count - done);
     const cpu::quantized_layout cpu_layout = cpu::layout_for(layout.format, rows, layout.cols);
@@ -106,7 +111,7 @@ void pack_quantized_rows(const void* source, dtype type, std::int64_t count, con
                        cpu_layout, scratch.data(), 0);
     const cpu::quantized_matrix cpu_rows = cpu::view_of(cpu_layout, scratch.data());
     for (std::int64_t row = 0; row < rows; ++row)
-      copy_row(cpu_rows, row, layout, static_cast<unsigned char*>(image), first_row + done + row);
+      copy_row(cpu_rows, row, layout, static_cast<unsigned char*>(image), first_row + done + row, codes);
   }
 }
 
@@ -132,8 +137,7 @@ float packed_weight(const quantized_device_layout& layout, const void* image, st
   }
   int code = k % 2 == 0 ? codes[k / 2] & 0x0f : codes[k / 2] >> 4;
   if (layout.format == weight_quantization::int5_asym) {
-    const auto* fifth_bits = static_cast<const unsigned char*>(image) + layout.fifth_bits_at +
-                             static_cast<std::size_t>(n * layout.padded_cols / 8);
+    const auto* fifth_bits = static_cast<const unsigned char*>(image) + fifth_bits_of_row(layout, n);
     code |= (fifth_bits[k / 8] >> (k % 8) & 1) << 4;
   }
   const std::int64_t group = n * layout.groups + k / device_quant_group;
