@@ -1,5 +1,9 @@
 #include "kernels/tensor.hpp"
 
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
 #include "kernels/backend.hpp"
 #include "kernels/row_source.hpp"
 #include "kernels/stored_code_source.hpp"
@@ -36,6 +40,53 @@ std::vector<float> matrix_rows_as_f32(const host_tensor& part, std::int64_t begi
                      rows.data(), dtype::f32, rows.size());
   }
   return rows;
+}
+
+std::vector<float> matrix_rows_in_order(const host_tensor& part, std::int64_t begin, std::int64_t count,
+                                        std::span<const std::int32_t> order) {
+  std::vector<float> natural = matrix_rows_as_f32(part, begin, count);
+  if (order.empty()) return natural;
+  const std::int64_t cols = part.matrix_cols();
+  std::vector<float> ordered(natural.size());
+  for (std::int64_t i = 0; i < count; ++i) {
+    const float* row = natural.data() + i * cols;
+    float* out = ordered.data() + i * cols;
+    for (std::int64_t j = 0; j < cols; ++j) out[j] = row[order[static_cast<std::size_t>(j)]];
+  }
+  return ordered;
+}
+
+namespace {
+
+bool natural_order(std::span<const std::int32_t> order) {
+  for (std::size_t j = 0; j < order.size(); ++j)
+    if (order[j] != static_cast<std::int32_t>(j)) return false;
+  return true;
+}
+
+}  // namespace
+
+bool same_input_order(std::span<const std::int32_t> a, std::span<const std::int32_t> b) {
+  if (a.empty() || b.empty()) return natural_order(a.empty() ? b : a);
+  return std::equal(a.begin(), a.end(), b.begin(), b.end());
+}
+
+std::vector<std::int32_t> stacked_input_order(std::span<const host_tensor> parts) {
+  for (const host_tensor& part : parts) {
+    if (part.stored_codes == nullptr) continue;
+    const std::span<const std::int32_t> permutation = part.stored_codes->input_permutation();
+    if (!permutation.empty() && permutation.size() != static_cast<std::size_t>(part.matrix_cols()))
+      throw std::invalid_argument("prepare_linear: weight " + part.name + " has an input permutation of " +
+                                  std::to_string(permutation.size()) + " entries for " +
+                                  std::to_string(part.matrix_cols()) + " input features");
+  }
+  for (const host_tensor& part : parts) {
+    if (part.stored_codes == nullptr) continue;
+    const std::span<const std::int32_t> permutation = part.stored_codes->input_permutation();
+    if (natural_order(permutation)) return {};
+    return {permutation.begin(), permutation.end()};
+  }
+  return {};
 }
 
 }  // namespace troupe

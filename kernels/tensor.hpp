@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -87,6 +88,21 @@ struct host_tensor {
 /// [count][cols], every weight at its natural input position, whatever
 /// holds them: `data` (any dtype), a row source, or stored codes (decoded).
 std::vector<float> matrix_rows_as_f32(const host_tensor& part, std::int64_t begin, std::int64_t count);
+
+/// The same rows with their columns in input order `order` (column j holds
+/// input order[j]; empty: the natural order), as a linear whose inputs
+/// are permuted (GPTQ act-order, stored_code_source::input_permutation) holds them.
+std::vector<float> matrix_rows_in_order(const host_tensor& part, std::int64_t begin, std::int64_t count,
+                                        std::span<const std::int32_t> order);
+
+/// Whether two input orders are the same (empty and 0, 1, 2, ... both the natural one).
+bool same_input_order(std::span<const std::int32_t> a, std::span<const std::int32_t> b);
+
+/// The input order of a linear stacked from `parts`: that of its first part
+/// kept as codes (GPTQ act-order), whose codes are then packed as they
+/// are; empty for the natural order. Throws std::invalid_argument naming a
+/// part whose permutation does not have one entry per input.
+std::vector<std::int32_t> stacked_input_order(std::span<const host_tensor> parts);
 
 class backend;
 

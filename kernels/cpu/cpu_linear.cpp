@@ -64,27 +64,11 @@ void check_stored_code_parts(std::span<const host_tensor> parts, weight_quantiza
     if (part.shape[1] % stored_code_group != 0)
       throw std::invalid_argument("prepare_linear: weight " + part.name + " has " + std::to_string(part.shape[1]) +
                                   " input features, not whole groups of 32");
-    const std::size_t permuted = part.stored_codes->input_permutation().size();
-    if (permuted != 0 && permuted != static_cast<std::size_t>(part.shape[1]))
-      throw std::invalid_argument("prepare_linear: weight " + part.name + " has an input permutation of " +
-                                  std::to_string(permuted) + " entries for " + std::to_string(part.shape[1]) +
-                                  " input features");
   }
-}
-
-// The input order of a stacked weight: that of its first part kept in 4
-// bits (GPTQ act-order), whose codes are then packed as they are.
-std::vector<std::int32_t> stacked_permutation(std::span<const host_tensor> parts) {
-  for (const host_tensor& part : parts) {
-    if (part.stored_codes == nullptr) continue;
-    const std::span<const std::int32_t> permutation = part.stored_codes->input_permutation();
-    return {permutation.begin(), permutation.end()};
-  }
-  return {};
 }
 
 // Rows [begin, begin + count) of `part` into the quantised `buffer` from row
-// `first_row` on, whose inputs are in `order` (stacked_permutation): 4-bit
+// `first_row` on, whose inputs are in `order` (stacked_input_order): 4-bit
 // codes in that order and the layout's format are repacked as they are
 // (kept 4-bit codes going into int8 are decoded); anything else is quantised
 // to nearest, its columns gathered into that order first. A stacked part
@@ -93,11 +77,8 @@ std::vector<std::int32_t> stacked_permutation(std::span<const host_tensor> parts
 // costs requantisation, not a wrong result.
 void quantize_part_rows(const host_tensor& part, std::int64_t begin, std::int64_t count, const quantized_layout& layout,
                         void* buffer, std::int64_t first_row, std::span<const std::int32_t> order) {
-  const auto in_order = [&](std::span<const std::int32_t> own) {
-    return std::equal(own.begin(), own.end(), order.begin(), order.end());
-  };
   if (part.stored_codes != nullptr && part.stored_codes->format() == layout.format &&
-      in_order(part.stored_codes->input_permutation())) {
+      same_input_order(part.stored_codes->input_permutation(), order)) {
     const std::int64_t groups = layout.cols / stored_code_group;
     std::vector<std::uint8_t> codes(static_cast<std::size_t>(count * layout.cols));
     std::vector<std::uint16_t> scales(static_cast<std::size_t>(count * groups)), offsets(scales.size());
@@ -111,18 +92,7 @@ void quantize_part_rows(const host_tensor& part, std::int64_t begin, std::int64_
                   layout, buffer, first_row + begin);
     return;
   }
-  const std::vector<float> natural = matrix_rows_as_f32(part, begin, count);
-  if (order.empty()) {  // a part expanded on demand, its inputs in order
-    quantize_rows(natural.data(), dtype::f32, count, layout, buffer, first_row + begin);
-    return;
-  }
-  std::vector<float> ordered(natural.size());
-  for (std::int64_t i = 0; i < count; ++i) {
-    for (std::int64_t j = 0; j < layout.cols; ++j) {
-      const std::int64_t k = order[static_cast<std::size_t>(j)];
-      ordered[static_cast<std::size_t>(i * layout.cols + j)] = natural[static_cast<std::size_t>(i * layout.cols + k)];
-    }
-  }
+  const std::vector<float> ordered = matrix_rows_in_order(part, begin, count, order);
   quantize_rows(ordered.data(), dtype::f32, count, layout, buffer, first_row + begin);
 }
 
@@ -231,7 +201,7 @@ std::unique_ptr<linear_weight> cpu_backend::prepare_quantized_linear(std::span<c
   auto weight = std::make_unique<cpu_linear_weight>();
   weight->cols = parts.front().shape[1];
   for (const host_tensor& part : parts) weight->rows += part.shape[0];
-  weight->input_permutation = stacked_permutation(parts);
+  weight->input_permutation = stacked_input_order(parts);
   const quantized_layout layout = layout_for(format, weight->rows, weight->cols);
   weight->storage = allocate(layout.total_bytes);
   zero_parallel(pool_, weight->storage.data(), layout.total_bytes);

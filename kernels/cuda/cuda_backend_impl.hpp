@@ -54,6 +54,9 @@ class cuda_quantized_weight final : public linear_weight {
   device_allocation storage;    ///< layout.total_bytes
   device_allocation bias_bf16;  ///< bf16 [out_features], empty without bias
   device_allocation bias_f32;   ///< f32 [out_features], empty without bias
+  /// int32 [in_features], or empty: the codes' input j is x's column
+  /// input_order[j] (GPTQ act-order kept as stored); linear gathers x by it.
+  device_allocation input_order;
 };
 
 /// The paged KV pool: num_blocks blocks laid out as kv_cache_spec says, in

@@ -27,22 +27,17 @@ constexpr std::int64_t rows_per_read = 64;
 // Slabs start at multiples of this many rows (keeps outputs 128-byte aligned).
 constexpr std::int64_t slab_row_multiple = 64;
 
-// True for an empty order or 0, 1, 2, ...: inputs in their natural order.
-bool natural_order(std::span<const std::int32_t> order) {
-  for (std::size_t j = 0; j < order.size(); ++j)
-    if (order[j] != static_cast<std::int32_t>(j)) return false;
-  return true;
-}
-
 // Rows [begin, begin + count) of `part` as rows from first_row + begin of
-// `image`, rows_per_read at a time: codes its checkpoint stores in the
-// layout's format, inputs in order, as they are; anything else (floats, a
-// matrix expanded on demand, codes of another format or of GPTQ's act
-// order, decoded to their natural positions) through the CPU quantiser.
+// `image`, whose inputs are in `order` (stacked_input_order), rows_per_read
+// at a time: codes its checkpoint stores in the layout's format and that
+// order, as they are; anything else (floats, a matrix expanded on demand,
+// codes of another format or order) through the CPU quantiser, its columns
+// gathered into that order first.
 void pack_part_rows(const host_tensor& part, std::int64_t begin, std::int64_t count,
-                    const quantized_device_layout& layout, void* image, std::int64_t first_row) {
+                    const quantized_device_layout& layout, void* image, std::int64_t first_row,
+                    std::span<const std::int32_t> order) {
   const bool as_stored = part.stored_codes != nullptr && part.stored_codes->format() == layout.format &&
-                         natural_order(part.stored_codes->input_permutation());
+                         same_input_order(part.stored_codes->input_permutation(), order);
   for (std::int64_t at = begin; at < begin + count; at += rows_per_read) {
     const std::int64_t rows = std::min(rows_per_read, begin + count - at);
     if (as_stored) {
@@ -50,19 +45,20 @@ void pack_part_rows(const host_tensor& part, std::int64_t begin, std::int64_t co
       std::vector<std::uint16_t> scales(static_cast<std::size_t>(rows * layout.groups)), offsets(scales.size());
       part.stored_codes->read_rows(at, rows, codes.data(), scales.data(), offsets.data());
       pack_stored_code_rows(codes.data(), scales.data(), offsets.data(), rows, layout, image, first_row + at);
-    } else if (part.data != nullptr) {
+    } else if (part.data != nullptr && order.empty()) {
       const std::size_t row_bytes = static_cast<std::size_t>(layout.cols) * dtype_size(part.type);
       pack_quantized_rows(static_cast<const char*>(part.data) + static_cast<std::size_t>(at) * row_bytes, part.type,
                           rows, layout, image, first_row + at);
     } else {
-      const std::vector<float> values = matrix_rows_as_f32(part, at, rows);
+      const std::vector<float> values = matrix_rows_in_order(part, at, rows, order);
       pack_quantized_rows(values.data(), dtype::f32, rows, layout, image, first_row + at);
     }
   }
 }
 
 // Packs `part` as rows [first_row, first_row + rows) of `image`, in parallel.
-void pack_part(const host_tensor& part, const quantized_device_layout& layout, void* image, std::int64_t first_row) {
+void pack_part(const host_tensor& part, const quantized_device_layout& layout, void* image, std::int64_t first_row,
+               std::span<const std::int32_t> order) {
   const std::int64_t rows = part.matrix_rows();
   const std::int64_t workers = std::clamp<std::int64_t>(
       std::min<std::int64_t>(std::thread::hardware_concurrency(), rows / rows_per_packing_task), 1, 16);
@@ -70,8 +66,9 @@ void pack_part(const host_tensor& part, const quantized_device_layout& layout, v
   std::vector<std::future<void>> tasks;
   for (std::int64_t begin = 0; begin < rows; begin += share) {
     const std::int64_t count = std::min(share, rows - begin);
-    tasks.push_back(std::async(std::launch::async,
-                               [=, &part, &layout] { pack_part_rows(part, begin, count, layout, image, first_row); }));
+    tasks.push_back(std::async(std::launch::async, [=, &part, &layout] {
+      pack_part_rows(part, begin, count, layout, image, first_row, order);
+    }));
   }
   for (auto& task : tasks) task.get();
 }
@@ -89,11 +86,17 @@ std::unique_ptr<linear_weight> cuda_backend::prepare_quantized_linear(std::span<
   const std::int64_t out_features = stacked_rows(parts, biases, "prepare_quantized_linear");
   auto weight =
       std::make_unique<cuda_quantized_weight>(device_layout_for(format, out_features, parts.front().matrix_cols()));
+  const std::vector<std::int32_t> order = stacked_input_order(parts);
   std::vector<unsigned char> image(weight->layout.total_bytes, 0);
   std::int64_t row = 0;
   for (const host_tensor& part : parts) {
-    pack_part(part, weight->layout, image.data(), row);
+    pack_part(part, weight->layout, image.data(), row, order);
     row += part.matrix_rows();
+  }
+  if (!order.empty()) {
+    weight->input_order = device_allocation(order.size() * sizeof(std::int32_t));
+    TROUPE_CUDA_CHECK(cudaMemcpyAsync(weight->input_order.data(), order.data(), order.size() * sizeof(std::int32_t),
+                                      cudaMemcpyHostToDevice, compute_.get()));
   }
   weight->storage = device_allocation(image.size());
   TROUPE_CUDA_CHECK(
@@ -106,15 +109,18 @@ std::unique_ptr<linear_weight> cuda_backend::prepare_quantized_linear(std::span<
 void cuda_backend::quantized_linear(const gemm_problem& problem, const cuda_quantized_weight& weight) {
   const quantized_weight_view view = weight_view_of(weight.layout, weight.storage.data());
   const std::size_t out_element = dtype_size(problem.out_type);
+  const auto* input_order = static_cast<const std::int32_t*>(weight.input_order.data());
   if (problem.m <= options_.quantized_gemv_max_rows) {
     // The GEMV reads whole groups of x with vector loads: rows must be
-    // 16-byte aligned and zero past the last feature, else a padded copy.
+    // 16-byte aligned and zero past the last feature, else a padded copy
+    // (which also gathers the inputs of act-order codes).
     const void* x = problem.x;
     std::int64_t x_stride = problem.x_stride;
     device_buffer padded;
-    if (view.padded_cols != view.cols || !aligned_rows(x, x_stride)) {
+    if (view.padded_cols != view.cols || !aligned_rows(x, x_stride) || input_order != nullptr) {
       padded = allocate(static_cast<std::size_t>(problem.m * view.padded_cols) * 2);
-      launch_pad_rows({x, x_stride, padded.data(), view.padded_cols, problem.m, view.cols}, compute_.get());
+      launch_pad_rows({x, x_stride, padded.data(), view.padded_cols, problem.m, view.cols, input_order},
+                      compute_.get());
       x = padded.data();
       x_stride = view.padded_cols;
     }
@@ -139,11 +145,20 @@ void cuda_backend::quantized_linear(const gemm_problem& problem, const cuda_quan
   const std::int64_t slab_rows =
       std::min(problem.n, std::max(slab_row_multiple, fit / slab_row_multiple * slab_row_multiple));
   device_buffer scratch = allocate(static_cast<std::size_t>(slab_rows * problem.k) * 2);
+  device_buffer gathered;
+  gemm_problem ordered = problem;
+  if (input_order != nullptr) {  // act-order codes: x's columns in their order
+    gathered = allocate(static_cast<std::size_t>(problem.m * problem.k) * 2);
+    launch_pad_rows({problem.x, problem.x_stride, gathered.data(), problem.k, problem.m, problem.k, input_order},
+                    compute_.get());
+    ordered.x = gathered.data();
+    ordered.x_stride = problem.k;
+  }
   const void* bias = problem.out_type == dtype::f32 ? weight.bias_f32.data() : weight.bias_bf16.data();
   for (std::int64_t first = 0; first < problem.n; first += slab_rows) {
     const std::int64_t rows = std::min(slab_rows, problem.n - first);
     launch_dequantize({view, first, rows, scratch.data()}, compute_.get());
-    gemm_problem slab = problem;
+    gemm_problem slab = ordered;
     slab.w = scratch.data();
     slab.n = rows;
     slab.out = static_cast<char*>(problem.out) + static_cast<std::size_t>(first) * out_element;

@@ -201,7 +201,8 @@ __global__ void __launch_bounds__(pad_threads) pad_rows_kernel(pad_rows_params p
   const std::int64_t row = blockIdx.x;
   const auto* src = static_cast<const unsigned short*>(p.src) + row * p.src_stride;
   auto* dst = static_cast<unsigned short*>(p.dst) + row * p.dst_cols;
-  for (std::int64_t k = threadIdx.x; k < p.dst_cols; k += pad_threads) dst[k] = k < p.cols ? src[k] : 0;
+  for (std::int64_t k = threadIdx.x; k < p.dst_cols; k += pad_threads)
+    dst[k] = k < p.cols ? src[p.columns != nullptr ? p.columns[k] : k] : 0;
 }
 
 template <weight_quantization Format>

@@ -94,13 +94,15 @@ struct dequantize_params {
   void* out = nullptr;  ///< bf16 [count][w.cols], packed
 };
 
-/// dst[r, k] = src[r, k] for k < cols, 0 for cols ≤ k < dst_cols (bf16).
+/// dst[r, k] = src[r, columns[k]] (src[r, k] without `columns`) for k <
+/// cols, 0 for cols ≤ k < dst_cols (bf16).
 struct pad_rows_params {
   const void* src = nullptr;
   std::int64_t src_stride = 0;
   void* dst = nullptr;
   std::int64_t dst_cols = 0;  ///< also dst's row stride
   std::int64_t rows = 0, cols = 0;
+  const std::int32_t* columns = nullptr;  ///< [cols] device, or null
 };
 
 /// Enqueues the fused GEMV on `stream`.

@@ -1,18 +1,22 @@
 // Weight-only quantised linear layers (int8, int4, int4_asym, int5_asym, int4_nl): the packing
 // into the device layout against the CPU quantiser's own decoding (no GPU
 // needed), then the fused GEMV and the expanded-slab path against a double
-// reference that decodes the CPU quantiser's codes of the same weights.
+// reference that decodes the CPU quantiser's codes of the same weights, and
+// GPTQ act-order codes against the same codes unpermuted.
 
 // Built only with the CUDA backend (TROUPE_HAVE_CUDA comes with troupe_kernels).
 #if defined(TROUPE_HAVE_CUDA)
 
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <utility>
 
 #include "kernels/cpu/quantized_weights.hpp"
 #include "kernels/cuda/quantized_linear.hpp"
 #include "kernels/dtype.hpp"
 #include "tests/gpu/gpu_test_support.hpp"
+#include "tests/kernels/permuted_codes.hpp"
 
 namespace troupe::gpu_test {
 namespace {
@@ -148,6 +152,40 @@ TEST_F(QuantizedLinearSlabs, MatchesTheDecodedCodes) {
                       {3, 100, {130}, 103, dtype::f32, true},
                       {9, 48, {64, 64, 3}, 48, dtype::f32, false}},
                      0);
+}
+
+// GPTQ act-order codes (stored_code_source::input_permutation) packed as
+// stored, x gathered into their order on the device: the same bits as the
+// codes read unpermuted on x gathered on the host, through the GEMV (with
+// and without the padded copy it needs anyway) and the slabs. Stacked
+// parts share the first one's order.
+TEST_F(QuantizedLinear, ActOrderCodesEqualTheUnpermutedCodesOnGatheredActivations) {
+  auto rng = fresh_rng();
+  const std::int64_t k = 320, outs[] = {24, 40};
+  const std::vector<std::int32_t> permutation = test::random_permutation(rng, k);
+  std::vector<host_tensor> permuted, plain;
+  for (const std::int64_t out : outs) {
+    auto source = std::make_shared<test::permuted_codes>(rng, out, k, permutation);
+    plain.push_back(test::as_part("plain", out, k, std::make_shared<test::permuted_codes>(source->unpermuted())));
+    permuted.push_back(test::as_part("permuted", out, k, std::move(source)));
+  }
+  const auto weight = gpu().prepare_quantized_linear(permuted, {}, weight_quantization::int4_asym);
+  const auto reference = gpu().prepare_quantized_linear(plain, {}, weight_quantization::int4_asym);
+  for (const auto& [m, stride] : {std::pair<std::int64_t, std::int64_t>{1, 320}, {5, 323}, {70, 320}}) {
+    SCOPED_TRACE("M=" + std::to_string(m) + " stride " + std::to_string(stride));
+    const auto x_bits = random_half_bits(rng, static_cast<std::size_t>(m * k), 1.0f, dtype::bf16);
+    std::vector<std::uint16_t> gathered(x_bits.size());
+    for (std::int64_t r = 0; r < m; ++r)
+      for (std::int64_t j = 0; j < k; ++j) gathered[r * k + j] = x_bits[r * k + permutation[j]];
+    const device_matrix x =
+        upload_matrix(gpu(), {.type = dtype::bf16, .rows = m, .cols = k, .stride = stride}, x_bits.data());
+    const device_matrix x_gathered = upload_matrix(gpu(), {.type = dtype::bf16, .rows = m, .cols = k}, gathered.data());
+    const device_matrix got = poisoned_matrix(gpu(), {.type = dtype::f32, .rows = m, .cols = 64});
+    const device_matrix want = poisoned_matrix(gpu(), {.type = dtype::f32, .rows = m, .cols = 64});
+    gpu().linear(x.view, *weight, got.view);
+    gpu().linear(x_gathered.view, *reference, want.view);
+    EXPECT_EQ(download_bytes(gpu(), got.view), download_bytes(gpu(), want.view));
+  }
 }
 
 TEST_F(QuantizedLinear, RejectsMismatchedShapes) {

@@ -117,6 +117,39 @@ TEST(CudaStoredCodes, GgufFilesRunAsStoredLikeTheCpu) {
   }
 }
 
+// A GPTQ act-order checkpoint (desc_act: each matrix's inputs grouped out of
+// order) keeps its codes as stored on CUDA, the activations gathered into
+// the codes' order, as the CPU does (before: decoded and requantised in
+// input order). Same bound as the GGUF files above.
+TEST(CudaStoredCodes, ActOrderCodesRunAsStoredLikeTheCpu) {
+  if (!cuda::device_present()) GTEST_SKIP() << "no CUDA device";
+  const auto dir = std::filesystem::path(TROUPE_FIXTURES_DIR) / "int4" / "llama_tiny_gptq_act_order";
+  const quantized_checkpoint opened = open_for_quantization(dir, "auto", true, {.show_progress = false});
+  const host_tensor* q = opened.weights.find_tensor("model.layers.0.self_attn.q_proj.weight");
+  ASSERT_TRUE(q != nullptr && q->stored_codes != nullptr);
+  ASSERT_FALSE(q->stored_codes->input_permutation().empty()) << "the fixture's inputs are out of order";
+  const model_config& config = opened.weights.config();
+  const auto head = lm_head_quantization(opened.quantization, "auto", false);
+  backend_options options;
+  options.threads = 2;
+  const auto cpu = make_backend("cpu", options);
+  const auto gpu = make_backend("cuda", options);
+  llama_model cpu_model(config, opened.weights.weights(), *cpu, opened.quantization, head);
+  llama_model gpu_model(config, opened.weights.weights(), *gpu, opened.quantization, head);
+  batch_runner cpu_runner(cpu_model, runner_options{}), gpu_runner(gpu_model, runner_options{});
+  // One prompt of more rows than the GEMV takes (the slab path), one of fewer.
+  std::vector<std::int32_t> long_prompt;
+  for (std::int32_t i = 0; i < 80; ++i)
+    long_prompt.push_back((i * 37 + 5) % static_cast<std::int32_t>(config.vocab_size));
+  const std::vector<std::vector<std::int32_t>> prompts = {{1, 17, 42, 99, 7, 3}, long_prompt};
+  const auto want = cpu_runner.prompt_logits(prompts, 64), got = gpu_runner.prompt_logits(prompts, 64);
+  double worst = 0;
+  for (std::size_t i = 0; i < prompts.size(); ++i)
+    worst = std::max(worst, testing::relative_max_error(got[i], want[i]));
+  std::cout << "llama_tiny_gptq_act_order (" << quantization_name(opened.quantization) << "): " << worst << "\n";
+  EXPECT_LE(worst, stored_codes_bound);
+}
+
 // A matrix its checkpoint expands on demand, run unquantised (a file of
 // mostly F16 with a few block-typed matrices gives CUDA's plain linears such
 // parts): expanded on the host, as the CPU does; kept codes are refused

@@ -15,80 +15,25 @@
 #include "kernels/cpu/quantized_weights.hpp"
 #include "kernels/stored_code_source.hpp"
 #include "tests/kernels/cpu_test_support.hpp"
+#include "tests/kernels/permuted_codes.hpp"
 
 namespace troupe {
 namespace {
 
+using test::as_part;
 using test::random_source;
 using test::run_linear;
-
-// Random int4_asym codes [rows][cols] in the order of `permutation`.
-class test_source final : public stored_code_source {
- public:
-  test_source(random_source& rng, std::int64_t rows, std::int64_t cols, std::vector<std::int32_t> permutation)
-      : rows_(rows), cols_(cols), permutation_(std::move(permutation)) {
-    for (std::int64_t i = 0; i < rows * cols; ++i) codes_.push_back(static_cast<std::uint8_t>(rng.integer(0, 15)));
-    for (std::int64_t i = 0; i < rows * cols / stored_code_group; ++i) {
-      scales_.push_back(float_to_f16(rng.uniform(0.01f, 0.1f)));
-      offsets_.push_back(float_to_f16(rng.uniform(-0.8f, 0.0f)));
-    }
-  }
-  // The same codes read in input order 0..cols-1 of the permuted matrix.
-  test_source unpermuted() const {
-    test_source copy = *this;
-    copy.permutation_.clear();
-    return copy;
-  }
-
-  weight_quantization format() const override { return weight_quantization::int4_asym; }
-  std::span<const std::int32_t> input_permutation() const override { return permutation_; }
-  void read_rows(std::int64_t first, std::int64_t count, std::uint8_t* codes, std::uint16_t* scales,
-                 std::uint16_t* offsets) const override {
-    const std::int64_t groups = cols_ / stored_code_group;
-    std::copy_n(codes_.begin() + first * cols_, count * cols_, codes);
-    std::copy_n(scales_.begin() + first * groups, count * groups, scales);
-    std::copy_n(offsets_.begin() + first * groups, count * groups, offsets);
-  }
-
-  /// Weight (n, k) at its natural input position k.
-  float natural(std::int64_t n, std::int64_t k) const {
-    const std::int64_t j =
-        permutation_.empty() ? k : std::find(permutation_.begin(), permutation_.end(), k) - permutation_.begin();
-    const std::size_t g = static_cast<std::size_t>((n * cols_ + j) / stored_code_group);
-    return f16_to_float(scales_[g]) * codes_[static_cast<std::size_t>(n * cols_ + j)] + f16_to_float(offsets_[g]);
-  }
-
- private:
-  std::int64_t rows_, cols_;
-  std::vector<std::int32_t> permutation_;
-  std::vector<std::uint8_t> codes_;
-  std::vector<std::uint16_t> scales_, offsets_;
-};
-
-std::vector<std::int32_t> random_permutation(random_source& rng, std::int64_t n) {
-  std::vector<std::int32_t> out(static_cast<std::size_t>(n));
-  std::iota(out.begin(), out.end(), 0);
-  std::shuffle(out.begin(), out.end(), rng.engine());
-  return out;
-}
-
-host_tensor as_part(const std::string& name, std::int64_t rows, std::int64_t cols,
-                    std::shared_ptr<const stored_code_source> source) {
-  host_tensor part{name, dtype::bf16, {rows, cols}, nullptr};
-  part.stored_codes = std::move(source);
-  return part;
-}
 
 // Through the integer GEMV (few rows) and the dequantised panels (many).
 TEST(PermutedLinear, EqualsTheUnpermutedCodesOnGatheredActivations) {
   random_source rng;
   SCOPED_TRACE(rng.trace());
   const std::int64_t k = 320, outs[] = {24, 40};
-  const std::vector<std::int32_t> permutation = random_permutation(rng, k);
+  const std::vector<std::int32_t> permutation = test::random_permutation(rng.engine(), k);
   std::vector<host_tensor> permuted, plain;
   for (std::int64_t out : outs) {
-    auto source = std::make_shared<test_source>(rng, out, k, permutation);
-    plain.push_back(as_part("plain", out, k, std::make_shared<test_source>(source->unpermuted())));
+    auto source = std::make_shared<test::permuted_codes>(rng.engine(), out, k, permutation);
+    plain.push_back(as_part("plain", out, k, std::make_shared<test::permuted_codes>(source->unpermuted())));
     permuted.push_back(as_part("permuted", out, k, std::move(source)));
   }
   auto device = test::make_backend_at(cpu::detected_isa());
@@ -113,8 +58,10 @@ TEST(PermutedLinear, PartsWithOtherPermutationsAreRequantisedInTheFirstOnesOrder
   random_source rng;
   SCOPED_TRACE(rng.trace());
   const std::int64_t k = 256, rows = 16, m = 3;
-  const auto first = std::make_shared<test_source>(rng, rows, k, random_permutation(rng, k));
-  const auto second = std::make_shared<test_source>(rng, rows, k, random_permutation(rng, k));
+  const auto first =
+      std::make_shared<test::permuted_codes>(rng.engine(), rows, k, test::random_permutation(rng.engine(), k));
+  const auto second =
+      std::make_shared<test::permuted_codes>(rng.engine(), rows, k, test::random_permutation(rng.engine(), k));
   const auto floats = test::store_as(rng.floats(static_cast<std::size_t>(rows * k)), dtype::bf16);
   const std::vector<host_tensor> parts = {as_part("first", rows, k, first),
                                           as_part("second", rows, k, second),
@@ -152,7 +99,7 @@ TEST(PermutedLinear, KeptCodesStackedWithAFinerPartArePreparedAsInt8) {
   random_source rng;
   SCOPED_TRACE(rng.trace());
   const std::int64_t k = 256, rows = 16, m = 3;
-  const auto kept = std::make_shared<test_source>(rng, rows, k, std::vector<std::int32_t>{});
+  const auto kept = std::make_shared<test::permuted_codes>(rng.engine(), rows, k, std::vector<std::int32_t>{});
   const auto floats = test::store_as(rng.floats(static_cast<std::size_t>(rows * k)), dtype::bf16);
   const std::vector<host_tensor> parts = {as_part("kept", rows, k, kept),
                                           {"finer", dtype::bf16, {rows, k}, floats.bytes.data()}};
