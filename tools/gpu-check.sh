@@ -15,7 +15,7 @@
 # TROUPE_STAGE_TIMEOUT_<STAGE> (seconds), TROUPE_BENCH_PRESETS (default
 # "1b 8b"), TROUPE_BENCH_ARGS (troupe bench's flags),
 # TROUPE_QBENCH_PRESETS (default "1b") and TROUPE_QBENCH_FORMATS (default
-# "int8 int4 int4_asym") for qbench.
+# "int8 int4 int4_asym int4_nl int5_asym") for qbench.
 #
 # Under the device tool's 10-minute limit per command, run it as three calls:
 #   tools/gpu-check.sh --stages env,tests,memcheck,racecheck
@@ -180,7 +180,7 @@ fi
 # through cuBLASLt for prefill) on the same random weights.
 if wants qbench; then
   for preset in ${TROUPE_QBENCH_PRESETS:-1b}; do
-    for format in ${TROUPE_QBENCH_FORMATS:-int8 int4 int4_asym}; do
+    for format in ${TROUPE_QBENCH_FORMATS:-int8 int4 int4_asym int4_nl int5_asym}; do
       bench_preset "$preset" "bench-$preset-$format" "$format"
     done
   done
