@@ -47,6 +47,9 @@ std::vector<float> matrix_rows_in_order(const host_tensor& part, std::int64_t be
   std::vector<float> natural = matrix_rows_as_f32(part, begin, count);
   if (order.empty()) return natural;
   const std::int64_t cols = part.matrix_cols();
+  if (order.size() != static_cast<std::size_t>(cols))
+    throw std::invalid_argument("matrix_rows_in_order: an input order of " + std::to_string(order.size()) +
+                                " entries for " + std::to_string(cols) + " columns of " + part.name);
   std::vector<float> ordered(natural.size());
   for (std::int64_t i = 0; i < count; ++i) {
     const float* row = natural.data() + i * cols;
@@ -64,6 +67,23 @@ bool natural_order(std::span<const std::int32_t> order) {
   return true;
 }
 
+// Throws unless `permutation` is empty or holds every one of `part`'s inputs once.
+void check_permutation(const host_tensor& part, std::span<const std::int32_t> permutation) {
+  if (permutation.empty()) return;
+  const std::int64_t cols = part.matrix_cols();
+  const auto fail = [&](const std::string& what) {
+    throw std::invalid_argument("prepare_quantized_linear: weight " + part.name + " has an input permutation " + what);
+  };
+  if (permutation.size() != static_cast<std::size_t>(cols))
+    fail("of " + std::to_string(permutation.size()) + " entries for " + std::to_string(cols) + " input features");
+  std::vector<bool> seen(static_cast<std::size_t>(cols), false);
+  for (const std::int32_t input : permutation) {
+    if (input < 0 || input >= cols) fail("naming input " + std::to_string(input) + " of " + std::to_string(cols));
+    if (seen[static_cast<std::size_t>(input)]) fail("naming input " + std::to_string(input) + " twice");
+    seen[static_cast<std::size_t>(input)] = true;
+  }
+}
+
 }  // namespace
 
 bool same_input_order(std::span<const std::int32_t> a, std::span<const std::int32_t> b) {
@@ -71,17 +91,11 @@ bool same_input_order(std::span<const std::int32_t> a, std::span<const std::int3
   return std::equal(a.begin(), a.end(), b.begin(), b.end());
 }
 
-std::vector<std::int32_t> stacked_input_order(std::span<const host_tensor> parts) {
+std::vector<std::int32_t> stacked_input_order(std::span<const host_tensor> parts, weight_quantization format) {
+  for (const host_tensor& part : parts)
+    if (part.stored_codes != nullptr) check_permutation(part, part.stored_codes->input_permutation());
   for (const host_tensor& part : parts) {
-    if (part.stored_codes == nullptr) continue;
-    const std::span<const std::int32_t> permutation = part.stored_codes->input_permutation();
-    if (!permutation.empty() && permutation.size() != static_cast<std::size_t>(part.matrix_cols()))
-      throw std::invalid_argument("prepare_linear: weight " + part.name + " has an input permutation of " +
-                                  std::to_string(permutation.size()) + " entries for " +
-                                  std::to_string(part.matrix_cols()) + " input features");
-  }
-  for (const host_tensor& part : parts) {
-    if (part.stored_codes == nullptr) continue;
+    if (part.stored_codes == nullptr || part.stored_codes->format() != format) continue;
     const std::span<const std::int32_t> permutation = part.stored_codes->input_permutation();
     if (natural_order(permutation)) return {};
     return {permutation.begin(), permutation.end()};

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/dtype.hpp"
+#include "kernels/quantization.hpp"
 
 namespace troupe {
 
@@ -90,19 +91,22 @@ struct host_tensor {
 std::vector<float> matrix_rows_as_f32(const host_tensor& part, std::int64_t begin, std::int64_t count);
 
 /// The same rows with their columns in input order `order` (column j holds
-/// input order[j]; empty: the natural order), as a linear whose inputs
-/// are permuted (GPTQ act-order, stored_code_source::input_permutation) holds them.
+/// input order[j]; empty: the natural order, else one entry per column), as
+/// a linear whose inputs are permuted (GPTQ act-order,
+/// stored_code_source::input_permutation) holds them.
 std::vector<float> matrix_rows_in_order(const host_tensor& part, std::int64_t begin, std::int64_t count,
                                         std::span<const std::int32_t> order);
 
 /// Whether two input orders are the same (empty and 0, 1, 2, ... both the natural one).
 bool same_input_order(std::span<const std::int32_t> a, std::span<const std::int32_t> b);
 
-/// The input order of a linear stacked from `parts`: that of its first part
-/// kept as codes (GPTQ act-order), whose codes are then packed as they
-/// are; empty for the natural order. Throws std::invalid_argument naming a
-/// part whose permutation does not have one entry per input.
-std::vector<std::int32_t> stacked_input_order(std::span<const host_tensor> parts);
+/// The input order of a linear stacked from `parts` and prepared in
+/// `format`: that of its first part kept as codes in that format (GPTQ
+/// act-order), whose codes are then packed as they are; empty for the
+/// natural order, or where no part's codes are kept as they are (all
+/// decoded). Throws std::invalid_argument naming a part whose permutation is
+/// not one of its inputs (a wrong length, an entry out of range or twice).
+std::vector<std::int32_t> stacked_input_order(std::span<const host_tensor> parts, weight_quantization format);
 
 class backend;
 

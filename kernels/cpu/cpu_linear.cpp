@@ -201,7 +201,7 @@ std::unique_ptr<linear_weight> cpu_backend::prepare_quantized_linear(std::span<c
   auto weight = std::make_unique<cpu_linear_weight>();
   weight->cols = parts.front().shape[1];
   for (const host_tensor& part : parts) weight->rows += part.shape[0];
-  weight->input_permutation = stacked_input_order(parts);
+  weight->input_permutation = stacked_input_order(parts, format);
   const quantized_layout layout = layout_for(format, weight->rows, weight->cols);
   weight->storage = allocate(layout.total_bytes);
   zero_parallel(pool_, weight->storage.data(), layout.total_bytes);

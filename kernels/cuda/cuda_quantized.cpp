@@ -86,7 +86,7 @@ std::unique_ptr<linear_weight> cuda_backend::prepare_quantized_linear(std::span<
   const std::int64_t out_features = stacked_rows(parts, biases, "prepare_quantized_linear");
   auto weight =
       std::make_unique<cuda_quantized_weight>(device_layout_for(format, out_features, parts.front().matrix_cols()));
-  const std::vector<std::int32_t> order = stacked_input_order(parts);
+  const std::vector<std::int32_t> order = stacked_input_order(parts, format);
   std::vector<unsigned char> image(weight->layout.total_bytes, 0);
   std::int64_t row = 0;
   for (const host_tensor& part : parts) {

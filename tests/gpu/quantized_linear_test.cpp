@@ -7,6 +7,7 @@
 // Built only with the CUDA backend (TROUPE_HAVE_CUDA comes with troupe_kernels).
 #if defined(TROUPE_HAVE_CUDA)
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -185,6 +186,49 @@ TEST_F(QuantizedLinear, ActOrderCodesEqualTheUnpermutedCodesOnGatheredActivation
     gpu().linear(x.view, *weight, got.view);
     gpu().linear(x_gathered.view, *reference, want.view);
     EXPECT_EQ(download_bytes(gpu(), got.view), download_bytes(gpu(), want.view));
+  }
+}
+
+// A stacked linear of act-order codes, codes in another order and a float
+// part: the first part's codes as stored, the others decoded and
+// requantised in its order, x gathered once, through the GEMV (M 3) and the
+// slabs (M 40), against the decoded weights in double. Bound: the
+// requantised parts' int4 step (at most (max − min) / 30 of the row), x's
+// bf16 and the slabs' bf16 weights, generously.
+TEST_F(QuantizedLinear, ActOrderStacksRequantiseOtherPartsInTheFirstOnesOrder) {
+  auto rng = fresh_rng();
+  const std::int64_t k = 256, rows = 16;
+  const auto first = std::make_shared<test::permuted_codes>(rng, rows, k, test::random_permutation(rng, k));
+  const auto second = std::make_shared<test::permuted_codes>(rng, rows, k, test::random_permutation(rng, k));
+  const std::vector<float> floats = random_floats(rng, static_cast<std::size_t>(rows * k), 0.1f);
+  const std::vector<host_tensor> parts = {test::as_part("first", rows, k, first),
+                                          test::as_part("second", rows, k, second),
+                                          {"float", dtype::f32, {rows, k}, floats.data()}};
+  const auto weight = gpu().prepare_quantized_linear(parts, {}, weight_quantization::int4_asym);
+  for (const std::int64_t m : {3, 40}) {
+    SCOPED_TRACE("M=" + std::to_string(m));
+    const auto x_bits = random_half_bits(rng, static_cast<std::size_t>(m * k), 1.0f, dtype::bf16);
+    const device_matrix x = upload_matrix(gpu(), {.type = dtype::bf16, .rows = m, .cols = k}, x_bits.data());
+    const device_matrix out = poisoned_matrix(gpu(), {.type = dtype::f32, .rows = m, .cols = 3 * rows});
+    gpu().linear(x.view, *weight, out.view);
+    const std::vector<float> got = download_floats(gpu(), out.view);
+    for (std::int64_t r = 0; r < m; ++r) {
+      for (std::int64_t n = 0; n < 3 * rows; ++n) {
+        const std::int64_t row = n % rows;
+        std::vector<double> w(static_cast<std::size_t>(k));
+        for (std::int64_t c = 0; c < k; ++c)
+          w[c] = n < rows ? first->natural(row, c) : n < 2 * rows ? second->natural(row, c) : floats[row * k + c];
+        const auto [low, high] = std::minmax_element(w.begin(), w.end());
+        const double step = n < rows ? 0.0 : (*high - *low) / 30.0;
+        double want = 0.0, bound = 1e-4;
+        for (std::int64_t c = 0; c < k; ++c) {
+          const double xv = bf16_to_float(x_bits[r * k + c]);
+          want += w[c] * xv;
+          bound += std::fabs(xv) * (step + 1e-2 * std::fabs(w[c]));
+        }
+        EXPECT_NEAR(got[r * 3 * rows + n], want, bound) << "row " << r << " out " << n;
+      }
+    }
   }
 }
 

@@ -9,11 +9,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "kernels/cpu/cpu_features.hpp"
 #include "kernels/cpu/quantized_weights.hpp"
 #include "kernels/stored_code_source.hpp"
+#include "kernels/tensor.hpp"
 #include "tests/kernels/cpu_test_support.hpp"
 #include "tests/kernels/permuted_codes.hpp"
 
@@ -23,6 +27,48 @@ namespace {
 using test::as_part;
 using test::random_source;
 using test::run_linear;
+
+// The order a stacked linear keeps: its first part kept as codes in the
+// linear's format (identity counts as natural, codes decoded into another
+// format set none), and a permutation that is not one of the inputs refused by name.
+TEST(PermutedLinear, StackedInputOrderIsTheFirstKeptPartsAndMustPermuteTheInputs) {
+  random_source rng;
+  SCOPED_TRACE(rng.trace());
+  const std::int64_t k = 64, rows = 4;
+  std::vector<std::int32_t> identity(static_cast<std::size_t>(k));
+  for (std::int64_t j = 0; j < k; ++j) identity[static_cast<std::size_t>(j)] = static_cast<std::int32_t>(j);
+  const std::vector<std::int32_t> first = test::random_permutation(rng.engine(), k);
+  const auto part_in = [&](const std::string& name, std::vector<std::int32_t> order) {
+    return as_part(name, rows, k, std::make_shared<test::permuted_codes>(rng.engine(), rows, k, std::move(order)));
+  };
+  const auto floats = test::store_as(rng.floats(static_cast<std::size_t>(rows * k)), dtype::bf16);
+  const host_tensor float_part{"float", dtype::bf16, {rows, k}, floats.bytes.data()};
+  const std::vector<host_tensor> stacked = {float_part, part_in("first", first),
+                                            part_in("second", test::random_permutation(rng.engine(), k))};
+  EXPECT_EQ(stacked_input_order(stacked, weight_quantization::int4_asym), first);
+  EXPECT_TRUE(stacked_input_order(stacked, weight_quantization::int8).empty()) << "every part decoded";
+  EXPECT_TRUE(stacked_input_order(std::vector{part_in("identity", identity)}, weight_quantization::int4_asym).empty());
+  EXPECT_TRUE(stacked_input_order(std::vector{float_part}, weight_quantization::int4_asym).empty());
+
+  EXPECT_TRUE(same_input_order({}, identity));
+  EXPECT_TRUE(same_input_order(first, first));
+  EXPECT_FALSE(same_input_order({}, first));
+  EXPECT_FALSE(same_input_order(first, identity));
+
+  std::vector<std::int32_t> short_order(first.begin(), first.end() - 1), out_of_range = first, twice = first;
+  out_of_range[3] = static_cast<std::int32_t>(k);
+  twice[3] = twice[4];
+  for (const auto& [order, says] : {std::pair{short_order, "of 63 entries for 64 input features"},
+                                    std::pair{out_of_range, "naming input 64 of 64"}, std::pair{twice, "twice"}}) {
+    try {
+      stacked_input_order(std::vector{float_part, part_in("bad", order)}, weight_quantization::int4_asym);
+      ADD_FAILURE() << "accepted: " << says;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("weight bad has an input permutation"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  }
+}
 
 // Through the integer GEMV (few rows) and the dequantised panels (many).
 TEST(PermutedLinear, EqualsTheUnpermutedCodesOnGatheredActivations) {

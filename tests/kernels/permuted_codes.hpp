@@ -23,7 +23,7 @@ namespace troupe::test {
 class permuted_codes final : public stored_code_source {
  public:
   permuted_codes(std::mt19937_64& engine, std::int64_t rows, std::int64_t cols, std::vector<std::int32_t> permutation)
-      : rows_(rows), cols_(cols), permutation_(std::move(permutation)) {
+      : cols_(cols), permutation_(std::move(permutation)) {
     std::uniform_int_distribution<int> code(0, 15);
     std::uniform_real_distribution<float> scale(0.01f, 0.1f), offset(-0.8f, 0.0f);
     for (std::int64_t i = 0; i < rows * cols; ++i) codes_.push_back(static_cast<std::uint8_t>(code(engine)));
@@ -58,7 +58,7 @@ class permuted_codes final : public stored_code_source {
   }
 
  private:
-  std::int64_t rows_, cols_;
+  std::int64_t cols_;
   std::vector<std::int32_t> permutation_;
   std::vector<std::uint8_t> codes_;
   std::vector<std::uint16_t> scales_, offsets_;
