@@ -87,9 +87,31 @@ constexpr double stored_codes_bound = 0.03;
 /// expanded on demand in the emulator on 2026-12-06, about 1.5× that.
 constexpr double unquantised_bound = 0.008;
 
+/// Largest max |Δlogit| / max |logit| of `prompts` between `opened` run on
+/// CUDA and on the CPU, each in its `auto` format with the LM head both
+/// backends give those layers without rescoring (int8); the two must agree
+/// on layer 0's formats.
+double cuda_error_against_cpu(const quantized_checkpoint& opened,
+                              const std::vector<std::vector<std::int32_t>>& prompts) {
+  const model_config& config = opened.weights.config();
+  const auto head = lm_head_quantization(opened.quantization, "auto", false);
+  backend_options options;
+  options.threads = 2;
+  const auto cpu = make_backend("cpu", options);
+  const auto gpu = make_backend("cuda", options);
+  llama_model cpu_model(config, opened.weights.weights(), *cpu, opened.quantization, head);
+  llama_model gpu_model(config, opened.weights.weights(), *gpu, opened.quantization, head);
+  EXPECT_EQ(cpu_model.linear_formats(0), gpu_model.linear_formats(0));
+  batch_runner cpu_runner(cpu_model, runner_options{}), gpu_runner(gpu_model, runner_options{});
+  const auto want = cpu_runner.prompt_logits(prompts, 64), got = gpu_runner.prompt_logits(prompts, 64);
+  double worst = 0;
+  for (std::size_t i = 0; i < prompts.size(); ++i)
+    worst = std::max(worst, testing::relative_max_error(got[i], want[i]));
+  return worst;
+}
+
 // `auto` keeps each file's codes on CUDA as on the CPU (the K-quant files'
-// Q6_K parts make their linears int8 on both), with the LM head both
-// backends give those layers without rescoring (int8).
+// Q6_K parts make their linears int8 on both).
 TEST(CudaStoredCodes, GgufFilesRunAsStoredLikeTheCpu) {
   if (!cuda::device_present()) GTEST_SKIP() << "no CUDA device";
   const std::vector<std::vector<std::int32_t>> prompts = {{1, 17, 42, 99, 7, 3, 250, 11, 64, 5}, {2, 9, 300, 18, 44}};
@@ -98,22 +120,9 @@ TEST(CudaStoredCodes, GgufFilesRunAsStoredLikeTheCpu) {
     const quantized_checkpoint opened =
         open_for_quantization(gguf_fixtures / file, "auto", true, {.show_progress = false});
     ASSERT_EQ(opened.quantization, format);
-    const model_config& config = opened.weights.config();
-    const auto head = lm_head_quantization(format, "auto", false);
-    backend_options options;
-    options.threads = 2;
-    const auto cpu = make_backend("cpu", options);
-    const auto gpu = make_backend("cuda", options);
-    llama_model cpu_model(config, opened.weights.weights(), *cpu, format, head);
-    llama_model gpu_model(config, opened.weights.weights(), *gpu, format, head);
-    EXPECT_EQ(cpu_model.linear_formats(0), gpu_model.linear_formats(0));
-    batch_runner cpu_runner(cpu_model, runner_options{}), gpu_runner(gpu_model, runner_options{});
-    const auto want = cpu_runner.prompt_logits(prompts, 64), got = gpu_runner.prompt_logits(prompts, 64);
-    double worst = 0;
-    for (std::size_t i = 0; i < prompts.size(); ++i)
-      worst = std::max(worst, testing::relative_max_error(got[i], want[i]));
-    std::cout << file << " (" << quantization_name(format) << "): " << worst << "\n";
-    EXPECT_LE(worst, stored_codes_bound);
+    const double error = cuda_error_against_cpu(opened, prompts);
+    std::cout << file << " (" << quantization_name(format) << "): " << error << "\n";
+    EXPECT_LE(error, stored_codes_bound);
   }
 }
 
@@ -128,26 +137,13 @@ TEST(CudaStoredCodes, ActOrderCodesRunAsStoredLikeTheCpu) {
   const host_tensor* q = opened.weights.find_tensor("model.layers.0.self_attn.q_proj.weight");
   ASSERT_TRUE(q != nullptr && q->stored_codes != nullptr);
   ASSERT_FALSE(q->stored_codes->input_permutation().empty()) << "the fixture's inputs are out of order";
-  const model_config& config = opened.weights.config();
-  const auto head = lm_head_quantization(opened.quantization, "auto", false);
-  backend_options options;
-  options.threads = 2;
-  const auto cpu = make_backend("cpu", options);
-  const auto gpu = make_backend("cuda", options);
-  llama_model cpu_model(config, opened.weights.weights(), *cpu, opened.quantization, head);
-  llama_model gpu_model(config, opened.weights.weights(), *gpu, opened.quantization, head);
-  batch_runner cpu_runner(cpu_model, runner_options{}), gpu_runner(gpu_model, runner_options{});
   // One prompt of more rows than the GEMV takes (the slab path), one of fewer.
   std::vector<std::int32_t> long_prompt;
   for (std::int32_t i = 0; i < 80; ++i)
-    long_prompt.push_back((i * 37 + 5) % static_cast<std::int32_t>(config.vocab_size));
-  const std::vector<std::vector<std::int32_t>> prompts = {{1, 17, 42, 99, 7, 3}, long_prompt};
-  const auto want = cpu_runner.prompt_logits(prompts, 64), got = gpu_runner.prompt_logits(prompts, 64);
-  double worst = 0;
-  for (std::size_t i = 0; i < prompts.size(); ++i)
-    worst = std::max(worst, testing::relative_max_error(got[i], want[i]));
-  std::cout << "llama_tiny_gptq_act_order (" << quantization_name(opened.quantization) << "): " << worst << "\n";
-  EXPECT_LE(worst, stored_codes_bound);
+    long_prompt.push_back((i * 37 + 5) % static_cast<std::int32_t>(opened.weights.config().vocab_size));
+  const double error = cuda_error_against_cpu(opened, {{1, 17, 42, 99, 7, 3}, long_prompt});
+  std::cout << "llama_tiny_gptq_act_order (" << quantization_name(opened.quantization) << "): " << error << "\n";
+  EXPECT_LE(error, stored_codes_bound);
 }
 
 // A matrix its checkpoint expands on demand, run unquantised (a file of
