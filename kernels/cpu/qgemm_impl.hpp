@@ -18,7 +18,7 @@
 // the weight rows are first expanded, a block of rows sized to stay in L2
 // at a time, to one byte a code in int8's layout, and every tile of
 // activation rows reads the bytes (the integer sums, so the bits, are the
-// same).
+// same). An int8 matrix's rows already are those bytes and are read in place.
 
 #include "kernels/cpu/qgemv_impl.hpp"
 
@@ -109,14 +109,13 @@ template <qformat F, bool Expanded>
           }
         }
       } else {
+        static_assert(Expanded, "int8 tiles read the matrix as its own expansion");
 #pragma GCC unroll 8
         for (int r = 0; r < 8; ++r) {
           vi wv[R];
 #pragma GCC unroll 4
           for (int i = 0; i < R; ++i) {
-            wv[i] = Expanded ? load_codes(expanded + i * w.padded_cols + x_offset + 64 * r)
-                             : load_codes(w.codes + (n0 + i) * row_bytes + sb * superblock_bytes + h * vector_bytes +
-                                          64 * r);
+            wv[i] = load_codes(expanded + i * w.padded_cols + x_offset + 64 * r);
           }
 #pragma GCC unroll 4
           for (int j = 0; j < C; ++j) {
@@ -176,8 +175,9 @@ template <qformat F, bool Expanded>
 /// Output rows [n_begin, n_end) for the C activation rows from m0, R weight
 /// rows at a time; the last n_end - n_begin mod R rows take the GEMV.
 /// `expanded`: the codes of the rows the tiles take (the first (n_end -
-/// n_begin) / R · R from n_begin) as expand_codes writes them, or null to
-/// read them packed.
+/// n_begin) / R · R from n_begin) as expand_codes writes them (for int8 the
+/// matrix's own rows from n_begin, always given), or null to read 4- or
+/// 5-bit codes packed.
 template <qformat F>
 void qgemm_pass(const qgemv_args& args, std::int64_t m0, std::int64_t n_begin, std::int64_t n_end,
                 const std::uint8_t* expanded) {
@@ -185,10 +185,10 @@ void qgemm_pass(const qgemv_args& args, std::int64_t m0, std::int64_t n_begin, s
   float result[R][C];
   std::int64_t n = n_begin;
   for (; n + R <= n_end; n += R) {
-    if (expanded != nullptr) {
+    if (F == qformat::int8 || expanded != nullptr) {
       qgemm_tile<F, true>(*args.weights, *args.x, n, m0, result,
                           expanded + (n - n_begin) * args.weights->padded_cols);
-    } else {
+    } else if constexpr (F != qformat::int8) {
       qgemm_tile<F, false>(*args.weights, *args.x, n, m0, result, nullptr);
     }
     for (int j = 0; j < C; ++j) {
@@ -207,7 +207,17 @@ template <qformat F>
 void qgemm_passes(const qgemv_args& args, std::int64_t m_tiled) {
   constexpr int R = tile_weight_rows, C = tile_activation_rows;
   const std::int64_t block = quant_code_scratch_bytes / args.weights->padded_cols / R * R;
-  if (F == qformat::int8 || args.code_scratch == nullptr || block == 0) {
+  if (F == qformat::int8) {
+    // int8 rows are stored as the bytes the tiles read, so the matrix is its
+    // own expansion. Read through the expanded path, the tile keeps its four
+    // weight vectors in registers; addressed from the matrix (row_bytes,
+    // superblock offsets) GCC 12 reloaded two of them for every activation
+    // row, and the tiles ran 1.15-1.2x slower (kernels/cpu/README.md).
+    const std::uint8_t* rows = args.weights->codes + args.n_begin * args.weights->padded_cols;
+    for (std::int64_t m0 = 0; m0 < m_tiled; m0 += C) qgemm_pass<F>(args, m0, args.n_begin, args.n_end, rows);
+    return;
+  }
+  if (args.code_scratch == nullptr || block == 0) {
     for (std::int64_t m0 = 0; m0 < m_tiled; m0 += C) qgemm_pass<F>(args, m0, args.n_begin, args.n_end, nullptr);
     return;
   }
