@@ -9,16 +9,32 @@
 
 namespace troupe {
 
+namespace {
+
+// Projections stacked into one output (q/k/v, gate/up), prepared as one
+// linear; or, where their parts take different formats (upload_weights), as
+// one linear per run of parts in the same format, each writing its own
+// columns of the output.
+struct stacked_linear {
+  struct piece {
+    std::unique_ptr<linear_weight> weight;
+    std::int64_t first_column = 0;
+  };
+  std::vector<piece> pieces;
+};
+
+}  // namespace
+
 struct llama_model::layer {
-  std::unique_ptr<linear_weight> qkv;            // [(Hq + 2 Hkv) * D, hidden]
-  std::unique_ptr<linear_weight> o;              // [hidden, Hq * D]
-  std::unique_ptr<linear_weight> gate_up;        // [2 F, hidden]
-  std::unique_ptr<linear_weight> down;           // [hidden, F]
+  stacked_linear qkv;                            // [(Hq + 2 Hkv) * D, hidden]
+  stacked_linear o;                              // [hidden, Hq * D]
+  stacked_linear gate_up;                        // [2 F, hidden]
+  stacked_linear down;                           // [hidden, F]
   device_tensor input_norm;                      // [hidden]
   device_tensor post_attention_norm;             // [hidden]
   device_tensor q_norm;                          // [D] (Qwen3 only)
   device_tensor k_norm;                          // [D] (Qwen3 only)
-  std::array<weight_quantization, 4> formats{};  // of qkv, o, gate_up, down
+  std::array<weight_quantization, 7> formats{};  // of q, k, v, o, gate, up, down
 };
 
 // What upload_weights produced; drafters built over the same model share it.
@@ -69,18 +85,24 @@ bool keeps_4_bit_layers(const model_weights& weights) {
   return false;
 }
 
-// The format of one linear. A checkpoint that keeps 4- or 5-bit layers and
-// stores others in codes it does not keep (llama.cpp's Q4_K_M: Q6_K attn_v
-// and ffn_down; an IQ4_XS file's Q5_K attn_v), expanded at load, keeps what
-// those codes hold: the linears with such a part run as int8 instead of
+// The format of one projection. A checkpoint that keeps 4- or 5-bit layers
+// and stores others in codes it does not keep (llama.cpp's Q4_K_M: Q6_K
+// attn_v and ffn_down; an IQ4_XS file's Q5_K attn_v), expanded at load,
+// keeps what those codes hold: such a projection runs as int8 instead of
 // being rounded to 4 or 5 bits a second time, on a grid that is not theirs.
-// Every other linear takes the model's format.
-weight_quantization linear_format(const std::vector<host_tensor>& parts, weight_quantization model_format,
-                                  bool keeps_4_bits) {
+// Every other projection takes the model's format, so a stack holding both
+// kinds is split (stacked_linear).
+weight_quantization projection_format(const host_tensor& part, weight_quantization model_format, bool keeps_4_bits) {
   const int bits = quantization_code_bits(model_format);
   const bool few_bits = bits > 0 && bits < 8;
-  const bool recoded = std::any_of(parts.begin(), parts.end(), [&](const host_tensor& p) { return p.stored_bits > 0; });
-  return few_bits && keeps_4_bits && recoded ? weight_quantization::int8 : model_format;
+  return few_bits && keeps_4_bits && part.stored_bits > 0 ? weight_quantization::int8 : model_format;
+}
+
+// out = x · stackᵀ, each piece into its own columns.
+void run_stacked(backend& device, tensor_view x, const stacked_linear& stack, tensor_view out) {
+  if (stack.pieces.size() == 1) return device.linear(x, *stack.pieces.front().weight, out);
+  for (const stacked_linear::piece& piece : stack.pieces)
+    device.linear(x, *piece.weight, out.col_slice(piece.first_column, piece.weight->out_features()));
 }
 
 std::int64_t grown(std::int64_t needed, std::int64_t current) {
@@ -144,7 +166,7 @@ std::string describe_linear_formats(const llama_model& model, weight_quantizatio
   std::map<weight_quantization, int> others;
   int all = 0;
   for (int layer = 0; layer < static_cast<int>(model.config().num_hidden_layers); ++layer) {
-    for (const weight_quantization format : model.linear_formats(layer)) {
+    for (const weight_quantization format : model.projection_formats(layer)) {
       ++all;
       if (format != quantization) ++others[format];
     }
@@ -159,7 +181,7 @@ std::string describe_linear_formats(const llama_model& model, weight_quantizatio
   return out;
 }
 
-std::array<weight_quantization, 4> llama_model::linear_formats(int layer) const {
+std::array<weight_quantization, 7> llama_model::projection_formats(int layer) const {
   return weights_->layers.at(static_cast<std::size_t>(layer)).formats;
 }
 
@@ -184,14 +206,34 @@ void llama_model::upload_weights(const model_weights& weights, weight_quantizati
   for (std::size_t i = 0; i < weights.layers.size(); ++i) {
     const layer_weights& w = weights.layers[i];
     layer& l = up->layers[i];
-    const auto prepare = [&](int slot, std::vector<host_tensor> parts, std::vector<host_tensor> biases) {
-      l.formats[static_cast<std::size_t>(slot)] = linear_format(parts, quantization, keeps_4_bits);
-      return backend_.prepare_quantized_linear(parts, biases, l.formats[static_cast<std::size_t>(slot)]);
+    // `parts` are the layer's projections from number `first` on (in the
+    // order q, k, v, o, gate, up, down): one linear per run of them in the same format.
+    const auto prepare = [&](std::size_t first, const std::vector<host_tensor>& parts,
+                             const std::vector<host_tensor>& biases) {
+      if (!biases.empty() && biases.size() != parts.size())
+        throw std::invalid_argument("prepare_linear: give one bias per weight part or none");
+      stacked_linear stack;
+      std::int64_t column = 0;
+      for (std::size_t begin = 0; begin < parts.size();) {
+        const weight_quantization format = projection_format(parts[begin], quantization, keeps_4_bits);
+        std::size_t end = begin + 1;
+        while (end < parts.size() && projection_format(parts[end], quantization, keeps_4_bits) == format) ++end;
+        const std::span<const host_tensor> run(parts.data() + begin, end - begin);
+        const std::span<const host_tensor> run_biases =
+            biases.empty() ? std::span<const host_tensor>() : std::span(biases).subspan(begin, end - begin);
+        stack.pieces.push_back({backend_.prepare_quantized_linear(run, run_biases, format), column});
+        for (std::size_t i = begin; i < end; ++i) {
+          l.formats.at(first + i) = format;
+          column += parts[i].matrix_rows();
+        }
+        begin = end;
+      }
+      return stack;
     };
     l.qkv = prepare(0, present({w.q_proj, w.k_proj, w.v_proj}), present({w.q_bias, w.k_bias, w.v_bias}));
-    l.o = prepare(1, present({w.o_proj}), present({w.o_bias}));
-    l.gate_up = prepare(2, present({w.gate_proj, w.up_proj}), {});
-    l.down = prepare(3, present({w.down_proj}), {});
+    l.o = prepare(3, present({w.o_proj}), present({w.o_bias}));
+    l.gate_up = prepare(4, present({w.gate_proj, w.up_proj}), {});
+    l.down = prepare(6, present({w.down_proj}), {});
     l.input_norm = backend_.upload(*w.input_norm);
     l.post_attention_norm = backend_.upload(*w.post_attention_norm);
     if (w.q_norm != nullptr) l.q_norm = backend_.upload(*w.q_norm);
@@ -305,7 +347,7 @@ void llama_model::run_layer(const layer& w, int index, const step_plan& plan, kv
   }
 
   const tensor_view qkv = ws.qkv.view(act, tokens, q_width + 2 * kv_width);
-  backend_.linear(normed, *w.qkv, qkv);
+  run_stacked(backend_, normed, w.qkv, qkv);
   const tensor_view q = qkv.col_slice(0, q_width);
   const tensor_view k = qkv.col_slice(q_width, kv_width);
   const tensor_view v = qkv.col_slice(q_width + kv_width, kv_width);
@@ -316,14 +358,14 @@ void llama_model::run_layer(const layer& w, int index, const step_plan& plan, kv
   backend_.rope_and_write_kv(plan, q, k, v, cache, index);
   const tensor_view attn = ws.attn.view(act, tokens, q_width);
   backend_.attention(plan, q, cache, index, attn);
-  backend_.linear(attn, *w.o, proj);
+  run_stacked(backend_, attn, w.o, proj);
 
   backend_.add_rms_norm(residual, proj, w.post_attention_norm.view, eps, normed);
   const tensor_view gate_up = ws.gate_up.view(act, tokens, 2 * config_.intermediate_size);
-  backend_.linear(normed, *w.gate_up, gate_up);
+  run_stacked(backend_, normed, w.gate_up, gate_up);
   const tensor_view activated = ws.act.view(act, tokens, config_.intermediate_size);
   backend_.silu_mul(gate_up, activated);
-  backend_.linear(activated, *w.down, proj);
+  run_stacked(backend_, activated, w.down, proj);
 }
 
 tensor_view llama_model::forward(const step_batch& batch, kv_cache& cache, host_block_pool* host) {

@@ -24,8 +24,8 @@ bool lm_head_refinable(const model_config& config, const backend& device);
 class llama_model;
 
 /// The decoder projections' formats in words: `quantization`'s name, and
-/// how many projections hold another format, e.g. "int4_asym (16 of 64
-/// projections int8)".
+/// how many projections hold another format, e.g. "int4_asym (16 of 112
+/// projections int8)" (7 a layer).
 std::string describe_linear_formats(const llama_model& model, weight_quantization quantization);
 
 class llama_model {
@@ -61,11 +61,11 @@ class llama_model {
   /// Logits per row: vocab_size, or the head_rows it was built with (ids [0, logits_width)).
   std::int64_t logits_width() const { return logits_width_; }
   /// The formats decoder layer `layer` (an index into the checkpoint's
-  /// layers) holds its q/k/v, o, gate/up and down projections in: the
-  /// model's quantization, or int8 for a projection with a part stored in
-  /// more bits than the layers kept as stored (a GGUF Q4_K_M's Q6_K ones
-  /// beside its Q4_K layers).
-  std::array<weight_quantization, 4> linear_formats(int layer) const;
+  /// layers) holds its q, k, v, o, gate, up and down projections in: the
+  /// model's quantization, or int8 for a projection stored in more bits than
+  /// the layers kept as stored (a GGUF Q4_K_M's Q6_K ones beside its Q4_K
+  /// layers; a stack of q/k/v or gate/up then runs as one linear per format).
+  std::array<weight_quantization, 7> projection_formats(int layer) const;
   /// Decoder layers this model runs (all of the checkpoint's, unless built as a layer-skipping drafter).
   int num_layers() const { return static_cast<int>(active_layers_.size()); }
 

@@ -53,7 +53,7 @@ constexpr std::int64_t invariant_panel_bytes = std::int64_t{512} << 10;
 
 // A part kept in its checkpoint's 4-bit form can only become that format.
 // A part kept in 4 bits packs into its own format, or is decoded into int8
-// (a linear with a finer part beside it, llama_model's linear_format).
+// (a caller asking for int8 over kept codes).
 void check_stored_code_parts(std::span<const host_tensor> parts, weight_quantization format) {
   for (const host_tensor& part : parts) {
     if (part.stored_codes == nullptr) continue;

@@ -101,7 +101,7 @@ double cuda_error_against_cpu(const quantized_checkpoint& opened,
   const auto gpu = make_backend("cuda", options);
   llama_model cpu_model(config, opened.weights.weights(), *cpu, opened.quantization, head);
   llama_model gpu_model(config, opened.weights.weights(), *gpu, opened.quantization, head);
-  EXPECT_EQ(cpu_model.linear_formats(0), gpu_model.linear_formats(0));
+  EXPECT_EQ(cpu_model.projection_formats(0), gpu_model.projection_formats(0));
   batch_runner cpu_runner(cpu_model, runner_options{}), gpu_runner(gpu_model, runner_options{});
   const auto want = cpu_runner.prompt_logits(prompts, 64), got = gpu_runner.prompt_logits(prompts, 64);
   double worst = 0;

@@ -104,12 +104,13 @@ TEST(KQuantGguf, Q5_KMatricesKeepTheirFiveBitCodesAndExpandTheQ6_KOnes) {
   expect_k_codes_kept(q5_k_m, ggml_type::q5_k, weight_quantization::int5_asym, 6, 2);
 }
 
-// `auto` keeps the Q4_K matrices as int4_asym and runs the linears with a
-// Q6_K part (q/k/v, down) as int8 (llama_model's linear_format); `none`
-// runs the whole file expanded to bf16. Measured max |Δlogit| / max |logit|
-// on this random model (int8 activations and LM head on the quantised
-// side): 0.0254; rounding the Q6_K matrices to int4_asym instead gave 0.20,
-// and the whole file requantised to int8 0.039.
+// `auto` keeps the Q4_K matrices as int4_asym and runs the Q6_K ones (v,
+// down) as int8, q and k beside v staying int4_asym (llama_model's
+// projection_format; q/k/v split in two linears); `none` runs the whole file
+// expanded to bf16. Measured max |Δlogit| / max |logit| on this random model
+// (int8 activations and LM head on the quantised side): 0.0261 (0.0254 with
+// the whole q/k/v as int8); rounding the Q6_K matrices to int4_asym instead
+// gave 0.20, and the whole file requantised to int8 0.039.
 TEST(KQuantGguf, NativeQ4_KRunsLikeTheExpandedFile) {
   EXPECT_LE(testing::error_against_expanded(q4_k_m, weight_quantization::int4_asym), 0.04);
   // No int4 kernels (cuda): expanded, run as stored.
@@ -117,10 +118,11 @@ TEST(KQuantGguf, NativeQ4_KRunsLikeTheExpandedFile) {
             weight_quantization::none);
 }
 
-// `auto` keeps the Q5_K matrices as int5_asym and runs the linears with a
-// Q6_K part (layer 0's q/k/v and down) as int8. Measured max |Δlogit| / max
-// |logit| against the file expanded to bf16: 0.0251 (the whole file as
-// int8, before int5_asym existed: 0.0304). No int5 kernels (cuda): expanded.
+// `auto` keeps the Q5_K matrices as int5_asym and runs the Q6_K ones (layer
+// 0's v and down) as int8. Measured max |Δlogit| / max |logit| against the
+// file expanded to bf16: 0.0290 (0.0251 with layer 0's whole q/k/v as int8;
+// the whole file as int8, before int5_asym existed: 0.0304). No int5
+// kernels (cuda): expanded.
 TEST(KQuantGguf, NativeQ5_KRunsLikeTheExpandedFile) {
   EXPECT_LE(testing::error_against_expanded(q5_k_m, weight_quantization::int5_asym), 0.04);
   const quantized_checkpoint opened = open_for_quantization(q5_k_m, "auto", true, {.show_progress = false});
@@ -128,11 +130,12 @@ TEST(KQuantGguf, NativeQ5_KRunsLikeTheExpandedFile) {
   options.threads = 2;
   const auto device = make_backend("cpu", options);
   const llama_model model(opened.weights.config(), opened.weights.weights(), *device, opened.quantization);
-  const std::array<weight_quantization, 4> first = model.linear_formats(0), second = model.linear_formats(1);
+  const std::array<weight_quantization, 7> first = model.projection_formats(0), second = model.projection_formats(1);
   using enum weight_quantization;
-  EXPECT_EQ(first, (std::array{int8, int5_asym, int5_asym, int8}));  // qkv and down hold a Q6_K part
-  EXPECT_EQ(second, (std::array{int5_asym, int5_asym, int5_asym, int5_asym}));
-  EXPECT_EQ(describe_linear_formats(model, opened.quantization), "int5_asym (2 of 8 projections int8)");
+  // Layer 0's v and down are Q6_K; its q and k stay int5_asym beside v (q/k/v split in two linears).
+  EXPECT_EQ(first, (std::array{int5_asym, int5_asym, int8, int5_asym, int5_asym, int5_asym, int8}));
+  EXPECT_EQ(second, (std::array{int5_asym, int5_asym, int5_asym, int5_asym, int5_asym, int5_asym, int5_asym}));
+  EXPECT_EQ(describe_linear_formats(model, opened.quantization), "int5_asym (2 of 14 projections int8)");
   EXPECT_EQ(open_for_quantization(q5_k_m, "auto", false, {.show_progress = false}).quantization,
             weight_quantization::none);
 }
@@ -200,10 +203,11 @@ TEST(Iq4Gguf, Iq4FilesRunAsStoredInt4NlLikeTheExpandedFile) {
 // IQ4_NL with a Q4_0 attn_v (llama-quantize --tensor-type attn_v=q4_0): the
 // Q4_0 codes are not kept (the file keeps int4_nl), and rounding their
 // expansion onto int4_nl's levels would move every v weight a second time,
-// so the stacked q/k/v runs as int8 and the rest as int4_nl. Measured max
-// |Δlogit| / max |logit| against the file expanded to bf16: 0.0116 (with
-// q/k/v as int4_nl instead: 0.0136).
-TEST(Iq4Gguf, ACodeTypeNotKeptRunsItsLinearAsInt8) {
+// so v runs as int8 and q and k beside it as int4_nl, as stored (q/k/v
+// split in two linears). Measured max |Δlogit| / max |logit| against the
+// file expanded to bf16: 0.0129 (the whole q/k/v as int8: 0.0116; as
+// int4_nl, v rounded again: 0.0136).
+TEST(Iq4Gguf, ACodeTypeNotKeptRunsAsInt8BesideTheKeptParts) {
   const auto mixed = fixtures / "llama_tiny_iq4_nl_q4_0_v.gguf";
   const double error = testing::error_against_expanded(mixed, weight_quantization::int4_nl);
   RecordProperty("mixed_relative_error", std::to_string(error));
@@ -217,7 +221,9 @@ TEST(Iq4Gguf, ACodeTypeNotKeptRunsItsLinearAsInt8) {
   const llama_model model(opened.weights.config(), opened.weights.weights(), *device, opened.quantization);
   using enum weight_quantization;
   for (std::int64_t i = 0; i < opened.weights.config().num_hidden_layers; ++i)
-    EXPECT_EQ(model.linear_formats(static_cast<int>(i)), (std::array{int8, int4_nl, int4_nl, int4_nl})) << i;
+    EXPECT_EQ(model.projection_formats(static_cast<int>(i)),
+              (std::array{int4_nl, int4_nl, int8, int4_nl, int4_nl, int4_nl, int4_nl}))
+        << i;
 }
 
 // The file with the first Q4_K block of layer 0's q_proj given d = 65504

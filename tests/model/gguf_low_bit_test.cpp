@@ -5,8 +5,8 @@
 // scales per 16 weights put a group of 32 on no 4-bit grid, so under
 // `auto` they run as int8 (rounding them to int4_asym put the logits 0.14-0.21
 // of the largest logit off the expanded file's); the Q3_K_M file's Q4_K
-// matrices stay as stored, the linears with a 2- to 3-bit or Q5_K part run
-// as int8, as a Q4_K_M file's Q6_K ones do.
+// matrices stay as stored, the 2- to 3-bit and Q5_K projections run as
+// int8, as a Q4_K_M file's Q6_K ones do.
 
 #include <gtest/gtest.h>
 
@@ -65,8 +65,8 @@ TEST(LowBitGguf, AQ3_KMFileKeepsItsQ4_KMatricesAndRunsTheRestAsInt8) {
   options.threads = 2;
   const auto device = make_backend("cpu", options);
   const llama_model model(opened.weights.config(), opened.weights.weights(), *device, opened.quantization);
-  // q/k/v and gate/up (Q3_K and Q5_K parts) int8, o and down (kept Q4_K) int4_asym.
-  EXPECT_EQ(describe_linear_formats(model, opened.quantization), "int4_asym (4 of 8 projections int8)");
+  // q, k, v, gate and up (Q3_K and Q5_K) int8, o and down (kept Q4_K) int4_asym.
+  EXPECT_EQ(describe_linear_formats(model, opened.quantization), "int4_asym (10 of 14 projections int8)");
 }
 
 }  // namespace

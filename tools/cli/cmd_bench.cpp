@@ -81,11 +81,11 @@ double streamed_weight_bytes(const loaded_model& loaded, const model_flags& mode
   if (format == weight_quantization::none) return static_cast<double>(loaded.ckpt.weight_bytes());
   const model_config& c = loaded.ckpt.config();
   const std::int64_t h = c.hidden_size, q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
-  const std::pair<std::int64_t, std::int64_t> shapes[] = {
-      {q + 2 * kv, h}, {h, q}, {2 * c.intermediate_size, h}, {h, c.intermediate_size}};
+  const std::int64_t f = c.intermediate_size;
+  const std::pair<std::int64_t, std::int64_t> shapes[] = {{q, h}, {kv, h}, {kv, h}, {h, q}, {f, h}, {f, h}, {h, f}};
   double bytes = 0;
   for (int layer = 0; layer < static_cast<int>(c.num_hidden_layers); ++layer) {
-    const std::array<weight_quantization, 4> formats = loaded.model->linear_formats(layer);
+    const std::array<weight_quantization, 7> formats = loaded.model->projection_formats(layer);
     for (std::size_t i = 0; i < formats.size(); ++i) {
       const auto [rows, cols] = shapes[i];
       bytes += static_cast<double>(cpu::layout_for(formats[i], rows, cols).total_bytes);
