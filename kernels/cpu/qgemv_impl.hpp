@@ -1,8 +1,9 @@
 #pragma once
 // Quantised GEMV (up to 8 activation rows; more run the tiles of
-// qgemm_impl.hpp): int8 activations (per group of 32, quantised on the fly)
-// times int8 (per output row), int4, int5 or int4_nl (per group of 32) weights,
-// integer dot products per group, f32 accumulation across groups.
+// qgemm_impl.hpp): int8 activations (per group of 32, quantised on the fly
+// by quantize_row_impl.hpp) times int8 (per output row), int4, int5 or
+// int4_nl (per group of 32) weights, integer dot products per group, f32
+// accumulation across groups.
 // Included only by the ISA units. Layouts: isa_kernels.hpp.
 //
 // Each 64-byte vector of a superblock carries 16 groups in its 32-bit lanes
@@ -10,6 +11,7 @@
 // over the superblock's 8 vectors and then meet their 16 scales as one vector.
 
 #include "kernels/cpu/isa_kernels.hpp"
+#include "kernels/cpu/quantize_row_impl.hpp"
 #include "kernels/cpu/simd.hpp"
 
 namespace troupe::cpu::TROUPE_ISA_NS {
@@ -71,43 +73,12 @@ inline int byte_code(const std::uint8_t* superblock, qformat format, std::int64_
   return format == qformat::int4_nl ? int4_nl_biased_levels[code] : code;
 }
 
-/// Position of input feature `k` in the interleaved order (isa_kernels.hpp).
-inline std::int64_t interleaved_position(std::int64_t k) {
-  const std::int64_t within = k % quant_superblock;
-  const std::int64_t group = within / quant_group, lane_byte = within % 4, vector = (within % quant_group) / 4;
-  return k - within + 64 * vector + 4 * group + lane_byte;
-}
-
 inline float half_to_float(std::uint16_t bits) {
 #if defined(__F16C__)
   return _cvtsh_ss(bits);
 #else
   return troupe::f16_to_float(bits);
 #endif
-}
-
-inline void quantize_row(const float* x, std::int64_t cols, std::int64_t padded_cols, std::int8_t* codes, float* scales,
-                         float* sums, std::int32_t* code_sums) {
-  for (std::int64_t g = 0; g < padded_cols / quant_group; ++g) {
-    float values[quant_group];
-    float amax = 0.0f;
-    for (std::int64_t t = 0; t < quant_group; ++t) {
-      const std::int64_t k = g * quant_group + t;
-      values[t] = k < cols ? x[k] : 0.0f;
-      const float magnitude = values[t] < 0.0f ? -values[t] : values[t];
-      amax = magnitude > amax ? magnitude : amax;
-    }
-    const float inverse = amax > 0.0f ? 127.0f / amax : 0.0f;
-    int sum = 0;
-    for (std::int64_t t = 0; t < quant_group; ++t) {
-      const int code = static_cast<int>(__builtin_rintf(values[t] * inverse));
-      sum += code;
-      codes[interleaved_position(g * quant_group + t)] = static_cast<std::int8_t>(code);
-    }
-    scales[g] = amax / 127.0f;
-    sums[g] = scales[g] * static_cast<float>(sum);
-    code_sums[g] = sum;
-  }
 }
 
 #if defined(__AVX512VNNI__)
@@ -208,9 +179,9 @@ inline vi dot_int8(vi acc, vi w, vi x) {
 /// j takes bit j % 8 of bits byte j / 8 (spread by a shuffle, tested by a mask).
 inline vi with_fifth_bits(vi codes, const std::uint8_t* bits) {
   const int word = _mm_cvtsi128_si32(_mm_loadu_si32(bits));
-  const vi spread = _mm256_shuffle_epi8(_mm256_set1_epi32(word),
-                                        _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2,
-                                                         2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const vi spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(word),
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
   const vi bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
   const vi set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
   return _mm256_add_epi8(codes, _mm256_and_si256(set, _mm256_set1_epi8(16)));

@@ -130,6 +130,24 @@ TEST(QuantizedFormat, RoundTripWithinHalfAStep) {
   }
 }
 
+// quantize_row of the row x (its cols = x.size()) at every supported level
+// matches cpu::quantize_rows_reference bit for bit.
+void expect_activation_row_matches_reference(const std::vector<float>& x, std::int64_t padded) {
+  const auto cols = static_cast<std::int64_t>(x.size());
+  const cpu::reference_rows want = cpu::quantize_rows_reference(x.data(), 1, cols, cols, padded);
+  for (auto level : test::supported_levels()) {
+    std::vector<std::int8_t> codes(padded, 99);
+    std::vector<float> scales(padded / quant_group), sums(padded / quant_group);
+    std::vector<std::int32_t> code_sums(padded / quant_group, 99);
+    cpu::kernels_for(level).quantize_row(x.data(), cols, padded, codes.data(), scales.data(), sums.data(),
+                                         code_sums.data());
+    EXPECT_EQ(codes, want.codes) << cpu::isa_name(level) << " cols " << cols;
+    EXPECT_EQ(scales, want.scales) << cpu::isa_name(level) << " cols " << cols;
+    EXPECT_EQ(sums, want.sums) << cpu::isa_name(level) << " cols " << cols;
+    EXPECT_EQ(code_sums, want.code_sums) << cpu::isa_name(level) << " cols " << cols;
+  }
+}
+
 TEST(QuantizedFormat, ActivationRowsMatchTheReferenceAtEveryLevel) {
   random_source rng;
   SCOPED_TRACE(rng.trace());
@@ -142,17 +160,28 @@ TEST(QuantizedFormat, ActivationRowsMatchTheReferenceAtEveryLevel) {
     const float value = scale * want.codes[static_cast<std::size_t>(cpu::interleaved_position(k))];
     ASSERT_LE(std::fabs(value - x[static_cast<std::size_t>(k)]), 0.5f * scale * 1.0001f) << k;
   }
-  for (auto level : test::supported_levels()) {
-    std::vector<std::int8_t> codes(padded, 99);
-    std::vector<float> scales(padded / quant_group), sums(padded / quant_group);
-    std::vector<std::int32_t> code_sums(padded / quant_group, 99);
-    cpu::kernels_for(level).quantize_row(x.data(), cols, padded, codes.data(), scales.data(), sums.data(),
-                                         code_sums.data());
-    EXPECT_EQ(codes, want.codes) << cpu::isa_name(level);
-    EXPECT_EQ(scales, want.scales) << cpu::isa_name(level);
-    EXPECT_EQ(sums, want.sums) << cpu::isa_name(level);
-    EXPECT_EQ(code_sums, want.code_sums) << cpu::isa_name(level);
-  }
+  expect_activation_row_matches_reference(x, padded);
+}
+
+TEST(QuantizedFormat, ActivationRowsMatchTheReferenceForAnyLengthAndMagnitude) {
+  random_source rng;
+  SCOPED_TRACE(rng.trace());
+  // Whole superblocks, one input, a group and one input, a partial superblock after a whole one.
+  const std::pair<std::int64_t, std::int64_t> shapes[] = {{2048, 2048}, {1, 512}, {33, 512}, {1500, 1536}};
+  for (auto [cols, padded] : shapes)
+    expect_activation_row_matches_reference(rng.floats(static_cast<std::size_t>(cols), -4.0f, 4.0f), padded);
+
+  std::vector<float> x = rng.floats(1500, -4.0f, 4.0f);
+  for (std::size_t k = 0; k < x.size(); ++k)
+    x[k] *= k / quant_group % 3 == 1 ? 1e-6f : k / quant_group % 3 == 2 ? 1e4f : 1.0f;
+  // Group 4: amax 127, so the inverse is 1 and ±0.5, ±1.5, ... ±30.5 are ties (to even: 0, 2, 2, 4, ...).
+  for (int t = 0; t < 31; ++t) x[4 * quant_group + t] = (t % 2 == 0 ? 1.0f : -1.0f) * (0.5f + static_cast<float>(t));
+  x[4 * quant_group + 31] = 127.0f;
+  std::fill(x.begin() + 6 * quant_group, x.begin() + 7 * quant_group, 0.0f);  // an all-zero group
+  // Group 8: amax below 127 / FLT_MAX, so 127 / amax overflows (the vector paths hand such groups to the
+  // scalar loop; codes 0, and the 32 conversions of infinities sum to 0).
+  for (int t = 0; t < quant_group; ++t) x[8 * quant_group + t] = 1e-37f * rng.uniform(-1.0f, 1.0f);
+  expect_activation_row_matches_reference(x, 1536);
 }
 
 // Σ_k |w_k · x_k|: the scale of a dot product's rounding error.

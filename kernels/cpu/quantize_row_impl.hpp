@@ -1,0 +1,253 @@
+#pragma once
+// Activation quantisation for the quantised GEMV / GEMM: one row to int8
+// codes per group of 32 (symmetric, scale = amax / 127), the codes in the
+// interleaved order of isa_kernels.hpp. Included only by qgemv_impl.hpp.
+//
+// The scalar loop (quantize_group) defines the results. The vector paths
+// quantise as many groups at once as a vector has float lanes (16 groups, a
+// whole superblock, with AVX-512; 8, half of one, with AVX2), each group's
+// amax, scale and code sum in its own lane, and reach the same bits with the
+// same float operations: max of |x|, 127 / amax, x · inverse rounded to nearest
+// even (the conversion under the default rounding mode, as rintf), amax / 127.
+
+#include "kernels/cpu/isa_kernels.hpp"
+#include "kernels/cpu/simd.hpp"
+
+namespace troupe::cpu::TROUPE_ISA_NS {
+
+/// Position of input feature `k` in the interleaved order (isa_kernels.hpp).
+inline std::int64_t interleaved_position(std::int64_t k) {
+  const std::int64_t within = k % quant_superblock;
+  const std::int64_t group = within / quant_group, lane_byte = within % 4, vector = (within % quant_group) / 4;
+  return k - within + 64 * vector + 4 * group + lane_byte;
+}
+
+/// Quantises group g of the row (inputs at or past `cols` are zeros): the
+/// reference the vector paths match bit for bit.
+inline void quantize_group(const float* x, std::int64_t cols, std::int64_t g, std::int8_t* codes, float* scales,
+                           float* sums, std::int32_t* code_sums) {
+  float values[quant_group];
+  float amax = 0.0f;
+  for (std::int64_t t = 0; t < quant_group; ++t) {
+    const std::int64_t k = g * quant_group + t;
+    values[t] = k < cols ? x[k] : 0.0f;
+    const float magnitude = values[t] < 0.0f ? -values[t] : values[t];
+    amax = magnitude > amax ? magnitude : amax;
+  }
+  const float inverse = amax > 0.0f ? 127.0f / amax : 0.0f;
+  int sum = 0;
+  for (std::int64_t t = 0; t < quant_group; ++t) {
+    const int code = static_cast<int>(__builtin_rintf(values[t] * inverse));
+    sum += code;
+    codes[interleaved_position(g * quant_group + t)] = static_cast<std::int8_t>(code);
+  }
+  scales[g] = amax / 127.0f;
+  sums[g] = scales[g] * static_cast<float>(sum);
+  code_sums[g] = sum;
+}
+
+#if defined(__AVX512F__) || defined(__AVX2__)
+
+// In their own namespace, apart from qgemv_impl.hpp's vector helpers (whose
+// vi is 256 bits wide in the plain AVX-512 unit). Each vector path provides:
+// vi (W int32 lanes), magnitude, inverse_of_amax, has_infinity, to_codes,
+// to_float, store_ints, store_bytes, pack_codes, group_maxima,
+// transpose_codes and byte_sums.
+namespace row_quantization {
+
+#if defined(__AVX512F__)
+
+using vi = __m512i;
+
+inline vf magnitude(vf v) { return _mm512_abs_ps(v); }
+/// 127 / amax in the lanes where amax > 0, else 0.
+inline vf inverse_of_amax(vf amax) {
+  return _mm512_maskz_div_ps(_mm512_cmp_ps_mask(amax, zero(), _CMP_GT_OQ), set1(127.0f), amax);
+}
+inline bool has_infinity(vf v) { return _mm512_cmp_ps_mask(v, set1(__builtin_inff()), _CMP_EQ_OQ) != 0; }
+inline vi to_codes(vf v, vf inverse) { return _mm512_cvtps_epi32(mul(v, inverse)); }
+inline vf to_float(vi v) { return _mm512_cvtepi32_ps(v); }
+inline void store_ints(std::int32_t* p, vi v) { _mm512_storeu_si512(p, v); }
+inline void store_bytes(std::int8_t* p, vi v) { _mm512_storeu_si512(p, v); }
+
+/// The int32 codes of groups a and b (16 each, a0 the first 16) as bytes: in
+/// 128-bit lane i, the 4-byte chunks i and 4 + i of a and b, as (a i, b i,
+/// a 4 + i, b 4 + i). The packs saturate, which codes in [-127, 127] never reach.
+inline vi pack_codes(vi a0, vi a1, vi b0, vi b1) {
+  return _mm512_packs_epi16(_mm512_packs_epi32(a0, b0), _mm512_packs_epi32(a1, b1));
+}
+
+/// Lane j of the result is the largest lane of m[j] (16 maxima at once).
+inline vf group_maxima(const vf* m) {
+  vf pairs[8], quads[4];
+  for (int i = 0; i < 8; ++i)
+    pairs[i] = max(_mm512_unpacklo_ps(m[2 * i], m[2 * i + 1]), _mm512_unpackhi_ps(m[2 * i], m[2 * i + 1]));
+  for (int i = 0; i < 4; ++i)
+    quads[i] = max(_mm512_shuffle_ps(pairs[2 * i], pairs[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                   _mm512_shuffle_ps(pairs[2 * i], pairs[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  // quads[i] holds groups 4i..4i+3 in every 128-bit chunk; take the max of the four chunks.
+  const vf lo = max(_mm512_shuffle_f32x4(quads[0], quads[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                    _mm512_shuffle_f32x4(quads[0], quads[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const vf hi = max(_mm512_shuffle_f32x4(quads[2], quads[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                    _mm512_shuffle_f32x4(quads[2], quads[3], _MM_SHUFFLE(3, 1, 3, 1)));
+  return max(_mm512_shuffle_f32x4(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)),
+             _mm512_shuffle_f32x4(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/// 128-bit lanes (a 0, a 2, b 0, b 2) and (a 1, a 3, b 1, b 3).
+inline vi even_lanes(vi a, vi b) { return _mm512_shuffle_i32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)); }
+inline vi odd_lanes(vi a, vi b) { return _mm512_shuffle_i32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)); }
+
+/// rows[k], pack_codes of groups 2k and 2k + 1, in place to the superblock's
+/// code vectors: rows[v] holds chunk v (inputs 4v..4v+3) of group g in 32-bit lane g.
+inline void transpose_codes(vi* rows) {
+  vi quads[8];  // quads[2q + h]: groups 4q..4q+3 in each 128-bit lane i, chunk i + 4h
+  for (int q = 0; q < 4; ++q) {
+    quads[2 * q] = _mm512_unpacklo_epi64(rows[2 * q], rows[2 * q + 1]);
+    quads[2 * q + 1] = _mm512_unpackhi_epi64(rows[2 * q], rows[2 * q + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {
+    const vi even_low = even_lanes(quads[h], quads[2 + h]), odd_low = odd_lanes(quads[h], quads[2 + h]);
+    const vi even_high = even_lanes(quads[4 + h], quads[6 + h]), odd_high = odd_lanes(quads[4 + h], quads[6 + h]);
+    rows[4 * h] = even_lanes(even_low, even_high);
+    rows[4 * h + 1] = even_lanes(odd_low, odd_high);
+    rows[4 * h + 2] = odd_lanes(even_low, even_high);
+    rows[4 * h + 3] = odd_lanes(odd_low, odd_high);
+  }
+}
+
+/// Lane g: the sum of the int8 codes in 32-bit lane g of the 8 vectors.
+inline vi byte_sums(const vi* rows) {
+  const vi ones = _mm512_set1_epi8(1);
+  vi pair_sums = _mm512_maddubs_epi16(ones, rows[0]);  // 8 pair sums of at most 256 fit int16
+  for (int v = 1; v < 8; ++v) pair_sums = _mm512_add_epi16(pair_sums, _mm512_maddubs_epi16(ones, rows[v]));
+  return _mm512_madd_epi16(pair_sums, _mm512_set1_epi16(1));
+}
+
+#else  // AVX2
+
+using vi = __m256i;
+
+inline vf magnitude(vf v) { return _mm256_andnot_ps(set1(-0.0f), v); }
+/// 127 / amax in the lanes where amax > 0, else 0.
+inline vf inverse_of_amax(vf amax) {
+  return _mm256_and_ps(div(set1(127.0f), amax), _mm256_cmp_ps(amax, zero(), _CMP_GT_OQ));
+}
+inline bool has_infinity(vf v) { return _mm256_movemask_ps(_mm256_cmp_ps(v, set1(__builtin_inff()), _CMP_EQ_OQ)) != 0; }
+inline vi to_codes(vf v, vf inverse) { return _mm256_cvtps_epi32(mul(v, inverse)); }
+inline vf to_float(vi v) { return _mm256_cvtepi32_ps(v); }
+inline void store_ints(std::int32_t* p, vi v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+inline void store_bytes(std::int8_t* p, vi v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+
+/// The int32 codes of 16 inputs of groups a and b (8 each, a0 the first 8)
+/// as bytes: in 128-bit lane i, the chunks i and 2 + i of the 16, as (a i,
+/// b i, a 2 + i, b 2 + i). The packs saturate, which codes in [-127, 127] never reach.
+inline vi pack_codes(vi a0, vi a1, vi b0, vi b1) {
+  return _mm256_packs_epi16(_mm256_packs_epi32(a0, b0), _mm256_packs_epi32(a1, b1));
+}
+
+/// Lane j of the result is the largest lane of m[j] (8 maxima at once).
+inline vf group_maxima(const vf* m) {
+  vf pairs[4], quads[2];
+  for (int i = 0; i < 4; ++i)
+    pairs[i] = max(_mm256_unpacklo_ps(m[2 * i], m[2 * i + 1]), _mm256_unpackhi_ps(m[2 * i], m[2 * i + 1]));
+  for (int i = 0; i < 2; ++i)
+    quads[i] = max(_mm256_shuffle_ps(pairs[2 * i], pairs[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                   _mm256_shuffle_ps(pairs[2 * i], pairs[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  return max(_mm256_permute2f128_ps(quads[0], quads[1], 0x20), _mm256_permute2f128_ps(quads[0], quads[1], 0x31));
+}
+
+/// rows[2p + h], pack_codes of groups 2p and 2p + 1 for inputs 16h..16h+15,
+/// in place to the half superblock's code vectors: rows[v] holds chunk v
+/// (inputs 4v..4v+3) of group g in 32-bit lane g.
+inline void transpose_codes(vi* rows) {
+  vi quads[8];  // quads[4c + s]: groups 4c..4c+3 in each 128-bit lane i, chunk 2s + i
+  for (int c = 0; c < 2; ++c)
+    for (int h = 0; h < 2; ++h) {
+      quads[4 * c + 2 * h] = _mm256_unpacklo_epi64(rows[4 * c + h], rows[4 * c + 2 + h]);
+      quads[4 * c + 2 * h + 1] = _mm256_unpackhi_epi64(rows[4 * c + h], rows[4 * c + 2 + h]);
+    }
+  for (int s = 0; s < 4; ++s) {
+    rows[2 * s] = _mm256_permute2x128_si256(quads[s], quads[4 + s], 0x20);
+    rows[2 * s + 1] = _mm256_permute2x128_si256(quads[s], quads[4 + s], 0x31);
+  }
+}
+
+/// Lane g: the sum of the int8 codes in 32-bit lane g of the 8 vectors.
+inline vi byte_sums(const vi* rows) {
+  const vi ones = _mm256_set1_epi8(1);
+  vi pair_sums = _mm256_maddubs_epi16(ones, rows[0]);  // 8 pair sums of at most 256 fit int16
+  for (int v = 1; v < 8; ++v) pair_sums = _mm256_add_epi16(pair_sums, _mm256_maddubs_epi16(ones, rows[v]));
+  return _mm256_madd_epi16(pair_sums, _mm256_set1_epi16(1));
+}
+
+#endif
+
+/// W floats of the row from input k on, zeros at or past `cols` (never read).
+inline vf load_inputs(const float* x, std::int64_t k, std::int64_t cols) {
+  if (k + W <= cols) return load(x + k);
+  return k < cols ? load_tail(x + k, static_cast<int>(cols - k)) : zero();
+}
+
+/// Quantises the W groups from group `first` (a multiple of W), one vector
+/// lane a group. A lane whose 127 / amax overflows (0 < amax < 127 / FLT_MAX,
+/// or an infinite input) hands the groups to quantize_group, whose results
+/// there come from the float→int conversion of infinities and NaN.
+inline void quantize_groups(const float* x, std::int64_t cols, std::int64_t first, std::int8_t* codes, float* scales,
+                            float* sums, std::int32_t* code_sums) {
+  constexpr int parts = quant_group / W;  // vectors a group
+  const std::int64_t start = first * quant_group;
+  vf maxima[W];
+  for (int g = 0; g < W; ++g) {
+    maxima[g] = zero();
+    for (int j = 0; j < parts; ++j)  // max(|x|, m) keeps m where x is NaN, as quantize_group does
+      maxima[g] = max(magnitude(load_inputs(x, start + g * quant_group + j * W, cols)), maxima[g]);
+  }
+  const vf amax = group_maxima(maxima);
+  const vf inverse = inverse_of_amax(amax);
+  if (has_infinity(max(inverse, amax))) {
+    for (int g = 0; g < W; ++g) quantize_group(x, cols, first + g, codes, scales, sums, code_sums);
+    return;
+  }
+  float inverses[W];
+  store(inverses, inverse);
+  vi rows[8];
+  for (int g = 0; g < W; g += 2) {
+    vi a[parts], b[parts];
+    for (int j = 0; j < parts; ++j) {
+      a[j] = to_codes(load_inputs(x, start + g * quant_group + j * W, cols), set1(inverses[g]));
+      b[j] = to_codes(load_inputs(x, start + (g + 1) * quant_group + j * W, cols), set1(inverses[g + 1]));
+    }
+    for (int j = 0; j < parts; j += 2) rows[g / 2 * (parts / 2) + j / 2] = pack_codes(a[j], a[j + 1], b[j], b[j + 1]);
+  }
+  transpose_codes(rows);
+  // The groups' 4-byte lanes in their superblock's 8 vectors of 64 bytes.
+  std::int8_t* lanes = codes + first / (quant_superblock / quant_group) * quant_superblock +
+                       4 * (first % (quant_superblock / quant_group));
+  for (int v = 0; v < 8; ++v) store_bytes(lanes + 64 * v, rows[v]);
+  const vf scale = div(amax, set1(127.0f));
+  const vi sum = byte_sums(rows);
+  store(scales + first, scale);
+  store(sums + first, mul(scale, to_float(sum)));
+  store_ints(code_sums + first, sum);
+}
+
+}  // namespace row_quantization
+
+#endif
+
+/// Quantises one activation row of `cols` inputs, zero-padded to
+/// `padded_cols` (a multiple of quant_superblock): codes in interleaved
+/// order, and per group its scale, scale · Σ codes and Σ codes.
+inline void quantize_row(const float* x, std::int64_t cols, std::int64_t padded_cols, std::int8_t* codes, float* scales,
+                         float* sums, std::int32_t* code_sums) {
+#if defined(__AVX512F__) || defined(__AVX2__)
+  for (std::int64_t g = 0; g < padded_cols / quant_group; g += W)
+    row_quantization::quantize_groups(x, cols, g, codes, scales, sums, code_sums);
+#else
+  for (std::int64_t g = 0; g < padded_cols / quant_group; ++g)
+    quantize_group(x, cols, g, codes, scales, sums, code_sums);
+#endif
+}
+
+}  // namespace troupe::cpu::TROUPE_ISA_NS
