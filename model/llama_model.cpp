@@ -7,23 +7,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/stacked_linear.hpp"
+
 namespace troupe {
-
-namespace {
-
-// Projections stacked into one output (q/k/v, gate/up), prepared as one
-// linear; or, where their parts take different formats (upload_weights), as
-// one linear per run of parts in the same format, each writing its own
-// columns of the output.
-struct stacked_linear {
-  struct piece {
-    std::unique_ptr<linear_weight> weight;
-    std::int64_t first_column = 0;
-  };
-  std::vector<piece> pieces;
-};
-
-}  // namespace
 
 struct llama_model::layer {
   stacked_linear qkv;                            // [(Hq + 2 Hkv) * D, hidden]
@@ -91,18 +77,11 @@ bool keeps_4_bit_layers(const model_weights& weights) {
 // keeps what those codes hold: such a projection runs as int8 instead of
 // being rounded to 4 or 5 bits a second time, on a grid that is not theirs.
 // Every other projection takes the model's format, so a stack holding both
-// kinds is split (stacked_linear).
+// kinds is split (model/stacked_linear.hpp).
 weight_quantization projection_format(const host_tensor& part, weight_quantization model_format, bool keeps_4_bits) {
   const int bits = quantization_code_bits(model_format);
   const bool few_bits = bits > 0 && bits < 8;
   return few_bits && keeps_4_bits && part.stored_bits > 0 ? weight_quantization::int8 : model_format;
-}
-
-// out = x · stackᵀ, each piece into its own columns.
-void run_stacked(backend& device, tensor_view x, const stacked_linear& stack, tensor_view out) {
-  if (stack.pieces.size() == 1) return device.linear(x, *stack.pieces.front().weight, out);
-  for (const stacked_linear::piece& piece : stack.pieces)
-    device.linear(x, *piece.weight, out.col_slice(piece.first_column, piece.weight->out_features()));
 }
 
 std::int64_t grown(std::int64_t needed, std::int64_t current) {
@@ -171,9 +150,6 @@ std::string describe_linear_formats(const llama_model& model, weight_quantizatio
       if (format != quantization) ++others[format];
     }
   }
-  // Every projection in another format (a Q2_K file: its Q4_K attn_v kept, but in q/k/v beside Q2_K
-  // parts, so every projection int8): that format alone.
-  if (others.size() == 1 && others.begin()->second == all) return std::string(quantization_name(others.begin()->first));
   std::string out(quantization_name(quantization));
   for (const auto& [format, count] : others)
     out += " (" + std::to_string(count) + " of " + std::to_string(all) + " projections " +
@@ -206,34 +182,25 @@ void llama_model::upload_weights(const model_weights& weights, weight_quantizati
   for (std::size_t i = 0; i < weights.layers.size(); ++i) {
     const layer_weights& w = weights.layers[i];
     layer& l = up->layers[i];
-    // `parts` are the layer's projections from number `first` on (in the
-    // order q, k, v, o, gate, up, down): one linear per run of them in the same format.
-    const auto prepare = [&](std::size_t first, const std::vector<host_tensor>& parts,
-                             const std::vector<host_tensor>& biases) {
-      if (!biases.empty() && biases.size() != parts.size())
-        throw std::invalid_argument("prepare_linear: give one bias per weight part or none");
-      stacked_linear stack;
-      std::int64_t column = 0;
-      for (std::size_t begin = 0; begin < parts.size();) {
-        const weight_quantization format = projection_format(parts[begin], quantization, keeps_4_bits);
-        std::size_t end = begin + 1;
-        while (end < parts.size() && projection_format(parts[end], quantization, keeps_4_bits) == format) ++end;
-        const std::span<const host_tensor> run(parts.data() + begin, end - begin);
-        const std::span<const host_tensor> run_biases =
-            biases.empty() ? std::span<const host_tensor>() : std::span(biases).subspan(begin, end - begin);
-        stack.pieces.push_back({backend_.prepare_quantized_linear(run, run_biases, format), column});
-        for (std::size_t i = begin; i < end; ++i) {
-          l.formats.at(first + i) = format;
-          column += parts[i].matrix_rows();
-        }
-        begin = end;
+    // The layer's projections from number `first` on (in the order q, k, v,
+    // o, gate, up, down), each in its projection_format.
+    const auto prepare = [&](std::size_t first, std::initializer_list<const host_tensor*> projections,
+                             std::initializer_list<const host_tensor*> biases) {
+      std::vector<host_tensor> parts;
+      std::vector<weight_quantization> formats;
+      for (const host_tensor* projection : projections) {
+        if (projection == nullptr)
+          throw std::invalid_argument("decoder layer " + std::to_string(i) + " lacks a projection");
+        parts.push_back(*projection);
+        formats.push_back(projection_format(*projection, quantization, keeps_4_bits));
+        l.formats.at(first + parts.size() - 1) = formats.back();
       }
-      return stack;
+      return prepare_stacked_linear(backend_, parts, present(biases), formats);
     };
-    l.qkv = prepare(0, present({w.q_proj, w.k_proj, w.v_proj}), present({w.q_bias, w.k_bias, w.v_bias}));
-    l.o = prepare(3, present({w.o_proj}), present({w.o_bias}));
-    l.gate_up = prepare(4, present({w.gate_proj, w.up_proj}), {});
-    l.down = prepare(6, present({w.down_proj}), {});
+    l.qkv = prepare(0, {w.q_proj, w.k_proj, w.v_proj}, {w.q_bias, w.k_bias, w.v_bias});
+    l.o = prepare(3, {w.o_proj}, {w.o_bias});
+    l.gate_up = prepare(4, {w.gate_proj, w.up_proj}, {});
+    l.down = prepare(6, {w.down_proj}, {});
     l.input_norm = backend_.upload(*w.input_norm);
     l.post_attention_norm = backend_.upload(*w.post_attention_norm);
     if (w.q_norm != nullptr) l.q_norm = backend_.upload(*w.q_norm);
@@ -347,7 +314,7 @@ void llama_model::run_layer(const layer& w, int index, const step_plan& plan, kv
   }
 
   const tensor_view qkv = ws.qkv.view(act, tokens, q_width + 2 * kv_width);
-  run_stacked(backend_, normed, w.qkv, qkv);
+  run_stacked_linear(backend_, normed, w.qkv, qkv);
   const tensor_view q = qkv.col_slice(0, q_width);
   const tensor_view k = qkv.col_slice(q_width, kv_width);
   const tensor_view v = qkv.col_slice(q_width + kv_width, kv_width);
@@ -358,14 +325,14 @@ void llama_model::run_layer(const layer& w, int index, const step_plan& plan, kv
   backend_.rope_and_write_kv(plan, q, k, v, cache, index);
   const tensor_view attn = ws.attn.view(act, tokens, q_width);
   backend_.attention(plan, q, cache, index, attn);
-  run_stacked(backend_, attn, w.o, proj);
+  run_stacked_linear(backend_, attn, w.o, proj);
 
   backend_.add_rms_norm(residual, proj, w.post_attention_norm.view, eps, normed);
   const tensor_view gate_up = ws.gate_up.view(act, tokens, 2 * config_.intermediate_size);
-  run_stacked(backend_, normed, w.gate_up, gate_up);
+  run_stacked_linear(backend_, normed, w.gate_up, gate_up);
   const tensor_view activated = ws.act.view(act, tokens, config_.intermediate_size);
   backend_.silu_mul(gate_up, activated);
-  run_stacked(backend_, activated, w.down, proj);
+  run_stacked_linear(backend_, activated, w.down, proj);
 }
 
 tensor_view llama_model::forward(const step_batch& batch, kv_cache& cache, host_block_pool* host) {

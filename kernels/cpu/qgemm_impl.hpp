@@ -49,7 +49,7 @@ void expand_codes(const quantized_matrix& w, std::int64_t n0, std::int64_t count
 /// Weight rows [n0, n0 + R) × activation rows [m0, m0 + C) into
 /// result[weight row][activation row] (before bias). `Expanded`: a 4- or
 /// 5-bit matrix's codes read as bytes from `expanded` (expand_codes, row n0
-/// first) instead of unpacked here.
+/// first) instead of unpacked here; int8 rows are always read so, in place.
 template <qformat F, bool Expanded>
 [[gnu::always_inline]] inline void qgemm_tile(const quantized_matrix& w, const quantized_rows& x, std::int64_t n0,
                                               std::int64_t m0, float (*result)[tile_activation_rows],
@@ -206,22 +206,20 @@ void qgemm_pass(const qgemv_args& args, std::int64_t m0, std::int64_t n_begin, s
 template <qformat F>
 void qgemm_passes(const qgemv_args& args, std::int64_t m_tiled) {
   constexpr int R = tile_weight_rows, C = tile_activation_rows;
-  const std::int64_t block = quant_code_scratch_bytes / args.weights->padded_cols / R * R;
-  if (F == qformat::int8) {
+  if constexpr (F == qformat::int8) {
     // int8 rows are stored as the bytes the tiles read, so the matrix is its
-    // own expansion. Read through the expanded path, the tile keeps its four
+    // own expansion. Read through the expanded path, the tile keeps its
     // weight vectors in registers; addressed from the matrix (row_bytes,
-    // superblock offsets) GCC 12 reloaded two of them for every activation
-    // row, and the tiles ran 1.15-1.2x slower (kernels/cpu/README.md).
+    // superblock offsets) GCC 12 reloaded two of the AVX-512 tile's four for
+    // every activation row, and the tiles ran 1.14-1.19x slower (kernels/cpu/README.md).
     const std::uint8_t* rows = args.weights->codes + args.n_begin * args.weights->padded_cols;
     for (std::int64_t m0 = 0; m0 < m_tiled; m0 += C) qgemm_pass<F>(args, m0, args.n_begin, args.n_end, rows);
-    return;
-  }
-  if (args.code_scratch == nullptr || block == 0) {
-    for (std::int64_t m0 = 0; m0 < m_tiled; m0 += C) qgemm_pass<F>(args, m0, args.n_begin, args.n_end, nullptr);
-    return;
-  }
-  if constexpr (F != qformat::int8) {
+  } else {
+    const std::int64_t block = quant_code_scratch_bytes / args.weights->padded_cols / R * R;
+    if (args.code_scratch == nullptr || block == 0) {
+      for (std::int64_t m0 = 0; m0 < m_tiled; m0 += C) qgemm_pass<F>(args, m0, args.n_begin, args.n_end, nullptr);
+      return;
+    }
     for (std::int64_t first = args.n_begin; first < args.n_end; first += block) {
       const std::int64_t last = args.n_end < first + block ? args.n_end : first + block;
       const std::int64_t tiled_rows = (last - first) / R * R;  // the rest take the GEMV, packed

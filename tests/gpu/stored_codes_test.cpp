@@ -38,7 +38,8 @@ const std::pair<const char*, weight_quantization> stored_files[] = {
     {"llama_tiny_iq4_nl.gguf", weight_quantization::int4_nl},
     {"llama_k256_q4_k_m.gguf", weight_quantization::int4_asym},
     {"llama_k256_q5_k_m.gguf", weight_quantization::int5_asym},
-    {"llama_k256_iq4_xs.gguf", weight_quantization::int4_nl}};
+    {"llama_k256_iq4_xs.gguf", weight_quantization::int4_nl},
+    {"qwen2_tiny_q4_0_q8_0_v.gguf", weight_quantization::int4}};
 
 // Every matrix kept as codes, packed from them into the device layout in
 // two calls (as the packing threads split a part), holds exactly the values
@@ -111,7 +112,8 @@ double cuda_error_against_cpu(const quantized_checkpoint& opened,
 }
 
 // `auto` keeps each file's codes on CUDA as on the CPU (the K-quant files'
-// Q6_K parts make their linears int8 on both).
+// Q6_K parts, the Qwen2 file's Q8_0 v, run as int8 on both, their q/k/v
+// split by format; the Qwen2 one's pieces add their own biases).
 TEST(CudaStoredCodes, GgufFilesRunAsStoredLikeTheCpu) {
   if (!cuda::device_present()) GTEST_SKIP() << "no CUDA device";
   const std::vector<std::vector<std::int32_t>> prompts = {{1, 17, 42, 99, 7, 3, 250, 11, 64, 5}, {2, 9, 300, 18, 44}};
