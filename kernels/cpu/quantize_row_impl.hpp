@@ -34,10 +34,14 @@ inline void quantize_group(const float* x, std::int64_t cols, std::int64_t g, st
     const float magnitude = values[t] < 0.0f ? -values[t] : values[t];
     amax = magnitude > amax ? magnitude : amax;
   }
-  const float inverse = amax > 0.0f ? 127.0f / amax : 0.0f;
+  // 0 where 127 / amax overflows (0 < amax < 127 / FLT_MAX): such a group codes as zeros.
+  const float quotient = amax > 0.0f ? 127.0f / amax : 0.0f;
+  const float inverse = quotient <= __FLT_MAX__ ? quotient : 0.0f;
   int sum = 0;
   for (std::int64_t t = 0; t < quant_group; ++t) {
-    const int code = static_cast<int>(__builtin_rintf(values[t] * inverse));
+    // A non-finite input (NaN, or ±inf times a zero inverse) codes as 0; every finite one is within ±127.
+    const float scaled = values[t] * inverse;
+    const int code = (scaled < 0.0f ? -scaled : scaled) < 128.0f ? static_cast<int>(__builtin_rintf(scaled)) : 0;
     sum += code;
     codes[interleaved_position(g * quant_group + t)] = static_cast<std::int8_t>(code);
   }
@@ -50,7 +54,7 @@ inline void quantize_group(const float* x, std::int64_t cols, std::int64_t g, st
 
 // In their own namespace, apart from qgemv_impl.hpp's vector helpers (whose
 // vi is 256 bits wide in the plain AVX-512 unit). Each vector path provides:
-// vi (W int32 lanes), magnitude, inverse_of_amax, has_infinity, to_codes,
+// vi (W int32 lanes), magnitude, inverse_of_amax, to_codes,
 // to_float, store_ints, store_bytes, pack_codes, group_maxima,
 // transpose_codes and byte_sums.
 namespace row_quantization {
@@ -60,12 +64,16 @@ namespace row_quantization {
 using vi = __m512i;
 
 inline vf magnitude(vf v) { return _mm512_abs_ps(v); }
-/// 127 / amax in the lanes where amax > 0, else 0.
+/// 127 / amax in the lanes where amax > 0 and the quotient is finite, else 0.
 inline vf inverse_of_amax(vf amax) {
-  return _mm512_maskz_div_ps(_mm512_cmp_ps_mask(amax, zero(), _CMP_GT_OQ), set1(127.0f), amax);
+  const vf quotient = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(amax, zero(), _CMP_GT_OQ), set1(127.0f), amax);
+  return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(quotient, set1(__FLT_MAX__), _CMP_LE_OQ), quotient);
 }
-inline bool has_infinity(vf v) { return _mm512_cmp_ps_mask(v, set1(__builtin_inff()), _CMP_EQ_OQ) != 0; }
-inline vi to_codes(vf v, vf inverse) { return _mm512_cvtps_epi32(mul(v, inverse)); }
+/// round(v · inverse), 0 where the product is not below 128 in magnitude (non-finite).
+inline vi to_codes(vf v, vf inverse) {
+  const vf scaled = mul(v, inverse);
+  return _mm512_maskz_cvtps_epi32(_mm512_cmp_ps_mask(magnitude(scaled), set1(128.0f), _CMP_LT_OQ), scaled);
+}
 inline vf to_float(vi v) { return _mm512_cvtepi32_ps(v); }
 inline void store_ints(std::int32_t* p, vi v) { _mm512_storeu_si512(p, v); }
 inline void store_bytes(std::int8_t* p, vi v) { _mm512_storeu_si512(p, v); }
@@ -129,12 +137,17 @@ inline vi byte_sums(const vi* rows) {
 using vi = __m256i;
 
 inline vf magnitude(vf v) { return _mm256_andnot_ps(set1(-0.0f), v); }
-/// 127 / amax in the lanes where amax > 0, else 0.
+/// 127 / amax in the lanes where amax > 0 and the quotient is finite, else 0.
 inline vf inverse_of_amax(vf amax) {
-  return _mm256_and_ps(div(set1(127.0f), amax), _mm256_cmp_ps(amax, zero(), _CMP_GT_OQ));
+  const vf quotient = _mm256_and_ps(div(set1(127.0f), amax), _mm256_cmp_ps(amax, zero(), _CMP_GT_OQ));
+  return _mm256_and_ps(quotient, _mm256_cmp_ps(quotient, set1(__FLT_MAX__), _CMP_LE_OQ));
 }
-inline bool has_infinity(vf v) { return _mm256_movemask_ps(_mm256_cmp_ps(v, set1(__builtin_inff()), _CMP_EQ_OQ)) != 0; }
-inline vi to_codes(vf v, vf inverse) { return _mm256_cvtps_epi32(mul(v, inverse)); }
+/// round(v · inverse), 0 where the product is not below 128 in magnitude (non-finite).
+inline vi to_codes(vf v, vf inverse) {
+  const vf scaled = mul(v, inverse);
+  const vf finite = _mm256_cmp_ps(magnitude(scaled), set1(128.0f), _CMP_LT_OQ);
+  return _mm256_and_si256(_mm256_cvtps_epi32(scaled), _mm256_castps_si256(finite));
+}
 inline vf to_float(vi v) { return _mm256_cvtepi32_ps(v); }
 inline void store_ints(std::int32_t* p, vi v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
 inline void store_bytes(std::int8_t* p, vi v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
@@ -190,9 +203,7 @@ inline vf load_inputs(const float* x, std::int64_t k, std::int64_t cols) {
 }
 
 /// Quantises the W groups from group `first` (a multiple of W), one vector
-/// lane a group. A lane whose 127 / amax overflows (0 < amax < 127 / FLT_MAX,
-/// or an infinite input) hands the groups to quantize_group, whose results
-/// there come from the float→int conversion of infinities and NaN.
+/// lane a group, as quantize_group does each.
 inline void quantize_groups(const float* x, std::int64_t cols, std::int64_t first, std::int8_t* codes, float* scales,
                             float* sums, std::int32_t* code_sums) {
   constexpr int parts = quant_group / W;  // vectors a group
@@ -205,10 +216,6 @@ inline void quantize_groups(const float* x, std::int64_t cols, std::int64_t firs
   }
   const vf amax = group_maxima(maxima);
   const vf inverse = inverse_of_amax(amax);
-  if (has_infinity(max(inverse, amax))) {
-    for (int g = 0; g < W; ++g) quantize_group(x, cols, first + g, codes, scales, sums, code_sums);
-    return;
-  }
   float inverses[W];
   store(inverses, inverse);
   vi rows[8];

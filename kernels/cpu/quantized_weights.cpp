@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
 namespace troupe::cpu {
@@ -387,10 +388,14 @@ reference_rows quantize_rows_reference(const float* x, std::int64_t m, std::int6
       float amax = 0.0f;
       for (std::int64_t k = g * quant_group; k < std::min(cols, (g + 1) * quant_group); ++k)
         amax = std::max(amax, std::fabs(x[r * stride + k]));
-      const float inverse = amax > 0.0f ? 127.0f / amax : 0.0f;
+      // 0 where 127 / amax overflows (0 < amax < 127 / FLT_MAX): such a group codes as zeros.
+      const float quotient = amax > 0.0f ? 127.0f / amax : 0.0f;
+      const float inverse = quotient <= std::numeric_limits<float>::max() ? quotient : 0.0f;
       int sum = 0;
       for (std::int64_t k = g * quant_group; k < std::min(cols, (g + 1) * quant_group); ++k) {
-        const int code = static_cast<int>(std::rint(x[r * stride + k] * inverse));
+        // A non-finite input (NaN, or ±inf times a zero inverse) codes as 0.
+        const float scaled = x[r * stride + k] * inverse;
+        const int code = std::fabs(scaled) < 128.0f ? static_cast<int>(std::rint(scaled)) : 0;
         out.codes[static_cast<std::size_t>(r * padded_cols + interleaved_position(k))] = static_cast<std::int8_t>(code);
         sum += code;
       }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 
 #include "kernels/cpu/cpu_features.hpp"
 #include "kernels/cpu/isa_kernels.hpp"
@@ -178,10 +179,43 @@ TEST(QuantizedFormat, ActivationRowsMatchTheReferenceForAnyLengthAndMagnitude) {
   for (int t = 0; t < 31; ++t) x[4 * quant_group + t] = (t % 2 == 0 ? 1.0f : -1.0f) * (0.5f + static_cast<float>(t));
   x[4 * quant_group + 31] = 127.0f;
   std::fill(x.begin() + 6 * quant_group, x.begin() + 7 * quant_group, 0.0f);  // an all-zero group
-  // Group 8: amax below 127 / FLT_MAX, so 127 / amax overflows (the vector paths hand such groups to the
-  // scalar loop; codes 0, and the 32 conversions of infinities sum to 0).
+  // Group 8: amax below 127 / FLT_MAX, so 127 / amax overflows: the group codes as zeros.
   for (int t = 0; t < quant_group; ++t) x[8 * quant_group + t] = 1e-37f * rng.uniform(-1.0f, 1.0f);
   expect_activation_row_matches_reference(x, 1536);
+  const cpu::reference_rows tiny = cpu::quantize_rows_reference(x.data(), 1, 1500, 1500, 1536);
+  for (int t = 0; t < quant_group; ++t)
+    EXPECT_EQ(tiny.codes[static_cast<std::size_t>(cpu::interleaved_position(8 * quant_group + t))], 0) << t;
+}
+
+// A NaN codes as 0 and leaves its group's other codes as they were; an
+// infinite input makes its group's inverse 0, so the whole group codes as 0.
+// Every level gives the reference's codes and code sums (its scale sums of
+// such groups are NaN, compared by the codes that make them).
+TEST(QuantizedFormat, NonFiniteActivationsCodeAsZeroAtEveryLevel) {
+  random_source rng;
+  SCOPED_TRACE(rng.trace());
+  const std::int64_t cols = 700, padded = 1024;
+  std::vector<float> x = rng.floats(static_cast<std::size_t>(cols), -4.0f, 4.0f);
+  std::vector<float> clean = x;
+  x[2 * quant_group + 5] = std::nanf("");
+  clean[2 * quant_group + 5] = 0.0f;  // what the NaN codes as, the group's amax unchanged if 0 is not its largest
+  x[5 * quant_group + 9] = std::numeric_limits<float>::infinity();
+  const cpu::reference_rows want = cpu::quantize_rows_reference(x.data(), 1, cols, cols, padded);
+  const cpu::reference_rows without_nan = cpu::quantize_rows_reference(clean.data(), 1, cols, cols, padded);
+  for (std::int64_t t = 0; t < quant_group; ++t) {
+    const auto nan_group = static_cast<std::size_t>(cpu::interleaved_position(2 * quant_group + t));
+    EXPECT_EQ(want.codes[nan_group], without_nan.codes[nan_group]) << t;
+    EXPECT_EQ(want.codes[static_cast<std::size_t>(cpu::interleaved_position(5 * quant_group + t))], 0) << t;
+  }
+  for (auto level : test::supported_levels()) {
+    std::vector<std::int8_t> codes(padded, 99);
+    std::vector<float> scales(padded / quant_group), sums(padded / quant_group);
+    std::vector<std::int32_t> code_sums(padded / quant_group, 99);
+    cpu::kernels_for(level).quantize_row(x.data(), cols, padded, codes.data(), scales.data(), sums.data(),
+                                         code_sums.data());
+    EXPECT_EQ(codes, want.codes) << cpu::isa_name(level);
+    EXPECT_EQ(code_sums, want.code_sums) << cpu::isa_name(level);
+  }
 }
 
 // Σ_k |w_k · x_k|: the scale of a dot product's rounding error.
