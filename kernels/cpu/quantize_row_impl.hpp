@@ -55,8 +55,8 @@ inline void quantize_group(const float* x, std::int64_t cols, std::int64_t g, st
 // In their own namespace, apart from qgemv_impl.hpp's vector helpers (whose
 // vi is 256 bits wide in the plain AVX-512 unit). Each vector path provides:
 // vi (W int32 lanes), magnitude, inverse_of_amax, to_codes,
-// to_float, store_ints, store_bytes, pack_codes, group_maxima,
-// transpose_codes and byte_sums.
+// to_float, store_ints, store_bytes, pack_codes, transpose_codes and
+// byte_sums (the groups' amax: simd.hpp's combine_transpose).
 namespace row_quantization {
 
 #if defined(__AVX512F__)
@@ -83,23 +83,6 @@ inline void store_bytes(std::int8_t* p, vi v) { _mm512_storeu_si512(p, v); }
 /// a 4 + i, b 4 + i). The packs saturate, which codes in [-127, 127] never reach.
 inline vi pack_codes(vi a0, vi a1, vi b0, vi b1) {
   return _mm512_packs_epi16(_mm512_packs_epi32(a0, b0), _mm512_packs_epi32(a1, b1));
-}
-
-/// Lane j of the result is the largest lane of m[j] (16 maxima at once).
-inline vf group_maxima(const vf* m) {
-  vf pairs[8], quads[4];
-  for (int i = 0; i < 8; ++i)
-    pairs[i] = max(_mm512_unpacklo_ps(m[2 * i], m[2 * i + 1]), _mm512_unpackhi_ps(m[2 * i], m[2 * i + 1]));
-  for (int i = 0; i < 4; ++i)
-    quads[i] = max(_mm512_shuffle_ps(pairs[2 * i], pairs[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                   _mm512_shuffle_ps(pairs[2 * i], pairs[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-  // quads[i] holds groups 4i..4i+3 in every 128-bit chunk; take the max of the four chunks.
-  const vf lo = max(_mm512_shuffle_f32x4(quads[0], quads[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                    _mm512_shuffle_f32x4(quads[0], quads[1], _MM_SHUFFLE(3, 1, 3, 1)));
-  const vf hi = max(_mm512_shuffle_f32x4(quads[2], quads[3], _MM_SHUFFLE(2, 0, 2, 0)),
-                    _mm512_shuffle_f32x4(quads[2], quads[3], _MM_SHUFFLE(3, 1, 3, 1)));
-  return max(_mm512_shuffle_f32x4(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)),
-             _mm512_shuffle_f32x4(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
 /// 128-bit lanes (a 0, a 2, b 0, b 2) and (a 1, a 3, b 1, b 3).
@@ -159,17 +142,6 @@ inline vi pack_codes(vi a0, vi a1, vi b0, vi b1) {
   return _mm256_packs_epi16(_mm256_packs_epi32(a0, b0), _mm256_packs_epi32(a1, b1));
 }
 
-/// Lane j of the result is the largest lane of m[j] (8 maxima at once).
-inline vf group_maxima(const vf* m) {
-  vf pairs[4], quads[2];
-  for (int i = 0; i < 4; ++i)
-    pairs[i] = max(_mm256_unpacklo_ps(m[2 * i], m[2 * i + 1]), _mm256_unpackhi_ps(m[2 * i], m[2 * i + 1]));
-  for (int i = 0; i < 2; ++i)
-    quads[i] = max(_mm256_shuffle_ps(pairs[2 * i], pairs[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                   _mm256_shuffle_ps(pairs[2 * i], pairs[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-  return max(_mm256_permute2f128_ps(quads[0], quads[1], 0x20), _mm256_permute2f128_ps(quads[0], quads[1], 0x31));
-}
-
 /// rows[2p + h], pack_codes of groups 2p and 2p + 1 for inputs 16h..16h+15,
 /// in place to the half superblock's code vectors: rows[v] holds chunk v
 /// (inputs 4v..4v+3) of group g in 32-bit lane g.
@@ -214,7 +186,7 @@ inline void quantize_groups(const float* x, std::int64_t cols, std::int64_t firs
     for (int j = 0; j < parts; ++j)  // max(|x|, m) keeps m where x is NaN, as quantize_group does
       maxima[g] = max(magnitude(load_inputs(x, start + g * quant_group + j * W, cols)), maxima[g]);
   }
-  const vf amax = group_maxima(maxima);
+  const vf amax = combine_transpose(maxima, [](vf a, vf b) { return max(a, b); });  // lane g: group g's amax
   const vf inverse = inverse_of_amax(amax);
   float inverses[W];
   store(inverses, inverse);

@@ -108,22 +108,27 @@ inline vf pow2_of_int(vf n) {
 inline vf zero_below(vf v, vf x, float limit) {
   return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, set1(limit), _CMP_GE_OQ), v);
 }
-/// Lane j of the result is the sum of all lanes of v[j] (16 horizontal sums at once).
-inline vf reduce_transpose(const vf* v) {
+/// Lane j of the result is all lanes of v[j] combined by `combine` (add:
+/// 16 horizontal sums at once; max: 16 maxima), pairing lanes as a halving
+/// transpose does (`combine(a, b)` always with a from the lower half).
+template <class Combine>
+inline vf combine_transpose(const vf* v, Combine combine) {
   vf pairs[8], quads[4];
   for (int i = 0; i < 8; ++i)
-    pairs[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+    pairs[i] = combine(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
   for (int i = 0; i < 4; ++i)
-    quads[i] = _mm512_add_ps(_mm512_shuffle_ps(pairs[2 * i], pairs[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                             _mm512_shuffle_ps(pairs[2 * i], pairs[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-  // quads[i] holds keys 4i..4i+3 in every 128-bit chunk; sum the four chunks.
-  const vf lo = _mm512_add_ps(_mm512_shuffle_f32x4(quads[0], quads[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                              _mm512_shuffle_f32x4(quads[0], quads[1], _MM_SHUFFLE(3, 1, 3, 1)));
-  const vf hi = _mm512_add_ps(_mm512_shuffle_f32x4(quads[2], quads[3], _MM_SHUFFLE(2, 0, 2, 0)),
-                              _mm512_shuffle_f32x4(quads[2], quads[3], _MM_SHUFFLE(3, 1, 3, 1)));
-  return _mm512_add_ps(_mm512_shuffle_f32x4(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)),
-                       _mm512_shuffle_f32x4(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)));
+    quads[i] = combine(_mm512_shuffle_ps(pairs[2 * i], pairs[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                       _mm512_shuffle_ps(pairs[2 * i], pairs[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  // quads[i] holds lanes 4i..4i+3 in every 128-bit chunk; combine the four chunks.
+  const vf lo = combine(_mm512_shuffle_f32x4(quads[0], quads[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                        _mm512_shuffle_f32x4(quads[0], quads[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const vf hi = combine(_mm512_shuffle_f32x4(quads[2], quads[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                        _mm512_shuffle_f32x4(quads[2], quads[3], _MM_SHUFFLE(3, 1, 3, 1)));
+  return combine(_mm512_shuffle_f32x4(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)),
+                 _mm512_shuffle_f32x4(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)));
 }
+/// Lane j of the result is the sum of all lanes of v[j] (16 horizontal sums at once).
+inline vf reduce_transpose(const vf* v) { return combine_transpose(v, add); }
 
 #elif defined(__AVX2__)
 
@@ -196,17 +201,19 @@ inline vf pow2_of_int(vf n) {
   return _mm256_castsi256_ps(e);
 }
 inline vf zero_below(vf v, vf x, float limit) { return _mm256_and_ps(v, _mm256_cmp_ps(x, set1(limit), _CMP_GE_OQ)); }
-/// Lane j of the result is the sum of all lanes of v[j] (8 horizontal sums at once).
-inline vf reduce_transpose(const vf* v) {
+/// Lane j of the result is all lanes of v[j] combined by `combine` (8 at once; as the AVX-512 one).
+template <class Combine>
+inline vf combine_transpose(const vf* v, Combine combine) {
   vf pairs[4], quads[2];
   for (int i = 0; i < 4; ++i)
-    pairs[i] = _mm256_add_ps(_mm256_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm256_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+    pairs[i] = combine(_mm256_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm256_unpackhi_ps(v[2 * i], v[2 * i + 1]));
   for (int i = 0; i < 2; ++i)
-    quads[i] = _mm256_add_ps(_mm256_shuffle_ps(pairs[2 * i], pairs[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                             _mm256_shuffle_ps(pairs[2 * i], pairs[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-  return _mm256_add_ps(_mm256_permute2f128_ps(quads[0], quads[1], 0x20),
-                       _mm256_permute2f128_ps(quads[0], quads[1], 0x31));
+    quads[i] = combine(_mm256_shuffle_ps(pairs[2 * i], pairs[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                       _mm256_shuffle_ps(pairs[2 * i], pairs[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  return combine(_mm256_permute2f128_ps(quads[0], quads[1], 0x20), _mm256_permute2f128_ps(quads[0], quads[1], 0x31));
 }
+/// Lane j of the result is the sum of all lanes of v[j] (8 horizontal sums at once).
+inline vf reduce_transpose(const vf* v) { return combine_transpose(v, add); }
 
 #else  // scalar
 

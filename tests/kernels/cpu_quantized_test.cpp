@@ -131,21 +131,31 @@ TEST(QuantizedFormat, RoundTripWithinHalfAStep) {
   }
 }
 
-// quantize_row of the row x (its cols = x.size()) at every supported level
-// matches cpu::quantize_rows_reference bit for bit.
+// The row x (its cols = x.size()) quantised by `level`'s quantize_row for
+// a matrix of `padded` inputs (codes and code sums prefilled with 99).
+cpu::reference_rows quantize_row_at(cpu::isa_level level, const std::vector<float>& x, std::int64_t padded) {
+  cpu::reference_rows out;
+  out.padded_cols = padded;
+  out.codes.assign(static_cast<std::size_t>(padded), 99);
+  out.scales.assign(static_cast<std::size_t>(padded / quant_group), 0.0f);
+  out.sums.assign(out.scales.size(), 0.0f);
+  out.code_sums.assign(out.scales.size(), 99);
+  cpu::kernels_for(level).quantize_row(x.data(), static_cast<std::int64_t>(x.size()), padded, out.codes.data(),
+                                       out.scales.data(), out.sums.data(), out.code_sums.data());
+  return out;
+}
+
+// quantize_row of the row x at every supported level matches
+// cpu::quantize_rows_reference bit for bit.
 void expect_activation_row_matches_reference(const std::vector<float>& x, std::int64_t padded) {
   const auto cols = static_cast<std::int64_t>(x.size());
   const cpu::reference_rows want = cpu::quantize_rows_reference(x.data(), 1, cols, cols, padded);
   for (auto level : test::supported_levels()) {
-    std::vector<std::int8_t> codes(padded, 99);
-    std::vector<float> scales(padded / quant_group), sums(padded / quant_group);
-    std::vector<std::int32_t> code_sums(padded / quant_group, 99);
-    cpu::kernels_for(level).quantize_row(x.data(), cols, padded, codes.data(), scales.data(), sums.data(),
-                                         code_sums.data());
-    EXPECT_EQ(codes, want.codes) << cpu::isa_name(level) << " cols " << cols;
-    EXPECT_EQ(scales, want.scales) << cpu::isa_name(level) << " cols " << cols;
-    EXPECT_EQ(sums, want.sums) << cpu::isa_name(level) << " cols " << cols;
-    EXPECT_EQ(code_sums, want.code_sums) << cpu::isa_name(level) << " cols " << cols;
+    const cpu::reference_rows got = quantize_row_at(level, x, padded);
+    EXPECT_EQ(got.codes, want.codes) << cpu::isa_name(level) << " cols " << cols;
+    EXPECT_EQ(got.scales, want.scales) << cpu::isa_name(level) << " cols " << cols;
+    EXPECT_EQ(got.sums, want.sums) << cpu::isa_name(level) << " cols " << cols;
+    EXPECT_EQ(got.code_sums, want.code_sums) << cpu::isa_name(level) << " cols " << cols;
   }
 }
 
@@ -208,13 +218,9 @@ TEST(QuantizedFormat, NonFiniteActivationsCodeAsZeroAtEveryLevel) {
     EXPECT_EQ(want.codes[static_cast<std::size_t>(cpu::interleaved_position(5 * quant_group + t))], 0) << t;
   }
   for (auto level : test::supported_levels()) {
-    std::vector<std::int8_t> codes(padded, 99);
-    std::vector<float> scales(padded / quant_group), sums(padded / quant_group);
-    std::vector<std::int32_t> code_sums(padded / quant_group, 99);
-    cpu::kernels_for(level).quantize_row(x.data(), cols, padded, codes.data(), scales.data(), sums.data(),
-                                         code_sums.data());
-    EXPECT_EQ(codes, want.codes) << cpu::isa_name(level);
-    EXPECT_EQ(code_sums, want.code_sums) << cpu::isa_name(level);
+    const cpu::reference_rows got = quantize_row_at(level, x, padded);
+    EXPECT_EQ(got.codes, want.codes) << cpu::isa_name(level);
+    EXPECT_EQ(got.code_sums, want.code_sums) << cpu::isa_name(level);
   }
 }
 
