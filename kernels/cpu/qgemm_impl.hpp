@@ -185,7 +185,7 @@ void qgemm_pass(const qgemv_args& args, std::int64_t m0, std::int64_t n_begin, s
   float result[R][C];
   std::int64_t n = n_begin;
   for (; n + R <= n_end; n += R) {
-    if (F == qformat::int8 || expanded != nullptr) {
+    if (expanded != nullptr) {
       qgemm_tile<F, true>(*args.weights, *args.x, n, m0, result,
                           expanded + (n - n_begin) * args.weights->padded_cols);
     } else if constexpr (F != qformat::int8) {
