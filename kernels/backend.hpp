@@ -36,6 +36,9 @@ class linear_weight {
   virtual ~linear_weight() = default;
   virtual std::int64_t out_features() const = 0;
   virtual std::int64_t in_features() const = 0;
+  /// Bytes of weights (codes and scales, not the bias) that one use of the
+  /// linear reads: what a decode step streams for it.
+  virtual std::size_t weight_bytes() const = 0;
 };
 
 /// A tensor uploaded to the backend (norm weights, embedding tables). `view`

@@ -32,6 +32,22 @@ class stored_code_source {
   virtual void read_rows(std::int64_t first, std::int64_t count, std::uint8_t* codes, std::uint16_t* scales,
                          std::uint16_t* offsets) const = 0;
 
+  /// True where the checkpoint stores each group's scale and offset as
+  /// small integers under factors shared by 8 groups (GGUF Q4_K / Q5_K:
+  /// d · s and −dmin · m); read_block_factors then gives them exactly, where
+  /// read_rows rounds each product to f16.
+  virtual bool has_block_factors() const { return false; }
+
+  /// Rows [first, first + count) of the factors of read_rows' scales and
+  /// offsets: group g of a row has scale block_scales[g / 8] · scale_codes[g]
+  /// and offset block_offsets[g / 8] · offset_codes[g] (f32 products, exact).
+  /// `block_scales`, `block_offsets` f16 [count][cols / 256]; `scale_codes`,
+  /// `offset_codes` [count][cols / 32]. Throws std::logic_error unless
+  /// has_block_factors().
+  virtual void read_block_factors(std::int64_t first, std::int64_t count, std::uint16_t* block_scales,
+                                  std::uint16_t* block_offsets, std::uint8_t* scale_codes,
+                                  std::uint8_t* offset_codes) const;
+
   /// The input order of read_rows' columns: column j is input feature P[j]
   /// of the matrix (a permutation of 0..cols-1, so x · W^T = x[:, P] · W[:, P]^T);
   /// empty when column j is input j.
@@ -40,6 +56,9 @@ class stored_code_source {
 
 /// Inputs per group of a stored_code_source.
 inline constexpr std::int64_t stored_code_group = 32;
+
+/// Inputs per block of a stored_code_source's block factors (8 groups).
+inline constexpr std::int64_t stored_code_factor_block = 256;
 
 /// Rows [first, first + count) of `source`, a matrix of `cols` inputs, as
 /// f32 [count][cols] with every weight at its natural input position

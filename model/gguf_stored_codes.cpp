@@ -131,6 +131,28 @@ class gguf_k_source final : public stored_code_source {
     return type_ == ggml_type::q5_k ? weight_quantization::int5_asym : weight_quantization::int4_asym;
   }
 
+  bool has_block_factors() const override { return true; }
+
+  // d and −dmin (f16 negation is exact) with the 6-bit scales and mins as they are.
+  void read_block_factors(std::int64_t first, std::int64_t count, std::uint16_t* block_scales,
+                          std::uint16_t* block_offsets, std::uint8_t* scale_codes,
+                          std::uint8_t* offset_codes) const override {
+    const std::uint64_t block_bytes = ggml_block_bytes(type_);
+    for (std::int64_t i = 0; i < count; ++i) {
+      const std::byte* block = rows_.row(static_cast<std::uint64_t>(first + i));
+      for (std::uint64_t b = 0; b < rows_.row_length / 256; ++b, block += block_bytes) {
+        std::uint16_t d, dmin;
+        std::memcpy(&d, block, 2);
+        std::memcpy(&dmin, block + 2, 2);
+        *block_scales++ = d;
+        *block_offsets++ = static_cast<std::uint16_t>(dmin ^ 0x8000u);
+        std::uint8_t packed[12];
+        std::memcpy(packed, block + 4, 12);
+        for (int j = 0; j < 8; ++j) gguf_q4_k_scale_min(j, packed, *scale_codes++, *offset_codes++);
+      }
+    }
+  }
+
   void read_rows(std::int64_t first, std::int64_t count, std::uint8_t* codes, std::uint16_t* scales,
                  std::uint16_t* offsets) const override {
     // A block: f16 d, f16 dmin, 12 bytes of scales and mins, for Q5_K 32

@@ -161,6 +161,16 @@ std::array<weight_quantization, 7> llama_model::projection_formats(int layer) co
   return weights_->layers.at(static_cast<std::size_t>(layer)).formats;
 }
 
+std::size_t llama_model::linear_weight_bytes() const {
+  std::size_t bytes = weights_->lm_head->weight_bytes();
+  for (const layer& l : weights_->layers) {
+    for (const stacked_linear* stack : {&l.qkv, &l.o, &l.gate_up, &l.down}) {
+      for (const stacked_linear::piece& piece : stack->pieces) bytes += piece.weight->weight_bytes();
+    }
+  }
+  return bytes;
+}
+
 void llama_model::upload_weights(const model_weights& weights, weight_quantization quantization,
                                  weight_quantization lm_head_format) {
   auto up = std::make_shared<uploaded>();

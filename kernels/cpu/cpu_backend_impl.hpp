@@ -25,6 +25,10 @@ class cpu_linear_weight final : public linear_weight {
  public:
   std::int64_t out_features() const override { return rows; }
   std::int64_t in_features() const override { return cols; }
+  /// The storage, or where the weight is the checkpoint's mapping, its rows.
+  std::size_t weight_bytes() const override {
+    return storage.data() != nullptr ? storage.bytes() : static_cast<std::size_t>(rows * cols) * dtype_size(type);
+  }
 
   dtype type = dtype::f32;
   std::int64_t rows = 0, cols = 0;

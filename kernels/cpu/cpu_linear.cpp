@@ -67,6 +67,19 @@ void check_stored_code_parts(std::span<const host_tensor> parts, weight_quantiza
   }
 }
 
+// True when every part keeps its codes as stored in `format` with block
+// factors (GGUF Q4_K / Q5_K): the weight then holds the factors exactly,
+// in 40 bytes a row per 512 inputs where f16 group scales and offsets take
+// 64. One part of any other kind puts the whole weight in f16 scales.
+bool all_block_factored(std::span<const host_tensor> parts, weight_quantization format,
+                        std::span<const std::int32_t> order) {
+  return quantization_group_offsets(format) && std::all_of(parts.begin(), parts.end(), [&](const host_tensor& part) {
+           return part.stored_codes != nullptr && part.stored_codes->format() == format &&
+                  part.stored_codes->has_block_factors() && part.shape[1] % stored_code_factor_block == 0 &&
+                  same_input_order(part.stored_codes->input_permutation(), order);
+         });
+}
+
 // Rows [begin, begin + count) of `part` into the quantised `buffer` from row
 // `first_row` on, whose inputs are in `order` (stacked_input_order): 4-bit
 // codes in that order and the layout's format are repacked as they are
@@ -84,6 +97,16 @@ void quantize_part_rows(const host_tensor& part, std::int64_t begin, std::int64_
     std::vector<std::uint16_t> scales(static_cast<std::size_t>(count * groups)), offsets(scales.size());
     part.stored_codes->read_rows(begin, count, codes.data(), scales.data(), offsets.data());
     pack_stored_code_rows(codes.data(), scales.data(), offsets.data(), count, layout, buffer, first_row + begin);
+    if (layout.block_factors) {
+      const std::int64_t blocks = layout.cols / stored_code_factor_block;
+      std::vector<std::uint16_t> block_scales(static_cast<std::size_t>(count * blocks)),
+          block_offsets(block_scales.size());
+      std::vector<std::uint8_t> scale_codes(scales.size()), offset_codes(scales.size());
+      part.stored_codes->read_block_factors(begin, count, block_scales.data(), block_offsets.data(), scale_codes.data(),
+                                            offset_codes.data());
+      pack_block_factor_rows(block_scales.data(), block_offsets.data(), scale_codes.data(), offset_codes.data(), count,
+                             layout, buffer, first_row + begin);
+    }
     return;
   }
   if (part.stored_codes == nullptr && part.rows == nullptr && order.empty()) {
@@ -202,7 +225,8 @@ std::unique_ptr<linear_weight> cpu_backend::prepare_quantized_linear(std::span<c
   weight->cols = parts.front().shape[1];
   for (const host_tensor& part : parts) weight->rows += part.shape[0];
   weight->input_permutation = stacked_input_order(parts, format);
-  const quantized_layout layout = layout_for(format, weight->rows, weight->cols);
+  const quantized_layout layout =
+      layout_for(format, weight->rows, weight->cols, all_block_factored(parts, format, weight->input_permutation));
   weight->storage = allocate(layout.total_bytes);
   zero_parallel(pool_, weight->storage.data(), layout.total_bytes);
   std::int64_t first_row = 0;

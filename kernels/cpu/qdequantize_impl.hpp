@@ -33,9 +33,9 @@ inline void dequantize_row(const quantized_matrix& w, std::int64_t n, std::uint1
         scale[q] = w.row_scales[n];
         offset[q] = -128.0f * w.row_scales[n];
       } else {
-        scale[q] = half_to_float(w.group_scales[g]);
+        scale[q] = scalar_group_scale(w, g);
         const float zero_code = F == qformat::int4_nl ? 128.0f : 8.0f;
-        offset[q] = has_group_offsets(F) ? half_to_float(w.group_offsets[g]) : -zero_code * scale[q];
+        offset[q] = has_group_offsets(F) ? scalar_group_offset(w, g) : -zero_code * scale[q];
       }
     }
     alignas(64) std::uint8_t expanded[quant_superblock];

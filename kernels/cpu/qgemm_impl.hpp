@@ -128,7 +128,7 @@ template <qformat F, bool Expanded>
       }
 #pragma GCC unroll 4
       for (int i = 0; i < R; ++i) {
-        const qf scale = nibbles ? load_halfs(w.group_scales + (n0 + i) * groups + g0) : qzero();
+        const qf scale = nibbles ? group_scales_at(w, (n0 + i) * groups + g0) : qzero();
 #pragma GCC unroll 4
         for (int j = 0; j < C; ++j) {
           const qf x_scale = qload(x.scales + (m0 + j) * groups + g0);
@@ -159,7 +159,7 @@ template <qformat F, bool Expanded>
       for (int j = 0; j < C; ++j) sums[j] = qload(x.sums + (m0 + j) * groups + g0);
 #pragma GCC unroll 4
       for (int i = 0; i < R; ++i) {
-        const qf offset = load_halfs(w.group_offsets + (n0 + i) * groups + g0);
+        const qf offset = group_offsets_at(w, (n0 + i) * groups + g0);
 #pragma GCC unroll 4
         for (int j = 0; j < C; ++j) offsets[i][j] = qfma(offset, sums[j], offsets[i][j]);
       }

@@ -10,6 +10,8 @@
 // (4 bytes each), so the integer dot products of one group sum lane-wise
 // over the superblock's 8 vectors and then meet their 16 scales as one vector.
 
+#include <cstring>
+
 #include "kernels/cpu/isa_kernels.hpp"
 #include "kernels/cpu/quantize_row_impl.hpp"
 #include "kernels/cpu/simd.hpp"
@@ -81,6 +83,19 @@ inline float half_to_float(std::uint16_t bits) {
 #endif
 }
 
+/// Group g's scale (g counted over the matrix), block-factored or f16 as
+/// `w` holds it: quantized_weights.cpp's group_scale, in this ISA's namespace.
+inline float scalar_group_scale(const quantized_matrix& w, std::int64_t g) {
+  if (w.block_scales == nullptr) return half_to_float(w.group_scales[g]);
+  return half_to_float(w.block_scales[g / groups_per_factor_block]) * static_cast<float>(w.scale_codes[g]);
+}
+
+/// Group g's offset (formats with group offsets only), as scalar_group_scale.
+inline float scalar_group_offset(const quantized_matrix& w, std::int64_t g) {
+  if (w.block_offsets == nullptr) return half_to_float(w.group_offsets[g]);
+  return half_to_float(w.block_offsets[g / groups_per_factor_block]) * static_cast<float>(w.offset_codes[g]);
+}
+
 #if defined(__AVX512VNNI__)
 
 // 16 groups per vector: u8 weight codes × s8 activation codes with vpdpbusd.
@@ -118,6 +133,17 @@ constexpr int lanes = 16;
 inline qf to_float(vi v) { return _mm512_cvtepi32_ps(v); }
 inline qf load_halfs(const std::uint16_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+/// Block-factored group factors (quantized_matrix::block_scales) of 16
+/// groups from a multiple of 16: lanes 0-7 take factors[0], lanes 8-15
+/// factors[1] (f16), each times its u8 code of `codes`; exact in f32.
+inline qf block_factored(const std::uint16_t* factors, const std::uint8_t* codes) {
+  std::int32_t pair;
+  std::memcpy(&pair, factors, 4);
+  const __m512 both = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128(pair)));
+  const qf spread = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), both);
+  return _mm512_mul_ps(
+      spread, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes)))));
 }
 inline qf qzero() { return _mm512_setzero_ps(); }
 inline qf qset1(float v) { return _mm512_set1_ps(v); }
@@ -197,6 +223,13 @@ inline qf to_float(vi v) { return _mm256_cvtepi32_ps(v); }
 inline qf load_halfs(const std::uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
+/// Block-factored group factors of 8 groups from a multiple of 8 (one
+/// block): factors[0] (f16) times each u8 code of `codes`; exact in f32.
+inline qf block_factored(const std::uint16_t* factors, const std::uint8_t* codes) {
+  return _mm256_mul_ps(
+      _mm256_set1_ps(half_to_float(*factors)),
+      _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes)))));
+}
 inline qf qzero() { return _mm256_setzero_ps(); }
 inline qf qset1(float v) { return _mm256_set1_ps(v); }
 inline qf qload(const float* p) { return _mm256_loadu_ps(p); }
@@ -218,6 +251,20 @@ inline void qsum4(const qf* v, float* out) {
 #if defined(__AVX512VNNI__) || defined(__AVX2__)
 
 constexpr int max_rows_per_pass = 8;
+
+/// The scales of groups [g, g + lanes) of `w` (g counted over the matrix, a
+/// multiple of lanes), block-factored or f16 as `w` holds them.
+[[gnu::always_inline]] inline qf group_scales_at(const quantized_matrix& w, std::int64_t g) {
+  if (w.block_scales != nullptr) return block_factored(w.block_scales + g / groups_per_factor_block, w.scale_codes + g);
+  return load_halfs(w.group_scales + g);
+}
+
+/// The offsets of groups [g, g + lanes) (int4_asym, int5_asym), as group_scales_at.
+[[gnu::always_inline]] inline qf group_offsets_at(const quantized_matrix& w, std::int64_t g) {
+  if (w.block_offsets != nullptr)
+    return block_factored(w.block_offsets + g / groups_per_factor_block, w.offset_codes + g);
+  return load_halfs(w.group_offsets + g);
+}
 
 /// −c · Σ codes of the activation groups [g0, g0 + lanes) of one row: where
 /// a group's integer dot product starts, so that it comes out as Σ (w code −
@@ -303,8 +350,9 @@ template <qformat F, int MR>
         for (int r = 0; r < 8; ++r) wv[r] = load_codes(base + 64 * r);
       }
       const std::int64_t g0 = sb * groups_per_superblock + h * lanes;
-      qf scale = qzero();
-      if constexpr (nibbles) scale = load_halfs(w.group_scales + n * groups + g0);
+      qf scale = qzero(), offset = qzero();
+      if constexpr (nibbles) scale = group_scales_at(w, n * groups + g0);
+      if constexpr (has_group_offsets(F)) offset = group_offsets_at(w, n * groups + g0);
 #pragma GCC unroll 8
       for (int i = 0; i < mr; ++i) {
         const std::int8_t* xc = x.codes + (m0 + i) * x.padded_cols + sb * quant_superblock + h * vector_bytes;
@@ -321,8 +369,7 @@ template <qformat F, int MR>
         const qf x_scale = qload(x.scales + (m0 + i) * groups + g0);
         acc[i] = qfma(to_float(dot), nibbles ? qmul(x_scale, scale) : x_scale, acc[i]);
         if constexpr (has_group_offsets(F))
-          offsets[i] =
-              qfma(load_halfs(w.group_offsets + n * groups + g0), qload(x.sums + (m0 + i) * groups + g0), offsets[i]);
+          offsets[i] = qfma(offset, qload(x.sums + (m0 + i) * groups + g0), offsets[i]);
       }
     }
   }
@@ -361,9 +408,9 @@ inline void qgemv_row(const quantized_matrix& w, const quantized_rows& x, std::i
       if constexpr (F == qformat::int8) {
         acc += static_cast<float>(dot) * x_scale;
       } else {
-        acc += static_cast<float>(dot) * (x_scale * half_to_float(w.group_scales[n * groups + g]));
+        acc += static_cast<float>(dot) * (x_scale * scalar_group_scale(w, n * groups + g));
         if constexpr (has_group_offsets(F))
-          offsets += half_to_float(w.group_offsets[n * groups + g]) * x.sums[(m0 + i) * groups + g];
+          offsets += scalar_group_offset(w, n * groups + g) * x.sums[(m0 + i) * groups + g];
       }
     }
     result[i] = F == qformat::int8 ? w.row_scales[n] * acc : acc + offsets;

@@ -284,8 +284,22 @@ quantized_layout padded_layout_for(weight_quantization format, std::int64_t rows
   return layout;
 }
 
-quantized_layout layout_for(weight_quantization format, std::int64_t rows, std::int64_t cols) {
-  return padded_layout_for(format, rows, cols, quant_superblock, 64);
+quantized_layout layout_for(weight_quantization format, std::int64_t rows, std::int64_t cols, bool block_factors) {
+  quantized_layout layout = padded_layout_for(format, rows, cols, quant_superblock, 64);
+  if (!block_factors) return layout;
+  if (!quantization_group_offsets(format))
+    throw std::invalid_argument("layout_for: only int4_asym and int5_asym hold block factors");
+  constexpr std::size_t alignment = 64;
+  const auto blocks = static_cast<std::size_t>(rows * layout.groups / groups_per_factor_block);
+  const auto groups = static_cast<std::size_t>(rows * layout.groups);
+  layout.block_factors = true;
+  layout.block_scales_at = layout.scales_at;  // the first free byte after the codes
+  layout.block_offsets_at = aligned(layout.block_scales_at + 2 * blocks, alignment);
+  layout.scale_codes_at = aligned(layout.block_offsets_at + 2 * blocks, alignment);
+  layout.offset_codes_at = aligned(layout.scale_codes_at + groups, alignment);
+  layout.scales_at = layout.offsets_at = 0;  // no f16 group scales or offsets
+  layout.total_bytes = aligned(layout.offset_codes_at + groups, alignment);
+  return layout;
 }
 
 quantized_matrix view_of(const quantized_layout& layout, const void* buffer) {
@@ -296,7 +310,12 @@ quantized_matrix view_of(const quantized_layout& layout, const void* buffer) {
   view.cols = layout.cols;
   view.padded_cols = layout.padded_cols;
   view.codes = bytes;
-  if (nibbles(layout.format)) {
+  if (layout.block_factors) {
+    view.block_scales = reinterpret_cast<const std::uint16_t*>(bytes + layout.block_scales_at);
+    view.block_offsets = reinterpret_cast<const std::uint16_t*>(bytes + layout.block_offsets_at);
+    view.scale_codes = bytes + layout.scale_codes_at;
+    view.offset_codes = bytes + layout.offset_codes_at;
+  } else if (nibbles(layout.format)) {
     view.group_scales = reinterpret_cast<const std::uint16_t*>(bytes + layout.scales_at);
     if (quantization_group_offsets(layout.format))
       view.group_offsets = reinterpret_cast<const std::uint16_t*>(bytes + layout.offsets_at);
@@ -308,6 +327,8 @@ quantized_matrix view_of(const quantized_layout& layout, const void* buffer) {
 
 void quantize_rows(const void* source, dtype type, std::int64_t count, const quantized_layout& layout, void* buffer,
                    std::int64_t first_row) {
+  if (layout.block_factors)
+    throw std::invalid_argument("quantize_rows: a block-factored layout holds only codes a checkpoint stores");
   auto* bytes = static_cast<std::uint8_t*>(buffer);
   std::vector<float> row(static_cast<std::size_t>(layout.cols));
   for (std::int64_t i = 0; i < count; ++i) {
@@ -344,6 +365,7 @@ void pack_stored_code_rows(const std::uint8_t* codes, const std::uint16_t* scale
     std::uint8_t* row = bytes + static_cast<std::size_t>(n) * layout.row_code_bytes;
     for (std::int64_t k = 0; k < layout.cols; k += quant_group)
       store_group(codes + i * layout.cols + k, layout, k, row);
+    if (layout.block_factors) continue;
     auto* row_scales = reinterpret_cast<std::uint16_t*>(bytes + layout.scales_at) + n * layout.groups;
     std::copy_n(scales + i * groups, groups, row_scales);
     if (quantization_group_offsets(layout.format)) {
@@ -351,6 +373,38 @@ void pack_stored_code_rows(const std::uint8_t* codes, const std::uint16_t* scale
       std::copy_n(offsets + i * groups, groups, row_offsets);
     }
   }
+}
+
+void pack_block_factor_rows(const std::uint16_t* block_scales, const std::uint16_t* block_offsets,
+                            const std::uint8_t* scale_codes, const std::uint8_t* offset_codes, std::int64_t count,
+                            const quantized_layout& layout, void* buffer, std::int64_t first_row) {
+  const std::int64_t block = groups_per_factor_block * quant_group;
+  if (!layout.block_factors || layout.cols % block != 0)
+    throw std::invalid_argument(
+        "pack_block_factor_rows: needs a block-factored layout with whole blocks of 256 inputs");
+  auto* bytes = static_cast<std::uint8_t*>(buffer);
+  const std::int64_t blocks = layout.cols / block, groups = layout.cols / quant_group;
+  const std::int64_t row_blocks = layout.groups / groups_per_factor_block;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const std::int64_t n = first_row + i;
+    std::copy_n(block_scales + i * blocks, blocks,
+                reinterpret_cast<std::uint16_t*>(bytes + layout.block_scales_at) + n * row_blocks);
+    std::copy_n(block_offsets + i * blocks, blocks,
+                reinterpret_cast<std::uint16_t*>(bytes + layout.block_offsets_at) + n * row_blocks);
+    std::copy_n(scale_codes + i * groups, groups, bytes + layout.scale_codes_at + n * layout.groups);
+    std::copy_n(offset_codes + i * groups, groups, bytes + layout.offset_codes_at + n * layout.groups);
+  }
+}
+
+float group_scale(const quantized_matrix& w, std::int64_t g) {
+  if (w.block_scales == nullptr) return f16_to_float(w.group_scales[g]);
+  return f16_to_float(w.block_scales[g / groups_per_factor_block]) * static_cast<float>(w.scale_codes[g]);
+}
+
+float group_offset(const quantized_matrix& w, std::int64_t g) {
+  if (w.block_offsets != nullptr)
+    return f16_to_float(w.block_offsets[g / groups_per_factor_block]) * static_cast<float>(w.offset_codes[g]);
+  return w.group_offsets != nullptr ? f16_to_float(w.group_offsets[g]) : 0.0f;
 }
 
 int stored_code(const quantized_matrix& w, std::int64_t n, std::int64_t k) {
@@ -370,8 +424,7 @@ float dequantized_weight(const quantized_matrix& w, std::int64_t n, std::int64_t
   if (w.format == qformat::int8) return w.row_scales[n] * static_cast<float>(code - 128);
   const std::int64_t group = n * (w.padded_cols / quant_group) + k / quant_group;
   const auto format = static_cast<weight_quantization>(w.format);
-  const float offset = w.group_offsets != nullptr ? f16_to_float(w.group_offsets[group]) : 0.0f;
-  return stored_code_value(format, code, f16_to_float(w.group_scales[group]), offset);
+  return stored_code_value(format, code, group_scale(w, group), group_offset(w, group));
 }
 
 reference_rows quantize_rows_reference(const float* x, std::int64_t m, std::int64_t cols, std::int64_t stride,

@@ -22,6 +22,10 @@ struct quantized_layout {
   std::int64_t groups = 0;       ///< padded_cols / quant_group
   std::size_t row_code_bytes = 0;
   std::size_t scales_at = 0, offsets_at = 0, total_bytes = 0;
+  /// Block-factored (quantized_matrix::block_scales): the four factor arrays
+  /// follow the codes in place of the group scales and offsets.
+  bool block_factors = false;
+  std::size_t block_scales_at = 0, block_offsets_at = 0, scale_codes_at = 0, offset_codes_at = 0;
 };
 
 /// The layout of a `format` (not none) matrix of rows × cols with cols
@@ -31,8 +35,12 @@ struct quantized_layout {
 quantized_layout padded_layout_for(weight_quantization format, std::int64_t rows, std::int64_t cols,
                                    std::int64_t column_multiple, std::size_t alignment);
 
-/// The CPU layout of a `format` (not none) matrix of rows × cols.
-quantized_layout layout_for(weight_quantization format, std::int64_t rows, std::int64_t cols);
+/// The CPU layout of a `format` (not none) matrix of rows × cols; with
+/// `block_factors` (int4_asym or int5_asym only) its group scales and
+/// offsets are held as block factors: 40 bytes a row per 512 inputs where
+/// f16 scales and offsets take 64.
+quantized_layout layout_for(weight_quantization format, std::int64_t rows, std::int64_t cols,
+                            bool block_factors = false);
 
 /// The kernel's view of a matrix laid out by `layout` in `buffer`.
 quantized_matrix view_of(const quantized_layout& layout, const void* buffer);
@@ -46,10 +54,27 @@ void quantize_rows(const void* source, dtype type, std::int64_t count, const qua
 /// int5_asym or int4_nl `layout` whose cols are a multiple of quant_group)
 /// from codes a checkpoint already holds (stored_code_source::read_rows): `codes`
 /// [count][cols] 0..15 (0..31 for int5_asym) in input order, `scales` and
-/// (int4_asym, int5_asym) `offsets` [count][cols / 32] f16. Exact: the
-/// values stay the ones the checkpoint stores.
+/// (int4_asym, int5_asym) `offsets` [count][cols / 32] f16, unread for a
+/// block-factored layout (pack_block_factor_rows writes its factors).
+/// Exact: the values stay the ones the checkpoint stores.
 void pack_stored_code_rows(const std::uint8_t* codes, const std::uint16_t* scales, const std::uint16_t* offsets,
                            std::int64_t count, const quantized_layout& layout, void* buffer, std::int64_t first_row);
+
+/// Writes the block factors (stored_code_source::read_block_factors: f16
+/// [count][cols / 256] block scales and offsets, u8 [count][cols / 32]
+/// scale and offset codes) of rows [first_row, first_row + count) of a
+/// block-factored `layout` whose cols are a multiple of 256; the codes go
+/// through pack_stored_code_rows.
+void pack_block_factor_rows(const std::uint16_t* block_scales, const std::uint16_t* block_offsets,
+                            const std::uint8_t* scale_codes, const std::uint8_t* offset_codes, std::int64_t count,
+                            const quantized_layout& layout, void* buffer, std::int64_t first_row);
+
+/// Group g's scale (g counted over the whole matrix, n · groups + group in
+/// the row; f32): block-factored or f16 as the matrix holds it.
+float group_scale(const quantized_matrix& w, std::int64_t g);
+
+/// Group g's offset (int4_asym, int5_asym; 0 for the formats without one).
+float group_offset(const quantized_matrix& w, std::int64_t g);
 
 /// The code stored for weight (n, k), k < padded_cols: int8 q + 128 (0..255),
 /// int4 0..15, int5_asym 0..31, int4_nl its level's index 0..15.

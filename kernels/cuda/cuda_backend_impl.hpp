@@ -31,6 +31,7 @@ class cuda_linear_weight final : public linear_weight {
       : out_features_(out_features), in_features_(in_features) {}
   std::int64_t out_features() const override { return out_features_; }
   std::int64_t in_features() const override { return in_features_; }
+  std::size_t weight_bytes() const override { return weights.bytes(); }
 
   device_allocation weights;    ///< bf16 [out_features, in_features]
   device_allocation bias_bf16;  ///< bf16 [out_features], empty without bias
@@ -49,6 +50,7 @@ class cuda_quantized_weight final : public linear_weight {
   explicit cuda_quantized_weight(const quantized_device_layout& layout) : layout(layout) {}
   std::int64_t out_features() const override { return layout.rows; }
   std::int64_t in_features() const override { return layout.cols; }
+  std::size_t weight_bytes() const override { return storage.bytes(); }
 
   quantized_device_layout layout;
   device_allocation storage;    ///< layout.total_bytes

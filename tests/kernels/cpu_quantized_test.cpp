@@ -13,31 +13,21 @@
 #include "kernels/cpu/isa_kernels.hpp"
 #include "kernels/cpu/quantized_weights.hpp"
 #include "tests/kernels/cpu_test_support.hpp"
+#include "tests/kernels/quantized_test_support.hpp"
 
 namespace troupe {
 namespace {
 
 using cpu::quant_group;
+using test::magnitude;
+using test::quantize;
+using test::quantized_buffer;
 using test::random_source;
+using test::run_qgemv;
 
 constexpr weight_quantization all_formats[] = {weight_quantization::int8, weight_quantization::int4,
                                                weight_quantization::int4_asym, weight_quantization::int5_asym,
                                                weight_quantization::int4_nl};
-
-struct quantized_buffer {
-  cpu::quantized_layout layout;
-  std::vector<std::uint8_t> bytes;
-  cpu::quantized_matrix view() const { return cpu::view_of(layout, bytes.data()); }
-};
-
-quantized_buffer quantize(const std::vector<float>& w, weight_quantization format, std::int64_t rows,
-                          std::int64_t cols) {
-  quantized_buffer q;
-  q.layout = cpu::layout_for(format, rows, cols);
-  q.bytes.assign(q.layout.total_bytes, 0);
-  cpu::quantize_rows(w.data(), dtype::f32, rows, q.layout, q.bytes.data(), 0);
-  return q;
-}
 
 TEST(QuantizedFormat, NamesRoundTrip) {
   const std::vector<std::string> choices = quantization_choices();
@@ -222,39 +212,6 @@ TEST(QuantizedFormat, NonFiniteActivationsCodeAsZeroAtEveryLevel) {
     EXPECT_EQ(got.codes, want.codes) << cpu::isa_name(level);
     EXPECT_EQ(got.code_sums, want.code_sums) << cpu::isa_name(level);
   }
-}
-
-// Σ_k |w_k · x_k|: the scale of a dot product's rounding error.
-double magnitude(const cpu::quantized_matrix& w, const cpu::reference_rows& x, std::int64_t m, std::int64_t n) {
-  const std::int64_t groups = x.padded_cols / quant_group;
-  double total = 0.0;
-  for (std::int64_t k = 0; k < w.cols; ++k)
-    total +=
-        std::fabs(cpu::dequantized_weight(w, n, k) * x.scales[static_cast<std::size_t>(m * groups + k / quant_group)] *
-                  x.codes[static_cast<std::size_t>(m * x.padded_cols + cpu::interleaved_position(k))]);
-  return total;
-}
-
-// qgemv at `level` of m activation rows by weight rows [n_begin, w.rows):
-// out [m][w.rows], NaN where nothing was written.
-// `code_scratch`: give the GEMM tiles room to expand 4- and 5-bit codes, as the backend does.
-std::vector<float> run_qgemv(cpu::isa_level level, const cpu::quantized_matrix& w, const cpu::quantized_rows& x,
-                             std::int64_t m, std::int64_t n_begin, const float* bias = nullptr,
-                             bool code_scratch = true) {
-  std::vector<float> out(static_cast<std::size_t>(m * w.rows), std::nanf(""));
-  std::vector<std::uint8_t> scratch(code_scratch ? static_cast<std::size_t>(cpu::quant_code_scratch_bytes) : 0);
-  cpu::qgemv_args args;
-  args.code_scratch = code_scratch ? scratch.data() : nullptr;
-  args.weights = &w;
-  args.x = &x;
-  args.bias = bias;
-  args.m_rows = m;
-  args.out = out.data();
-  args.out_stride = w.rows;
-  args.n_begin = n_begin;
-  args.n_end = w.rows;
-  cpu::kernels_for(level).qgemv(args);
-  return out;
 }
 
 TEST(QuantizedGemv, EveryLevelMatchesTheReference) {

@@ -22,18 +22,31 @@
 
 namespace troupe::testing {
 
-/// Weight (row, col) of `tensor` (int4 set) as the CPU backend packs it.
+/// Weight (row, col) of `tensor` (stored_codes set) as the CPU backend
+/// packs it alone: with its block factors where the source has them.
 class packed_weights {
  public:
   explicit packed_weights(const host_tensor& tensor) {
+    const stored_code_source& source = *tensor.stored_codes;
     const std::int64_t rows = tensor.shape[0], cols = tensor.shape[1], groups = cols / stored_code_group;
-    layout_ = cpu::layout_for(tensor.stored_codes->format(), rows, cols);
+    layout_ = cpu::layout_for(source.format(), rows, cols, source.has_block_factors());
     buffer_.assign(layout_.total_bytes, 0);
     std::vector<std::uint8_t> codes(static_cast<std::size_t>(rows * cols));
     std::vector<std::uint16_t> scales(static_cast<std::size_t>(rows * groups)), offsets(scales.size());
-    tensor.stored_codes->read_rows(0, rows, codes.data(), scales.data(), offsets.data());
+    source.read_rows(0, rows, codes.data(), scales.data(), offsets.data());
     cpu::pack_stored_code_rows(codes.data(), scales.data(), offsets.data(), rows, layout_, buffer_.data(), 0);
+    if (!source.has_block_factors()) return;
+    const std::int64_t blocks = cols / stored_code_factor_block;
+    std::vector<std::uint16_t> block_scales(static_cast<std::size_t>(rows * blocks)),
+        block_offsets(block_scales.size());
+    std::vector<std::uint8_t> scale_codes(scales.size()), offset_codes(scales.size());
+    source.read_block_factors(0, rows, block_scales.data(), block_offsets.data(), scale_codes.data(),
+                              offset_codes.data());
+    cpu::pack_block_factor_rows(block_scales.data(), block_offsets.data(), scale_codes.data(), offset_codes.data(),
+                                rows, layout_, buffer_.data(), 0);
   }
+  /// True when the weights hold block factors (layout_for).
+  bool block_factored() const { return layout_.block_factors; }
   float at(std::int64_t row, std::int64_t col) const {
     return cpu::dequantized_weight(cpu::view_of(layout_, buffer_.data()), row, col);
   }

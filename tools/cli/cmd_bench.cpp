@@ -3,7 +3,6 @@
 // (../shared/BENCHMARKS.md workloads W1 and W2, offline, no server).
 
 #include <CLI/CLI.hpp>
-#include <array>
 #include <chrono>
 #include <ctime>
 #include <fstream>
@@ -13,7 +12,6 @@
 #include <sstream>
 
 #include "kernels/cpu/copy_bandwidth.hpp"
-#include "kernels/cpu/quantized_weights.hpp"
 #include "model/batch_runner.hpp"
 #include "tools/cli/cli_model.hpp"
 #include "tools/cli/command_registry.hpp"
@@ -75,29 +73,10 @@ double measure_prefill(llama_model& model, int prompt_len, std::mt19937& rng) {
 }
 
 /// Bytes of weights a decode step reads: the checkpoint's, or with
-/// quantization the CPU layouts of the linear layers plus the LM head's.
-double streamed_weight_bytes(const loaded_model& loaded, const model_flags& model) {
-  const weight_quantization format = loaded.quantization;
-  if (format == weight_quantization::none) return static_cast<double>(loaded.ckpt.weight_bytes());
-  const model_config& c = loaded.ckpt.config();
-  const std::int64_t h = c.hidden_size, q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
-  const std::int64_t f = c.intermediate_size;
-  const std::pair<std::int64_t, std::int64_t> shapes[] = {{q, h}, {kv, h}, {kv, h}, {h, q}, {f, h}, {f, h}, {h, f}};
-  double bytes = 0;
-  for (int layer = 0; layer < static_cast<int>(c.num_hidden_layers); ++layer) {
-    const std::array<weight_quantization, 7> formats = loaded.model->projection_formats(layer);
-    for (std::size_t i = 0; i < formats.size(); ++i) {
-      const auto [rows, cols] = shapes[i];
-      bytes += static_cast<double>(cpu::layout_for(formats[i], rows, cols).total_bytes);
-    }
-  }
-  const weight_quantization head =
-      lm_head_quantization(format, model.lm_head_quantization, lm_head_refinable(c, *loaded.device)).value();
-  const double head_bytes =
-      head == weight_quantization::none
-          ? static_cast<double>(c.vocab_size * h * dtype_size(c.torch_dtype.value_or(dtype::bf16)))
-          : static_cast<double>(cpu::layout_for(head, c.vocab_size, h).total_bytes);
-  return bytes + head_bytes;
+/// quantization the backend's copies of the linear layers and the LM head.
+double streamed_weight_bytes(const loaded_model& loaded) {
+  if (loaded.quantization == weight_quantization::none) return static_cast<double>(loaded.ckpt.weight_bytes());
+  return static_cast<double>(loaded.model->linear_weight_bytes());
 }
 
 decode_result measure_decode(const loaded_model& loaded, const bench_flags& flags, int batch, std::mt19937& rng) {
@@ -112,7 +91,7 @@ decode_result measure_decode(const loaded_model& loaded, const bench_flags& flag
   runner.generate(requests);
   const dtype kv = default_kv_type(model.config().torch_dtype, model.device());
   const double kv_bytes_per_token = static_cast<double>(model.kv_block_bytes(1, kv));
-  const double weight_bytes = streamed_weight_bytes(loaded, flags.model);
+  const double weight_bytes = streamed_weight_bytes(loaded);
   double seconds = 0.0, bytes = 0.0;
   int steps = 0;
   bool first_decode = true;
@@ -184,7 +163,7 @@ void run(const bench_flags& flags) {
             << architecture_model_type(config.architecture) << ", " << config.num_hidden_layers << " layers, hidden "
             << config.hidden_size << ", " << (config.torch_dtype ? dtype_name(*config.torch_dtype) : "f32") << ", "
             << std::fixed << std::setprecision(2) << loaded.ckpt.weight_bytes() / 1e9 << " GB of weights, "
-            << streamed_weight_bytes(loaded, flags.model) / 1e9 << " GB read per decode step, quantization "
+            << streamed_weight_bytes(loaded) / 1e9 << " GB read per decode step, quantization "
             << describe_linear_formats(*loaded.model, loaded.quantization) << ")\n\n"
             << "- machine: " << cpu_model_name() << ", device " << loaded.device->name() << "\n- date: " << today()
             << "\n";

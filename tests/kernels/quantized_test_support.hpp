@@ -1,0 +1,159 @@
+#pragma once
+// Helpers of the CPU quantised-kernel tests: a matrix quantised to nearest or
+// packed from block-factored codes, the quantised GEMV at one dispatch level,
+// and the scale of a dot product's rounding error.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/cpu_features.hpp"
+#include "kernels/cpu/isa_kernels.hpp"
+#include "kernels/cpu/quantized_weights.hpp"
+#include "kernels/dtype.hpp"
+#include "kernels/stored_code_source.hpp"
+
+namespace troupe::test {
+
+/// A quantised matrix and its bytes.
+struct quantized_buffer {
+  cpu::quantized_layout layout;
+  std::vector<std::uint8_t> bytes;
+  cpu::quantized_matrix view() const { return cpu::view_of(layout, bytes.data()); }
+};
+
+/// w [rows][cols] quantised to nearest in `format`.
+inline quantized_buffer quantize(const std::vector<float>& w, weight_quantization format, std::int64_t rows,
+                                 std::int64_t cols) {
+  quantized_buffer q;
+  q.layout = cpu::layout_for(format, rows, cols);
+  q.bytes.assign(q.layout.total_bytes, 0);
+  cpu::quantize_rows(w.data(), dtype::f32, rows, q.layout, q.bytes.data(), 0);
+  return q;
+}
+
+/// Random int4_asym or int5_asym codes with block factors, as a GGUF Q4_K /
+/// Q5_K file holds them: every code value, block scales and offsets of both
+/// signs in f16, scale and offset codes over the whole byte (0..255, so a
+/// kernel that widened them as signed would read 200 as −56). read_rows
+/// gives the products rounded to f16, as the GGUF source does.
+class block_factored_codes final : public stored_code_source {
+ public:
+  block_factored_codes(std::mt19937_64& engine, weight_quantization format, std::int64_t rows, std::int64_t cols)
+      : format_(format), cols_(cols) {
+    const int top = (1 << quantization_code_bits(format)) - 1;
+    std::uniform_int_distribution<int> code(0, top), factor_code(0, 255);
+    std::uniform_real_distribution<float> factor(-2e-3f, 2e-3f);
+    for (std::int64_t i = 0; i < rows * cols; ++i) codes_.push_back(static_cast<std::uint8_t>(code(engine)));
+    for (std::int64_t i = 0; i < rows * cols / stored_code_factor_block; ++i) {
+      block_scales_.push_back(float_to_f16(factor(engine)));
+      block_offsets_.push_back(float_to_f16(factor(engine)));
+    }
+    for (std::int64_t i = 0; i < rows * cols / stored_code_group; ++i) {
+      scale_codes_.push_back(static_cast<std::uint8_t>(factor_code(engine)));
+      offset_codes_.push_back(static_cast<std::uint8_t>(factor_code(engine)));
+    }
+  }
+
+  weight_quantization format() const override { return format_; }
+  bool has_block_factors() const override { return true; }
+
+  void read_rows(std::int64_t first, std::int64_t count, std::uint8_t* codes, std::uint16_t* scales,
+                 std::uint16_t* offsets) const override {
+    const std::int64_t groups = cols_ / stored_code_group;
+    std::copy_n(codes_.begin() + first * cols_, count * cols_, codes);
+    for (std::int64_t g = first * groups; g < (first + count) * groups; ++g) {
+      *scales++ = float_to_f16(scale(g));
+      *offsets++ = float_to_f16(offset(g));
+    }
+  }
+
+  void read_block_factors(std::int64_t first, std::int64_t count, std::uint16_t* block_scales,
+                          std::uint16_t* block_offsets, std::uint8_t* scale_codes,
+                          std::uint8_t* offset_codes) const override {
+    const std::int64_t blocks = cols_ / stored_code_factor_block, groups = cols_ / stored_code_group;
+    std::copy_n(block_scales_.begin() + first * blocks, count * blocks, block_scales);
+    std::copy_n(block_offsets_.begin() + first * blocks, count * blocks, block_offsets);
+    std::copy_n(scale_codes_.begin() + first * groups, count * groups, scale_codes);
+    std::copy_n(offset_codes_.begin() + first * groups, count * groups, offset_codes);
+  }
+
+  /// Weight (n, k) from the exact products (`f16_products` false) or from
+  /// read_rows' f16 ones, in double.
+  double weight(std::int64_t n, std::int64_t k, bool f16_products = false) const {
+    const std::int64_t g = (n * cols_ + k) / stored_code_group;
+    const auto rounded = [&](float v) { return f16_products ? f16_to_float(float_to_f16(v)) : v; };
+    return static_cast<double>(rounded(scale(g))) * codes_[static_cast<std::size_t>(n * cols_ + k)] +
+           rounded(offset(g));
+  }
+
+ private:
+  // Group g's products in f32 (exact: an f16 times a byte).
+  float scale(std::int64_t g) const {
+    return f16_to_float(block_scales_[static_cast<std::size_t>(g / 8)]) * scale_codes_[static_cast<std::size_t>(g)];
+  }
+  float offset(std::int64_t g) const {
+    return f16_to_float(block_offsets_[static_cast<std::size_t>(g / 8)]) * offset_codes_[static_cast<std::size_t>(g)];
+  }
+
+  weight_quantization format_;
+  std::int64_t cols_;
+  std::vector<std::uint8_t> codes_, scale_codes_, offset_codes_;
+  std::vector<std::uint16_t> block_scales_, block_offsets_;
+};
+
+/// `source`'s [rows][cols] packed as the CPU backend packs block-factored codes.
+inline quantized_buffer pack_block_factored(const stored_code_source& source, std::int64_t rows, std::int64_t cols) {
+  quantized_buffer q;
+  q.layout = cpu::layout_for(source.format(), rows, cols, true);
+  q.bytes.assign(q.layout.total_bytes, 0);
+  const std::int64_t groups = cols / stored_code_group, blocks = cols / stored_code_factor_block;
+  std::vector<std::uint8_t> codes(static_cast<std::size_t>(rows * cols)), scale_codes(groups * rows),
+      offset_codes(scale_codes.size());
+  std::vector<std::uint16_t> scales(scale_codes.size()), offsets(scale_codes.size()),
+      block_scales(static_cast<std::size_t>(rows * blocks)), block_offsets(block_scales.size());
+  source.read_rows(0, rows, codes.data(), scales.data(), offsets.data());
+  cpu::pack_stored_code_rows(codes.data(), scales.data(), offsets.data(), rows, q.layout, q.bytes.data(), 0);
+  source.read_block_factors(0, rows, block_scales.data(), block_offsets.data(), scale_codes.data(),
+                            offset_codes.data());
+  cpu::pack_block_factor_rows(block_scales.data(), block_offsets.data(), scale_codes.data(), offset_codes.data(), rows,
+                              q.layout, q.bytes.data(), 0);
+  return q;
+}
+
+/// Σ_k |w_k · x_k|: the scale of a dot product's rounding error.
+inline double magnitude(const cpu::quantized_matrix& w, const cpu::reference_rows& x, std::int64_t m, std::int64_t n) {
+  const std::int64_t groups = x.padded_cols / cpu::quant_group;
+  double total = 0.0;
+  for (std::int64_t k = 0; k < w.cols; ++k)
+    total += std::fabs(cpu::dequantized_weight(w, n, k) *
+                       x.scales[static_cast<std::size_t>(m * groups + k / cpu::quant_group)] *
+                       x.codes[static_cast<std::size_t>(m * x.padded_cols + cpu::interleaved_position(k))]);
+  return total;
+}
+
+/// qgemv at `level` of m activation rows by weight rows [n_begin, w.rows):
+/// out [m][w.rows], NaN where nothing was written. `code_scratch`: give the
+/// GEMM tiles room to expand 4- and 5-bit codes, as the backend does.
+inline std::vector<float> run_qgemv(cpu::isa_level level, const cpu::quantized_matrix& w, const cpu::quantized_rows& x,
+                                    std::int64_t m, std::int64_t n_begin, const float* bias = nullptr,
+                                    bool code_scratch = true) {
+  std::vector<float> out(static_cast<std::size_t>(m * w.rows), std::nanf(""));
+  std::vector<std::uint8_t> scratch(code_scratch ? static_cast<std::size_t>(cpu::quant_code_scratch_bytes) : 0);
+  cpu::qgemv_args args;
+  args.code_scratch = code_scratch ? scratch.data() : nullptr;
+  args.weights = &w;
+  args.x = &x;
+  args.bias = bias;
+  args.m_rows = m;
+  args.out = out.data();
+  args.out_stride = w.rows;
+  args.n_begin = n_begin;
+  args.n_end = w.rows;
+  cpu::kernels_for(level).qgemv(args);
+  return out;
+}
+
+}  // namespace troupe::test
