@@ -1,16 +1,10 @@
 #include "kernels/stored_code_source.hpp"
 
-#include <stdexcept>
 #include <vector>
 
 #include "kernels/dtype.hpp"
 
 namespace troupe {
-
-void stored_code_source::read_block_factors(std::int64_t, std::int64_t, std::uint16_t*, std::uint16_t*, std::uint8_t*,
-                                            std::uint8_t*) const {
-  throw std::logic_error("read_block_factors: this source stores no block factors");
-}
 
 void decode_stored_code_rows(const stored_code_source& source, std::int64_t first, std::int64_t count,
                              std::int64_t cols, float* out) {

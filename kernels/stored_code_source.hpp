@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <span>
+#include <stdexcept>
 
 #include "kernels/quantization.hpp"
 
@@ -43,10 +44,13 @@ class stored_code_source {
   /// and offset block_offsets[g / 8] · offset_codes[g] (f32 products, exact).
   /// `block_scales`, `block_offsets` f16 [count][cols / 256]; `scale_codes`,
   /// `offset_codes` [count][cols / 32]. Throws std::logic_error unless
-  /// has_block_factors().
-  virtual void read_block_factors(std::int64_t first, std::int64_t count, std::uint16_t* block_scales,
-                                  std::uint16_t* block_offsets, std::uint8_t* scale_codes,
-                                  std::uint8_t* offset_codes) const;
+  /// has_block_factors(). (Inline, so that the class keeps no key function
+  /// and every library that reads a source needs no further object.)
+  virtual void read_block_factors(std::int64_t /*first*/, std::int64_t /*count*/, std::uint16_t* /*block_scales*/,
+                                  std::uint16_t* /*block_offsets*/, std::uint8_t* /*scale_codes*/,
+                                  std::uint8_t* /*offset_codes*/) const {
+    throw std::logic_error("read_block_factors: this source stores no block factors");
+  }
 
   /// The input order of read_rows' columns: column j is input feature P[j]
   /// of the matrix (a permutation of 0..cols-1, so x · W^T = x[:, P] · W[:, P]^T);

@@ -269,8 +269,11 @@ void checkpoint::open_gguf(const std::filesystem::path& path, const checkpoint_o
     if (interleaved && name->ends_with("k_proj.weight")) rope_heads = config_.num_key_value_heads;
     try {
       const bool layer_matrix = is_layer_matrix(*name) && tensor.dims.size() == 2;
+      // Every matrix in a format troupe keeps stays in its codes, the
+      // model's (stored_quantization_) and any other (each projection then
+      // runs in its own: llama_model's projection_format).
       if (layer_matrix && stored_quantization_ != weight_quantization::none &&
-          gguf_stored_code_format(tensor.type) == stored_quantization_) {
+          gguf_stored_code_format(tensor.type).has_value()) {
         host_tensor kept{*name, dtype::bf16, hf_matrix_shape(tensor), nullptr};
         kept.stored_codes = gguf_stored_code_source(tensor, rope_heads);
         converted_.push_back(std::move(kept));

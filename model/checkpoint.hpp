@@ -67,7 +67,8 @@ struct checkpoint_options {
   /// Q4_1 / Q4_K / Q5_0 / Q5_1 / Q5_K / IQ4_NL / IQ4_XS, AWQ, GPTQ) stay in that
   /// form (host_tensor::stored_codes, read by the backend at load) instead of
   /// being expanded to bf16 here: for backends with kernels for those
-  /// formats (cpu), which then must prepare them as stored_quantization().
+  /// formats (cpu, cuda), which then must prepare each in its own format
+  /// (stored_code_source::format(); mostly stored_quantization()).
   bool keep_stored_codes = false;
   /// GGUF layer matrices in other block formats (Q8_0, Q6_K, Q2_K / Q3_K, a
   /// 4- or 5-bit format not kept) are expanded row block by row block as
@@ -105,10 +106,13 @@ class checkpoint {
   /// Bytes of all tensors in weights() (the tied lm_head counted once; a
   /// matrix kept in 4- or 5-bit form at 4 or 5 bits a weight plus its scales).
   std::uint64_t weight_bytes() const;
-  /// The format the linear layers kept in their stored codes are in (int4,
-  /// int4_asym or, for GGUF Q5 files, int5_asym, for IQ4 files int4_nl); none when
-  /// checkpoint_options::keep_stored_codes was off or nothing was stored that way.
-  /// Layers stored otherwise hold bf16 data.
+  /// The format most of the linear layers kept in their stored codes are in
+  /// (int4, int4_asym or, for GGUF Q5 files, int5_asym, for IQ4 files
+  /// int4_nl): the model's format; none when checkpoint_options::keep_stored_codes
+  /// was off or nothing was stored that way. A GGUF file's matrices in
+  /// another format troupe keeps (an IQ4_XS file's Q5_K attn_v as
+  /// int5_asym) are kept too, in theirs; layers stored otherwise hold bf16
+  /// data or expand on demand.
   weight_quantization stored_quantization() const { return stored_quantization_; }
   /// True when the linear layers were stored in codes that need 5 to 8 bits
   /// on a linear grid (mostly GGUF Q5_0 / Q5_1 / Q5_K / Q6_K / Q8_0 /

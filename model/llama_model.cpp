@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/stored_code_source.hpp"
 #include "model/stacked_linear.hpp"
 
 namespace troupe {
@@ -71,14 +72,17 @@ bool keeps_4_bit_layers(const model_weights& weights) {
   return false;
 }
 
-// The format of one projection. A checkpoint that keeps 4- or 5-bit layers
-// and stores others in codes it does not keep (llama.cpp's Q4_K_M: Q6_K
-// attn_v and ffn_down; an IQ4_XS file's Q5_K attn_v), expanded at load,
-// keeps what those codes hold: such a projection runs as int8 instead of
-// being rounded to 4 or 5 bits a second time, on a grid that is not theirs.
-// Every other projection takes the model's format, so a stack holding both
-// kinds is split (model/stacked_linear.hpp).
+// The format of one projection. One kept in its checkpoint's codes runs
+// in their format (most in the model's; an IQ4_XS file's Q5_K attn_v as
+// int5_asym). A checkpoint that keeps 4- or 5-bit layers and stores others
+// in codes troupe does not keep (llama.cpp's Q4_K_M: Q6_K attn_v and
+// ffn_down), expanded at load, keeps what those codes hold: such a
+// projection runs as int8 instead of being rounded to 4 or 5 bits a second
+// time, on a grid that is not theirs. Every other projection takes the
+// model's format, so a stack holding several kinds is split
+// (model/stacked_linear.hpp).
 weight_quantization projection_format(const host_tensor& part, weight_quantization model_format, bool keeps_4_bits) {
+  if (part.stored_codes != nullptr) return part.stored_codes->format();
   const int bits = quantization_code_bits(model_format);
   const bool few_bits = bits > 0 && bits < 8;
   return few_bits && keeps_4_bits && part.stored_bits > 0 ? weight_quantization::int8 : model_format;
@@ -163,7 +167,8 @@ std::array<weight_quantization, 7> llama_model::projection_formats(int layer) co
 
 std::size_t llama_model::linear_weight_bytes() const {
   std::size_t bytes = weights_->lm_head->weight_bytes();
-  for (const layer& l : weights_->layers) {
+  for (const int index : active_layers_) {
+    const layer& l = weights_->layers.at(static_cast<std::size_t>(index));
     for (const stacked_linear* stack : {&l.qkv, &l.o, &l.gate_up, &l.down}) {
       for (const stacked_linear::piece& piece : stack->pieces) bytes += piece.weight->weight_bytes();
     }

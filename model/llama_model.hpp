@@ -66,8 +66,9 @@ class llama_model {
   /// the layers kept as stored (a GGUF Q4_K_M's Q6_K ones beside its Q4_K
   /// layers; a stack of q/k/v or gate/up then runs as one linear per format).
   std::array<weight_quantization, 7> projection_formats(int layer) const;
-  /// Bytes of the linear weights one step reads: every layer's projections
-  /// and the LM head, as the backend holds them (linear_weight::weight_bytes).
+  /// Bytes of the linear weights one step reads: the projections of the
+  /// layers it runs and the LM head, as the backend holds them
+  /// (linear_weight::weight_bytes).
   std::size_t linear_weight_bytes() const;
   /// Decoder layers this model runs (all of the checkpoint's, unless built as a layer-skipping drafter).
   int num_layers() const { return static_cast<int>(active_layers_.size()); }

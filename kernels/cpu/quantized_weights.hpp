@@ -55,7 +55,8 @@ void quantize_rows(const void* source, dtype type, std::int64_t count, const qua
 /// from codes a checkpoint already holds (stored_code_source::read_rows): `codes`
 /// [count][cols] 0..15 (0..31 for int5_asym) in input order, `scales` and
 /// (int4_asym, int5_asym) `offsets` [count][cols / 32] f16, unread for a
-/// block-factored layout (pack_block_factor_rows writes its factors).
+/// block-factored layout, whose rows then also need pack_block_factor_rows
+/// (until then their scales are zero).
 /// Exact: the values stay the ones the checkpoint stores.
 void pack_stored_code_rows(const std::uint8_t* codes, const std::uint16_t* scales, const std::uint16_t* offsets,
                            std::int64_t count, const quantized_layout& layout, void* buffer, std::int64_t first_row);

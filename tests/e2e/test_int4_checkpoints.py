@@ -68,7 +68,8 @@ def test_stored_4_and_5_bit_checkpoints_run_as_stored_by_default(model, expected
 
 @pytest.mark.parametrize("model,expected", [(ACT_ORDER, "int4_asym"), (GPTQ_8_BIT, "int8"),
                                             (Q2_K, "int8"),
-                                            (Q3_K_M, "int4_asym (10 of 14 projections int8)")])
+                                            (Q3_K_M, "int4_asym (8 of 14 projections int8) "
+                                                     "(2 of 14 projections int5_asym)")])
 def test_gptq_act_order_and_8_bit_checkpoints_answer_chat(model, expected):
     server = LiveServer(["--model", str(model), "--threads", "1"])
     try:

@@ -140,7 +140,7 @@ TEST(QuantizedBlockFactors, GemvTilesAndPanelsAtEveryLevel) {
 TEST(QuantizedBlockFactors, TheBackendKeepsFactorsOnlyWhereEveryPartHasThem) {
   random_source rng;
   SCOPED_TRACE(rng.trace());
-  const std::int64_t k = 768, rows = 24;
+  const std::int64_t k = 768, rows = 72;  // past one 64-row packing task, so packing starts mid-part too
   const auto first = std::make_shared<block_factored_codes>(rng.engine(), weight_quantization::int4_asym, rows, k);
   const auto second = std::make_shared<block_factored_codes>(rng.engine(), weight_quantization::int4_asym, rows, k);
   const auto plain = std::make_shared<test::permuted_codes>(rng.engine(), rows, k, std::vector<std::int32_t>{});
