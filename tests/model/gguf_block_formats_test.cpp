@@ -124,6 +124,32 @@ TEST(KQuantGguf, NativeQ4_KRunsLikeTheExpandedFile) {
             weight_quantization::none);
 }
 
+// The bytes a step reads are the backend's own weights: the Q4_K_M file's
+// kept matrices at 4.625 bits a weight (block factors), and a
+// layer-skipping drafter over the same weights counts only its layers.
+TEST(KQuantGguf, StreamedWeightBytesCountTheLayersAModelRuns) {
+  const quantized_checkpoint opened = open_for_quantization(q4_k_m, "auto", true, {.show_progress = false});
+  const auto device = make_backend("cpu", backend_options{});
+  const llama_model model(opened.weights.config(), opened.weights.weights(), *device, opened.quantization);
+  ASSERT_EQ(model.config().num_hidden_layers, 2);
+  const llama_model first(model, *device, {0}), second(model, *device, {1});
+  // Each drafter counts the head and its one layer; together they count the head twice.
+  const std::size_t head = first.linear_weight_bytes() + second.linear_weight_bytes() - model.linear_weight_bytes();
+  const model_config& c = model.config();
+  const weight_quantization head_format =
+      lm_head_quantization(opened.quantization, "auto", lm_head_refinable(c, *device)).value();
+  EXPECT_EQ(head, cpu::layout_for(head_format, c.vocab_size, c.hidden_size).total_bytes);
+  // Layer 1 (Q4_K but for its Q6_K v and down): q/k, o and gate/up block-factored, v and down int8.
+  const std::int64_t h = c.hidden_size, f = c.intermediate_size, q = c.num_attention_heads * c.head_dim,
+                     kv = c.num_key_value_heads * c.head_dim;
+  using enum weight_quantization;
+  const std::size_t layer =
+      cpu::layout_for(int4_asym, q + kv, h, true).total_bytes + cpu::layout_for(int8, kv, h).total_bytes +
+      cpu::layout_for(int4_asym, h, q, true).total_bytes + cpu::layout_for(int4_asym, 2 * f, h, true).total_bytes +
+      cpu::layout_for(int8, h, f).total_bytes;
+  EXPECT_EQ(second.linear_weight_bytes() - head, layer);
+}
+
 // `auto` keeps the Q5_K matrices as int5_asym and runs the Q6_K ones (layer
 // 0's v and down) as int8. Measured max |Δlogit| / max |logit| against the
 // file expanded to bf16: 0.0250 with the block factors kept exactly (0.0290
