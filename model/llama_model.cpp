@@ -81,10 +81,13 @@ bool keeps_4_bit_layers(const model_weights& weights) {
 // time, on a grid that is not theirs. Every other projection takes the
 // model's format, so a stack holding several kinds is split
 // (model/stacked_linear.hpp).
+// (A model asked to run unquantised or in int8 gets its kept parts in
+// that format, which the backend refuses by name: open_for_quantization
+// never pairs them.)
 weight_quantization projection_format(const host_tensor& part, weight_quantization model_format, bool keeps_4_bits) {
-  if (part.stored_codes != nullptr) return part.stored_codes->format();
   const int bits = quantization_code_bits(model_format);
   const bool few_bits = bits > 0 && bits < 8;
+  if (few_bits && part.stored_codes != nullptr) return part.stored_codes->format();
   return few_bits && keeps_4_bits && part.stored_bits > 0 ? weight_quantization::int8 : model_format;
 }
 

@@ -203,6 +203,10 @@ TEST(Int4Gguf, KeptMatricesCountHalfAByteAWeightAndRefuseAFloatPreparation) {
                 device->prepare_quantized_linear({&q, 1}, {}, weight_quantization::int4_asym);
               }),
               ::testing::HasSubstr("is stored as int4, not int4_asym"));
+  // A model asked to run them unquantised is refused the same way (open_for_quantization never asks).
+  EXPECT_THAT(
+      testing::error_of([&] { llama_model(kept.config(), kept.weights(), *device, weight_quantization::none); }),
+      ::testing::HasSubstr("is stored as 4-bit codes; prepare it as int4"));
 }
 
 }  // namespace

@@ -22,6 +22,9 @@
 #include "kernels/cpu/copy_bandwidth.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
 #include "kernels/cpu/thread_pool.hpp"
+#include "kernels/stored_code_source.hpp"
+#include "model/gguf.hpp"
+#include "model/gguf_stored_codes.hpp"
 #include "tools/cli/command_registry.hpp"
 
 namespace {
@@ -64,6 +67,21 @@ std::vector<std::uint16_t> random_bf16(std::size_t count) {
   std::uniform_real_distribution<float> uniform(-0.05f, 0.05f);
   for (auto& v : values) v = float_to_bf16(uniform(engine));
   return values;
+}
+
+/// A random GGUF Q4_K matrix of rows × cols (cols a multiple of 256): every
+/// block's d and dmin 1e-3, its scales, mins and codes random bytes.
+std::vector<std::byte> random_q4_k(std::int64_t rows, std::int64_t cols) {
+  constexpr std::size_t block_bytes = 144;
+  std::vector<std::byte> bytes(static_cast<std::size_t>(rows * cols / 256) * block_bytes);
+  std::mt19937 engine(7);
+  for (auto& b : bytes) b = static_cast<std::byte>(engine());
+  const std::uint16_t factor = float_to_f16(1e-3f);
+  for (std::size_t at = 0; at < bytes.size(); at += block_bytes) {
+    std::memcpy(&bytes[at], &factor, 2);
+    std::memcpy(&bytes[at + 2], &factor, 2);
+  }
+  return bytes;
 }
 
 /// A weight file holding `copies` back-to-back copies of a matrix, written
@@ -186,6 +204,12 @@ void bench_gemv(const bench_arguments& args) {
   }
 }
 
+void print_quantized_row(const char* name, const std::string& shape, std::int64_t m, std::int64_t weights,
+                         double seconds, double bytes) {
+  std::printf("  %-28s %-28s %9.3f ms %9.1f GFLOP/s %7.1f GB/s\n", name, shape.c_str(), seconds * 1e3,
+              2.0 * static_cast<double>(m * weights) / seconds / 1e9, bytes / seconds / 1e9);
+}
+
 void bench_quantized(const bench_arguments& args) {
   const int integer_rows = cpu::default_quantized_gemv_max_rows(bench_level(args));
   const std::string handover = integer_rows == std::numeric_limits<int>::max()
@@ -200,6 +224,12 @@ void bench_quantized(const bench_arguments& args) {
   const std::int64_t n = 8192, k = 2048;
   const auto values = random_bf16(static_cast<std::size_t>(n * k));
   const host_tensor tensor{"w", dtype::bf16, {n, k}, values.data()};
+  const std::vector<std::byte> q4_k_bytes = random_q4_k(n, k);
+  gguf_tensor q4_k_file{"w", ggml_type::q4_k, {static_cast<std::uint64_t>(k), static_cast<std::uint64_t>(n)}};
+  q4_k_file.bytes = q4_k_bytes.size();
+  q4_k_file.data = q4_k_bytes.data();
+  host_tensor q4_k{"w", dtype::bf16, {n, k}, nullptr};
+  q4_k.stored_codes = gguf_stored_code_source(q4_k_file, 0);
   for (std::int64_t m : {1, 8, 32, 64, 128, 512}) {
     for (auto format : {weight_quantization::none, weight_quantization::int8, weight_quantization::int4,
                         weight_quantization::int4_asym, weight_quantization::int5_asym, weight_quantization::int4_nl}) {
@@ -215,12 +245,19 @@ void bench_quantized(const bench_arguments& args) {
       for (backend* path : {integer.get(), dequantised.get()}) {
         if (path == dequantised.get() && !both) continue;
         const double t = time_linear(*path, copies, m, m > 32 ? 3 : args.repeats, format);
-        const std::string shape = std::to_string(m) + "x8192x2048 " + std::string(quantization_name(format));
-        const char* name = !both ? "linear" : path == integer.get() ? "linear integer" : "linear dequantised";
-        std::printf("  %-28s %-28s %9.3f ms %9.1f GFLOP/s %7.1f GB/s\n", name, shape.c_str(), t * 1e3,
-                    2.0 * m * n * k / t / 1e9, bytes / t / 1e9);
+        print_quantized_row(!both                   ? "linear"
+                            : path == integer.get() ? "linear integer"
+                                                    : "linear dequantised",
+                            std::to_string(m) + "x8192x2048 " + std::string(quantization_name(format)), m, n * k, t,
+                            bytes);
       }
     }
+    // A GGUF Q4_K matrix kept as stored: int4_asym with its block factors,
+    // 4.625 bits a weight (kernels/cpu/README.md).
+    const double bytes = (0.5 + 5.0 / 64.0) * static_cast<double>(n * k);
+    const std::vector<host_tensor> copies(static_cast<std::size_t>(m > 32 ? 1 : copies_for(bytes)), q4_k);
+    const double t = time_linear(*integer, copies, m, m > 32 ? 3 : args.repeats, weight_quantization::int4_asym);
+    print_quantized_row("linear", std::to_string(m) + "x8192x2048 Q4_K", m, n * k, t, bytes);
   }
 }
 
