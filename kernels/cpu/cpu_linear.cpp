@@ -401,7 +401,7 @@ void cpu_backend::linear_quantized(tensor_view x, const cpu_linear_weight& w, te
   const bool expanded_codes = x.rows > 8 && w.packed.format != qformat::int8;
   if (expanded_codes && code_scratch_.size() < static_cast<std::size_t>(pool_.size())) {
     code_scratch_.resize(static_cast<std::size_t>(pool_.size()));
-    for (auto& scratch : code_scratch_) scratch.resize(static_cast<std::size_t>(quant_code_scratch_bytes + 64));
+    for (auto& scratch : code_scratch_) scratch.resize(static_cast<std::size_t>(quant_tile_scratch_bytes + 64));
   }
   pool_.parallel_for(ceil_div(w.rows, run_length), [&](std::int64_t task, int thread) {
     qgemv_args slice = args;

@@ -90,8 +90,12 @@ constexpr std::int64_t quant_superblock = 512;
 /// Input features per quantisation group (int4 weights, int8 activations).
 constexpr std::int64_t quant_group = 32;
 
-/// Bytes of codes a thread's scratch holds for the GEMM tiles (qgemv_args::code_scratch).
+/// Bytes of expanded codes a thread's scratch holds for the GEMM tiles: a
+/// block of weight rows at a time (qgemv_args::code_scratch).
 constexpr std::int64_t quant_code_scratch_bytes = std::int64_t{256} << 10;
+/// The whole scratch: the codes, then the block's group scales and offsets
+/// in f32 (8 bytes per 32 codes at most).
+constexpr std::int64_t quant_tile_scratch_bytes = quant_code_scratch_bytes + quant_code_scratch_bytes / 4;
 
 /// A quantised [rows][cols] weight matrix (layout: kernels/cpu/README.md).
 /// Within a superblock of 16 groups, byte p (p < 512) of the interleaved
@@ -150,10 +154,10 @@ struct qgemv_args {
   float* out = nullptr;
   std::int64_t out_stride = 0;
   std::int64_t n_begin = 0, n_end = 0;
-  /// Room for quant_code_scratch_bytes (this thread's, 64-byte aligned) in
-  /// which the GEMM tiles expand a block of 4- or 5-bit codes to bytes once
-  /// for all their activation rows; null: each tile unpacks the codes it
-  /// reads (the same bits either way).
+  /// Room for quant_tile_scratch_bytes (this thread's, 64-byte aligned) in
+  /// which the GEMM tiles expand a block of 4- or 5-bit codes to bytes (and
+  /// their group scales to f32) once for all their activation rows; null:
+  /// each tile unpacks the codes it reads (the same bits either way).
   std::uint8_t* code_scratch = nullptr;
 };
 

@@ -16,9 +16,10 @@
 // next to the four dot products a tile makes of it, and a tile unpacked
 // every weight row again for each group of activation rows. So for tiles
 // the weight rows are first expanded, a block of rows sized to stay in L2
-// at a time, to one byte a code in int8's layout, and every tile of
-// activation rows reads the bytes (the integer sums, so the bits, are the
-// same). An int8 matrix's rows already are those bytes and are read in place.
+// at a time, to one byte a code in int8's layout and their group scales
+// and offsets to f32 (block factors multiplied out once), and every tile of
+// activation rows reads those (the integer sums and the scales, so the
+// bits, are the same). An int8 matrix's rows already are those bytes and are read in place.
 
 #include "kernels/cpu/qgemv_impl.hpp"
 
@@ -33,27 +34,49 @@ constexpr int tile_weight_rows = 2;  // 16 ymm registers
 #endif
 constexpr int tile_activation_rows = 4;
 
+/// Weight rows the tiles read expanded, the tile's (or pass's) first row
+/// first: `codes` one byte a code [rows][padded_cols] (int8: the matrix's
+/// own rows); for 4- and 5-bit formats `scales` and, with group offsets,
+/// `offsets` in f32 [rows][groups], so that a tile loads each superblock's
+/// (a block-factored matrix's products made once per block of rows, not
+/// again for every tile of activation rows).
+struct expanded_rows {
+  const std::uint8_t* codes = nullptr;
+  const float* scales = nullptr;
+  const float* offsets = nullptr;
+};
+
 /// Weight rows [n0, n0 + count) of a 4- or 5-bit matrix as one byte a code
-/// (0..31, or int4_nl's biased levels) in int8's layout: `out`
-/// [count][padded_cols], byte p of a superblock the code of interleaved position p.
+/// (0..31, or int4_nl's biased levels) in int8's layout: `codes`
+/// [count][padded_cols], byte p of a superblock the code of interleaved
+/// position p; their group scales (and offsets) in f32 into `scales`
+/// (`offsets`) [count][groups].
 template <qformat F>
-void expand_codes(const quantized_matrix& w, std::int64_t n0, std::int64_t count, std::uint8_t* out) {
-  const std::int64_t superblocks = w.padded_cols / quant_superblock;
+void expand_rows(const quantized_matrix& w, std::int64_t n0, std::int64_t count, std::uint8_t* codes, float* scales,
+                 float* offsets) {
+  const std::int64_t superblocks = w.padded_cols / quant_superblock, groups = w.padded_cols / quant_group;
   for (std::int64_t i = 0; i < count; ++i) {
     const std::uint8_t* row = w.codes + (n0 + i) * superblocks * superblock_code_bytes(F);
     for (std::int64_t sb = 0; sb < superblocks; ++sb)
-      expand_superblock_codes<F>(row, sb, out + i * w.padded_cols + sb * quant_superblock);
+      expand_superblock_codes<F>(row, sb, codes + i * w.padded_cols + sb * quant_superblock);
+    for (std::int64_t g0 = 0; g0 < groups; g0 += lanes) {
+      qstore(scales + i * groups + g0, group_scales_at(w, (n0 + i) * groups + g0));
+      if constexpr (has_group_offsets(F))
+        qstore(offsets + i * groups + g0, group_offsets_at(w, (n0 + i) * groups + g0));
+    }
   }
 }
 
 /// Weight rows [n0, n0 + R) × activation rows [m0, m0 + C) into
 /// result[weight row][activation row] (before bias). `Expanded`: a 4- or
-/// 5-bit matrix's codes read as bytes from `expanded` (expand_codes, row n0
-/// first) instead of unpacked here; int8 rows are always read so, in place.
+/// 5-bit matrix's codes, scales and offsets read from `rows` (expand_rows,
+/// row n0 first) instead of unpacked here; int8 rows are always read so, in
+/// place.
 template <qformat F, bool Expanded>
 [[gnu::always_inline]] inline void qgemm_tile(const quantized_matrix& w, const quantized_rows& x, std::int64_t n0,
                                               std::int64_t m0, float (*result)[tile_activation_rows],
-                                              const std::uint8_t* expanded) {
+                                              const expanded_rows& rows) {
+  const std::uint8_t* expanded = rows.codes;
   constexpr int R = tile_weight_rows, C = tile_activation_rows;
   constexpr bool nibbles = F != qformat::int8;
   constexpr std::int64_t superblock_bytes = superblock_code_bytes(F);
@@ -128,7 +151,9 @@ template <qformat F, bool Expanded>
       }
 #pragma GCC unroll 4
       for (int i = 0; i < R; ++i) {
-        const qf scale = nibbles ? group_scales_at(w, (n0 + i) * groups + g0) : qzero();
+        qf scale = qzero();
+        if constexpr (nibbles && Expanded) scale = qload(rows.scales + i * groups + g0);
+        if constexpr (nibbles && !Expanded) scale = group_scales_at(w, (n0 + i) * groups + g0);
 #pragma GCC unroll 4
         for (int j = 0; j < C; ++j) {
           const qf x_scale = qload(x.scales + (m0 + j) * groups + g0);
@@ -159,7 +184,8 @@ template <qformat F, bool Expanded>
       for (int j = 0; j < C; ++j) sums[j] = qload(x.sums + (m0 + j) * groups + g0);
 #pragma GCC unroll 4
       for (int i = 0; i < R; ++i) {
-        const qf offset = group_offsets_at(w, (n0 + i) * groups + g0);
+        const qf offset =
+            Expanded ? qload(rows.offsets + i * groups + g0) : group_offsets_at(w, (n0 + i) * groups + g0);
 #pragma GCC unroll 4
         for (int j = 0; j < C; ++j) offsets[i][j] = qfma(offset, sums[j], offsets[i][j]);
       }
@@ -174,22 +200,25 @@ template <qformat F, bool Expanded>
 
 /// Output rows [n_begin, n_end) for the C activation rows from m0, R weight
 /// rows at a time; the last n_end - n_begin mod R rows take the GEMV.
-/// `expanded`: the codes of the rows the tiles take (the first (n_end -
-/// n_begin) / R · R from n_begin) as expand_codes writes them (for int8 the
-/// matrix's own rows from n_begin, always given), or null to read 4- or
-/// 5-bit codes packed.
+/// `expanded`: the rows the tiles take (the first (n_end - n_begin) / R · R
+/// from n_begin) as expand_rows writes them (for int8 the matrix's own rows
+/// from n_begin, always given), or null codes to read 4- or 5-bit codes packed.
 template <qformat F>
 void qgemm_pass(const qgemv_args& args, std::int64_t m0, std::int64_t n_begin, std::int64_t n_end,
-                const std::uint8_t* expanded) {
+                const expanded_rows& expanded) {
   constexpr int R = tile_weight_rows, C = tile_activation_rows;
+  const std::int64_t groups = args.weights->padded_cols / quant_group;
   float result[R][C];
   std::int64_t n = n_begin;
   for (; n + R <= n_end; n += R) {
-    if (expanded != nullptr) {
-      qgemm_tile<F, true>(*args.weights, *args.x, n, m0, result,
-                          expanded + (n - n_begin) * args.weights->padded_cols);
+    if (expanded.codes != nullptr) {
+      const std::int64_t row = n - n_begin;
+      const expanded_rows at = {expanded.codes + row * args.weights->padded_cols,
+                                expanded.scales != nullptr ? expanded.scales + row * groups : nullptr,
+                                expanded.offsets != nullptr ? expanded.offsets + row * groups : nullptr};
+      qgemm_tile<F, true>(*args.weights, *args.x, n, m0, result, at);
     } else if constexpr (F != qformat::int8) {
-      qgemm_tile<F, false>(*args.weights, *args.x, n, m0, result, nullptr);
+      qgemm_tile<F, false>(*args.weights, *args.x, n, m0, result, expanded);
     }
     for (int j = 0; j < C; ++j) {
       for (int i = 0; i < R; ++i)
@@ -201,8 +230,9 @@ void qgemm_pass(const qgemv_args& args, std::int64_t m0, std::int64_t n_begin, s
 
 /// The tiles over activation rows [0, m_tiled) (a multiple of C): an int8
 /// matrix as stored; a 4- or 5-bit one, given scratch, expanded a block of
-/// weight rows at a time (quant_code_scratch_bytes, about half a core's L2
-/// on current x86 server parts), each block then read by every tile.
+/// weight rows at a time (quant_code_scratch_bytes of codes, about half a
+/// core's L2 on current x86 server parts, then their f32 scales:
+/// quant_tile_scratch_bytes in all), each block then read by every tile.
 template <qformat F>
 void qgemm_passes(const qgemv_args& args, std::int64_t m_tiled) {
   constexpr int R = tile_weight_rows, C = tile_activation_rows;
@@ -212,19 +242,24 @@ void qgemm_passes(const qgemv_args& args, std::int64_t m_tiled) {
     // weight vectors in registers; addressed from the matrix (row_bytes,
     // superblock offsets) GCC 12 reloaded two of the AVX-512 tile's four for
     // every activation row, and the tiles ran 1.14-1.19x slower (kernels/cpu/README.md).
-    const std::uint8_t* rows = args.weights->codes + args.n_begin * args.weights->padded_cols;
+    const expanded_rows rows = {args.weights->codes + args.n_begin * args.weights->padded_cols};
     for (std::int64_t m0 = 0; m0 < m_tiled; m0 += C) qgemm_pass<F>(args, m0, args.n_begin, args.n_end, rows);
   } else {
     const std::int64_t block = quant_code_scratch_bytes / args.weights->padded_cols / R * R;
     if (args.code_scratch == nullptr || block == 0) {
-      for (std::int64_t m0 = 0; m0 < m_tiled; m0 += C) qgemm_pass<F>(args, m0, args.n_begin, args.n_end, nullptr);
+      for (std::int64_t m0 = 0; m0 < m_tiled; m0 += C) qgemm_pass<F>(args, m0, args.n_begin, args.n_end, {});
       return;
     }
+    // The block's codes, then its scales (and offsets) in f32.
+    const std::int64_t groups = args.weights->padded_cols / quant_group;
+    auto* scales = reinterpret_cast<float*>(args.code_scratch + quant_code_scratch_bytes);
+    float* offsets = has_group_offsets(F) ? scales + block * groups : nullptr;
+    const expanded_rows rows = {args.code_scratch, scales, offsets};
     for (std::int64_t first = args.n_begin; first < args.n_end; first += block) {
       const std::int64_t last = args.n_end < first + block ? args.n_end : first + block;
       const std::int64_t tiled_rows = (last - first) / R * R;  // the rest take the GEMV, packed
-      expand_codes<F>(*args.weights, first, tiled_rows, args.code_scratch);
-      for (std::int64_t m0 = 0; m0 < m_tiled; m0 += C) qgemm_pass<F>(args, m0, first, last, args.code_scratch);
+      expand_rows<F>(*args.weights, first, tiled_rows, args.code_scratch, scales, offsets);
+      for (std::int64_t m0 = 0; m0 < m_tiled; m0 += C) qgemm_pass<F>(args, m0, first, last, rows);
     }
   }
 }

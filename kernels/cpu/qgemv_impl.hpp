@@ -148,6 +148,7 @@ inline qf block_factored(const std::uint16_t* factors, const std::uint8_t* codes
 inline qf qzero() { return _mm512_setzero_ps(); }
 inline qf qset1(float v) { return _mm512_set1_ps(v); }
 inline qf qload(const float* p) { return _mm512_loadu_ps(p); }
+inline void qstore(float* p, qf v) { _mm512_storeu_ps(p, v); }
 inline qf qadd(qf a, qf b) { return _mm512_add_ps(a, b); }
 inline qf qmul(qf a, qf b) { return _mm512_mul_ps(a, b); }
 inline qf qfma(qf a, qf b, qf c) { return _mm512_fmadd_ps(a, b, c); }
@@ -233,6 +234,7 @@ inline qf block_factored(const std::uint16_t* factors, const std::uint8_t* codes
 inline qf qzero() { return _mm256_setzero_ps(); }
 inline qf qset1(float v) { return _mm256_set1_ps(v); }
 inline qf qload(const float* p) { return _mm256_loadu_ps(p); }
+inline void qstore(float* p, qf v) { _mm256_storeu_ps(p, v); }
 inline qf qadd(qf a, qf b) { return _mm256_add_ps(a, b); }
 inline qf qmul(qf a, qf b) { return _mm256_mul_ps(a, b); }
 inline qf qfma(qf a, qf b, qf c) { return _mm256_fmadd_ps(a, b, c); }

@@ -141,7 +141,7 @@ inline std::vector<float> run_qgemv(cpu::isa_level level, const cpu::quantized_m
                                     std::int64_t m, std::int64_t n_begin, const float* bias = nullptr,
                                     bool code_scratch = true) {
   std::vector<float> out(static_cast<std::size_t>(m * w.rows), std::nanf(""));
-  std::vector<std::uint8_t> scratch(code_scratch ? static_cast<std::size_t>(cpu::quant_code_scratch_bytes) : 0);
+  std::vector<std::uint8_t> scratch(code_scratch ? static_cast<std::size_t>(cpu::quant_tile_scratch_bytes) : 0);
   cpu::qgemv_args args;
   args.code_scratch = code_scratch ? scratch.data() : nullptr;
   args.weights = &w;
