@@ -86,7 +86,6 @@ TEST(QuantizedBlockFactors, GemvTilesAndPanelsAtEveryLevel) {
       const block_factored_codes source(rng.engine(), format, rows, cols);
       const test::quantized_buffer q = pack_block_factored(source, rows, cols);
       const cpu::quantized_matrix view = q.view();
-      const std::int64_t groups = view.padded_cols / cpu::quant_group;
       for (std::int64_t m : {1, 5, 14}) {
         const std::vector<float> x = rng.floats(static_cast<std::size_t>(m * cols), -2.0f, 2.0f);
         const cpu::reference_rows xq = cpu::quantize_rows_reference(x.data(), m, cols, cols, view.padded_cols);
@@ -95,12 +94,7 @@ TEST(QuantizedBlockFactors, GemvTilesAndPanelsAtEveryLevel) {
           const std::vector<float> out = run_qgemv(level, view, all, m, 1);
           const std::vector<float> unexpanded = run_qgemv(level, view, all, m, 1, nullptr, false);
           for (std::int64_t i = 0; i < m; ++i) {
-            cpu::quantized_rows one = all;
-            one.codes += i * view.padded_cols;
-            one.scales += i * groups;
-            one.sums += i * groups;
-            one.code_sums += i * groups;
-            const std::vector<float> lone = run_qgemv(level, view, one, 1, 1);
+            const std::vector<float> lone = run_qgemv(level, view, test::activation_row(all, i), 1, 1);
             for (std::int64_t n = 1; n < rows; ++n) {
               const auto at = static_cast<std::size_t>(i * rows + n);
               const double want = cpu::quantized_dot_reference(view, xq, i, n);

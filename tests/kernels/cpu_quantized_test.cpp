@@ -278,13 +278,7 @@ TEST(QuantizedGemm, TilesGiveTheGemvBitsAtEveryLevel) {
               << quantization_name(format) << " at " << cpu::isa_name(level) << ": expanded codes at " << k;
         }
         for (std::int64_t i = 0; i < m; ++i) {
-          const std::int64_t groups = view.padded_cols / quant_group;
-          cpu::quantized_rows one = all;
-          one.codes += i * view.padded_cols;
-          one.scales += i * groups;
-          one.sums += i * groups;
-          one.code_sums += i * groups;
-          const std::vector<float> lone = run_qgemv(level, view, one, 1, 1);
+          const std::vector<float> lone = run_qgemv(level, view, test::activation_row(all, i), 1, 1);
           for (std::int64_t n = 1; n < rows; ++n) {
             const float got = out[static_cast<std::size_t>(i * rows + n)];
             ASSERT_EQ(std::bit_cast<std::uint32_t>(got),

@@ -123,6 +123,17 @@ inline quantized_buffer pack_block_factored(const stored_code_source& source, st
   return q;
 }
 
+/// Row i of the quantised activation rows `all` alone (padded_cols inputs).
+inline cpu::quantized_rows activation_row(const cpu::quantized_rows& all, std::int64_t i) {
+  const std::int64_t groups = all.padded_cols / cpu::quant_group;
+  cpu::quantized_rows one = all;
+  one.codes += i * all.padded_cols;
+  one.scales += i * groups;
+  one.sums += i * groups;
+  one.code_sums += i * groups;
+  return one;
+}
+
 /// Σ_k |w_k · x_k|: the scale of a dot product's rounding error.
 inline double magnitude(const cpu::quantized_matrix& w, const cpu::reference_rows& x, std::int64_t m, std::int64_t n) {
   const std::int64_t groups = x.padded_cols / cpu::quant_group;
