@@ -92,21 +92,7 @@ void quantize_part_rows(const host_tensor& part, std::int64_t begin, std::int64_
                         void* buffer, std::int64_t first_row, std::span<const std::int32_t> order) {
   if (part.stored_codes != nullptr && part.stored_codes->format() == layout.format &&
       same_input_order(part.stored_codes->input_permutation(), order)) {
-    const std::int64_t groups = layout.cols / stored_code_group;
-    std::vector<std::uint8_t> codes(static_cast<std::size_t>(count * layout.cols));
-    std::vector<std::uint16_t> scales(static_cast<std::size_t>(count * groups)), offsets(scales.size());
-    part.stored_codes->read_rows(begin, count, codes.data(), scales.data(), offsets.data());
-    pack_stored_code_rows(codes.data(), scales.data(), offsets.data(), count, layout, buffer, first_row + begin);
-    if (layout.block_factors) {
-      const std::int64_t blocks = layout.cols / stored_code_factor_block;
-      std::vector<std::uint16_t> block_scales(static_cast<std::size_t>(count * blocks)),
-          block_offsets(block_scales.size());
-      std::vector<std::uint8_t> scale_codes(scales.size()), offset_codes(scales.size());
-      part.stored_codes->read_block_factors(begin, count, block_scales.data(), block_offsets.data(), scale_codes.data(),
-                                            offset_codes.data());
-      pack_block_factor_rows(block_scales.data(), block_offsets.data(), scale_codes.data(), offset_codes.data(), count,
-                             layout, buffer, first_row + begin);
-    }
+    pack_source_rows(*part.stored_codes, begin, count, layout, buffer, first_row + begin);
     return;
   }
   if (part.stored_codes == nullptr && part.rows == nullptr && order.empty()) {

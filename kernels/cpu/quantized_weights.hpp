@@ -11,6 +11,7 @@
 #include "kernels/cpu/isa_kernels.hpp"
 #include "kernels/dtype.hpp"
 #include "kernels/quantization.hpp"
+#include "kernels/stored_code_source.hpp"
 
 namespace troupe::cpu {
 
@@ -69,6 +70,13 @@ void pack_stored_code_rows(const std::uint8_t* codes, const std::uint16_t* scale
 void pack_block_factor_rows(const std::uint16_t* block_scales, const std::uint16_t* block_offsets,
                             const std::uint8_t* scale_codes, const std::uint8_t* offset_codes, std::int64_t count,
                             const quantized_layout& layout, void* buffer, std::int64_t first_row);
+
+/// Rows [begin, begin + count) of `source` (codes in layout.format, read in
+/// the layout's input order) packed into rows [to_row, to_row + count) of
+/// `buffer`: their codes with f16 scales and offsets, or with the source's
+/// block factors where `layout` holds them. Exact, as pack_stored_code_rows.
+void pack_source_rows(const stored_code_source& source, std::int64_t begin, std::int64_t count,
+                      const quantized_layout& layout, void* buffer, std::int64_t to_row);
 
 /// Group g's scale (g counted over the whole matrix, n · groups + group in
 /// the row; f32): block-factored or f16 as the matrix holds it.

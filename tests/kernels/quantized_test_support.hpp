@@ -109,17 +109,7 @@ inline quantized_buffer pack_block_factored(const stored_code_source& source, st
   quantized_buffer q;
   q.layout = cpu::layout_for(source.format(), rows, cols, true);
   q.bytes.assign(q.layout.total_bytes, 0);
-  const std::int64_t groups = cols / stored_code_group, blocks = cols / stored_code_factor_block;
-  std::vector<std::uint8_t> codes(static_cast<std::size_t>(rows * cols)), scale_codes(groups * rows),
-      offset_codes(scale_codes.size());
-  std::vector<std::uint16_t> scales(scale_codes.size()), offsets(scale_codes.size()),
-      block_scales(static_cast<std::size_t>(rows * blocks)), block_offsets(block_scales.size());
-  source.read_rows(0, rows, codes.data(), scales.data(), offsets.data());
-  cpu::pack_stored_code_rows(codes.data(), scales.data(), offsets.data(), rows, q.layout, q.bytes.data(), 0);
-  source.read_block_factors(0, rows, block_scales.data(), block_offsets.data(), scale_codes.data(),
-                            offset_codes.data());
-  cpu::pack_block_factor_rows(block_scales.data(), block_offsets.data(), scale_codes.data(), offset_codes.data(), rows,
-                              q.layout, q.bytes.data(), 0);
+  cpu::pack_source_rows(source, 0, rows, q.layout, q.bytes.data(), 0);
   return q;
 }
 

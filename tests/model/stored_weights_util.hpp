@@ -28,22 +28,9 @@ class packed_weights {
  public:
   explicit packed_weights(const host_tensor& tensor) {
     const stored_code_source& source = *tensor.stored_codes;
-    const std::int64_t rows = tensor.shape[0], cols = tensor.shape[1], groups = cols / stored_code_group;
-    layout_ = cpu::layout_for(source.format(), rows, cols, source.has_block_factors());
+    layout_ = cpu::layout_for(source.format(), tensor.shape[0], tensor.shape[1], source.has_block_factors());
     buffer_.assign(layout_.total_bytes, 0);
-    std::vector<std::uint8_t> codes(static_cast<std::size_t>(rows * cols));
-    std::vector<std::uint16_t> scales(static_cast<std::size_t>(rows * groups)), offsets(scales.size());
-    source.read_rows(0, rows, codes.data(), scales.data(), offsets.data());
-    cpu::pack_stored_code_rows(codes.data(), scales.data(), offsets.data(), rows, layout_, buffer_.data(), 0);
-    if (!source.has_block_factors()) return;
-    const std::int64_t blocks = cols / stored_code_factor_block;
-    std::vector<std::uint16_t> block_scales(static_cast<std::size_t>(rows * blocks)),
-        block_offsets(block_scales.size());
-    std::vector<std::uint8_t> scale_codes(scales.size()), offset_codes(scales.size());
-    source.read_block_factors(0, rows, block_scales.data(), block_offsets.data(), scale_codes.data(),
-                              offset_codes.data());
-    cpu::pack_block_factor_rows(block_scales.data(), block_offsets.data(), scale_codes.data(), offset_codes.data(),
-                                rows, layout_, buffer_.data(), 0);
+    cpu::pack_source_rows(source, 0, tensor.shape[0], layout_, buffer_.data(), 0);
   }
   /// True when the weights hold block factors (layout_for).
   bool block_factored() const { return layout_.block_factors; }
