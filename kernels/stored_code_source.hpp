@@ -33,19 +33,21 @@ class stored_code_source {
   virtual void read_rows(std::int64_t first, std::int64_t count, std::uint8_t* codes, std::uint16_t* scales,
                          std::uint16_t* offsets) const = 0;
 
-  /// True where the checkpoint stores each group's scale and offset as
-  /// small integers under factors shared by 8 groups (GGUF Q4_K / Q5_K:
-  /// d · s and −dmin · m); read_block_factors then gives them exactly, where
-  /// read_rows rounds each product to f16.
+  /// True where the checkpoint stores each group's scale (and offset) as
+  /// a small integer under a factor shared by 8 groups (GGUF Q4_K / Q5_K:
+  /// d · s and −dmin · m; IQ4_XS: d · (s − 32)); read_block_factors then
+  /// gives them exactly, where read_rows rounds each product to f16.
   virtual bool has_block_factors() const { return false; }
 
   /// Rows [first, first + count) of the factors of read_rows' scales and
   /// offsets: group g of a row has scale block_scales[g / 8] · scale_codes[g]
   /// and offset block_offsets[g / 8] · offset_codes[g] (f32 products, exact).
   /// `block_scales`, `block_offsets` f16 [count][cols / 256]; `scale_codes`,
-  /// `offset_codes` [count][cols / 32]. Throws std::logic_error unless
-  /// has_block_factors(). (Inline, so that the class keeps no key function
-  /// and every library that reads a source needs no further object.)
+  /// `offset_codes` [count][cols / 32], u8 for int4_asym / int5_asym and
+  /// s8 (two's complement) for int4 / int4_nl, whose offsets are untouched.
+  /// Throws std::logic_error unless has_block_factors(). (Inline, so that
+  /// the class keeps no key function and every library that reads a source
+  /// needs no further object.)
   virtual void read_block_factors(std::int64_t /*first*/, std::int64_t /*count*/, std::uint16_t* /*block_scales*/,
                                   std::uint16_t* /*block_offsets*/, std::uint8_t* /*scale_codes*/,
                                   std::uint8_t* /*offset_codes*/) const {

@@ -315,9 +315,12 @@ std::uint64_t checkpoint::weight_bytes() const {
     if (tensor.stored_codes == nullptr) return tensor.byte_size();
     const auto weights = static_cast<std::uint64_t>(tensor.numel());
     const weight_quantization format = tensor.stored_codes->format();
-    const bool offsets = quantization_group_offsets(format);
-    return weights * static_cast<std::uint64_t>(quantization_code_bits(format)) / 8 +
-           weights / stored_code_group * (offsets ? 4 : 2);
+    const std::uint64_t kinds = quantization_group_offsets(format) ? 2 : 1;  // scales, and offsets
+    const std::uint64_t codes = weights * static_cast<std::uint64_t>(quantization_code_bits(format)) / 8;
+    // Block factors (GGUF Q4_K / Q5_K / IQ4_XS): a byte a group and an f16 per 256 weights of each kind.
+    if (tensor.stored_codes->has_block_factors())
+      return codes + kinds * (weights / stored_code_group + weights / stored_code_factor_block * 2);
+    return codes + kinds * weights / stored_code_group * 2;
   };
   std::uint64_t total = bytes(*weights_.embed_tokens) + bytes(*weights_.final_norm);
   if (weights_.lm_head != weights_.embed_tokens) total += bytes(*weights_.lm_head);

@@ -87,10 +87,23 @@ class gguf_iq4_xs_source final : public stored_code_source {
 
   weight_quantization format() const override { return weight_quantization::int4_nl; }
 
+  bool has_block_factors() const override { return true; }
+
+  // d with the sub-block scales s − 32 (−32..31) as signed bytes.
+  void read_block_factors(std::int64_t first, std::int64_t count, std::uint16_t* block_scales, std::uint16_t*,
+                          std::uint8_t* scale_codes, std::uint8_t*) const override {
+    for (std::int64_t i = 0; i < count; ++i) {
+      const std::byte* block = rows_.row(static_cast<std::uint64_t>(first + i));
+      for (std::uint64_t b = 0; b < rows_.row_length / 256; ++b, block += block_bytes) {
+        std::memcpy(block_scales++, block, 2);
+        for (int j = 0; j < 8; ++j)
+          *scale_codes++ = static_cast<std::uint8_t>(static_cast<std::int8_t>(gguf_iq4_xs_scale(block, j)));
+      }
+    }
+  }
+
   void read_rows(std::int64_t first, std::int64_t count, std::uint8_t* codes, std::uint16_t* scales,
                  std::uint16_t*) const override {
-    // A block: f16 d, 2 + 4 bytes of 6-bit sub-block scales, 8 × 16 bytes of nibbles as IQ4_NL's.
-    constexpr std::uint64_t block_bytes = 136;
     for (std::int64_t i = 0; i < count; ++i) {
       const std::byte* block = rows_.row(static_cast<std::uint64_t>(first + i));
       for (std::uint64_t b = 0; b < rows_.row_length / 256; ++b, block += block_bytes) {
@@ -111,6 +124,9 @@ class gguf_iq4_xs_source final : public stored_code_source {
   }
 
  private:
+  // A block: f16 d, 2 + 4 bytes of 6-bit sub-block scales, 8 × 16 bytes of nibbles as IQ4_NL's.
+  static constexpr std::uint64_t block_bytes = 136;
+
   gguf_rows rows_;
   std::string name_;
 };

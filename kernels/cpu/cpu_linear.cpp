@@ -67,17 +67,28 @@ void check_stored_code_parts(std::span<const host_tensor> parts, weight_quantiza
   }
 }
 
-// True when every part keeps its codes as stored in `format` with block
-// factors (GGUF Q4_K / Q5_K): the weight then holds the factors exactly,
-// in 40 bytes a row per 512 inputs where f16 group scales and offsets take
-// 64. One part of any other kind puts the whole weight in f16 scales.
+// True when the weight's group scales are held as block factors: every
+// part keeps its codes as stored in `format` with block factors (GGUF
+// Q4_K / Q5_K, IQ4_XS), which the weight then holds exactly (40 bytes a row
+// per 512 inputs where f16 group scales and offsets take 64); or the format
+// is int4 and every part is quantised here, to signed byte scale codes
+// under an f16 factor per 256 inputs (20 bytes where f16 scales take 32).
+// One part of any other kind (int4 codes a checkpoint stores with f16
+// scales) puts the whole weight in f16 scales.
 bool all_block_factored(std::span<const host_tensor> parts, weight_quantization format,
                         std::span<const std::int32_t> order) {
-  return quantization_group_offsets(format) && std::all_of(parts.begin(), parts.end(), [&](const host_tensor& part) {
-           return part.stored_codes != nullptr && part.stored_codes->format() == format &&
-                  part.stored_codes->has_block_factors() && part.shape[1] % stored_code_factor_block == 0 &&
-                  same_input_order(part.stored_codes->input_permutation(), order);
-         });
+  const auto stored_with_factors = [&](const host_tensor& part) {
+    return part.stored_codes != nullptr && part.stored_codes->format() == format &&
+           part.stored_codes->has_block_factors() && part.shape[1] % stored_code_factor_block == 0 &&
+           same_input_order(part.stored_codes->input_permutation(), order);
+  };
+  const auto quantized_here = [&](const host_tensor& part) {
+    return format == weight_quantization::int4 &&
+           (part.stored_codes == nullptr || part.stored_codes->format() != weight_quantization::int4 ||
+            !same_input_order(part.stored_codes->input_permutation(), order));
+  };
+  return (format != weight_quantization::int8 && std::all_of(parts.begin(), parts.end(), stored_with_factors)) ||
+         std::all_of(parts.begin(), parts.end(), quantized_here);
 }
 
 // Rows [begin, begin + count) of `part` into the quantised `buffer` from row

@@ -118,11 +118,14 @@ struct quantized_matrix {
   const std::uint16_t* group_scales = nullptr;
   const std::uint16_t* group_offsets = nullptr;  ///< int4_asym, int5_asym: f16 [rows][groups], w = scale * code + offset;
                                                  ///< null for int4: offset = -8 * scale
-  /// Block-factored int4_asym / int5_asym (GGUF Q4_K / Q5_K kept exactly),
-  /// read instead of group_scales and group_offsets where set: group g's
-  /// scale is block_scales[g / 8] · scale_codes[g] and its offset
-  /// block_offsets[g / 8] · offset_codes[g], the products in f32 (exact).
-  /// f16 [rows][padded_cols / 256] per block of 8 groups; u8 [rows][groups].
+  /// Block-factored scales, read instead of group_scales (and
+  /// group_offsets) where set: group g's scale is block_scales[g / 8] ·
+  /// scale_codes[g] and its offset block_offsets[g / 8] · offset_codes[g],
+  /// the products in f32 (exact). f16 [rows][padded_cols / 256] per block
+  /// of 8 groups; codes [rows][groups], u8 for int4_asym / int5_asym (GGUF
+  /// Q4_K / Q5_K kept exactly), s8 (two's complement) for int4 and int4_nl
+  /// (symmetric scales of either sign: int4 quantised at load, GGUF IQ4_XS),
+  /// which hold no offsets (block_offsets and offset_codes null).
   const std::uint16_t* block_scales = nullptr;
   const std::uint16_t* block_offsets = nullptr;
   const std::uint8_t* scale_codes = nullptr;
@@ -131,6 +134,10 @@ struct quantized_matrix {
 
 /// Groups per block of block-factored scales (quantized_matrix::block_scales).
 constexpr std::int64_t groups_per_factor_block = 8;
+
+/// True where a block-factored matrix's scale codes are signed bytes
+/// (quantized_matrix::scale_codes): the formats without group offsets.
+constexpr bool signed_scale_codes(qformat format) { return format == qformat::int4 || format == qformat::int4_nl; }
 
 /// Activation rows quantised to int8 per group of 32 (symmetric), in the
 /// same interleaved order as the weights: x ≈ scale[g] * code.

@@ -60,7 +60,7 @@ void expand_rows(const quantized_matrix& w, std::int64_t n0, std::int64_t count,
     for (std::int64_t sb = 0; sb < superblocks; ++sb)
       expand_superblock_codes<F>(row, sb, codes + i * w.padded_cols + sb * quant_superblock);
     for (std::int64_t g0 = 0; g0 < groups; g0 += lanes) {
-      qstore(scales + i * groups + g0, group_scales_at(w, (n0 + i) * groups + g0));
+      qstore(scales + i * groups + g0, group_scales_at<F>(w, (n0 + i) * groups + g0));
       if constexpr (has_group_offsets(F))
         qstore(offsets + i * groups + g0, group_offsets_at(w, (n0 + i) * groups + g0));
     }
@@ -153,7 +153,7 @@ template <qformat F, bool Expanded>
       for (int i = 0; i < R; ++i) {
         qf scale = qzero();
         if constexpr (nibbles && Expanded) scale = qload(rows.scales + i * groups + g0);
-        if constexpr (nibbles && !Expanded) scale = group_scales_at(w, (n0 + i) * groups + g0);
+        if constexpr (nibbles && !Expanded) scale = group_scales_at<F>(w, (n0 + i) * groups + g0);
 #pragma GCC unroll 4
         for (int j = 0; j < C; ++j) {
           const qf x_scale = qload(x.scales + (m0 + j) * groups + g0);

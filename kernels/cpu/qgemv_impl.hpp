@@ -78,7 +78,9 @@ inline int byte_code(const std::uint8_t* superblock, qformat format, std::int64_
 /// `w` holds it: quantized_weights.cpp's group_scale, in this ISA's namespace.
 inline float scalar_group_scale(const quantized_matrix& w, std::int64_t g) {
   if (w.block_scales == nullptr) return half_to_float(w.group_scales[g]);
-  return half_to_float(w.block_scales[g / groups_per_factor_block]) * static_cast<float>(w.scale_codes[g]);
+  const int code =
+      signed_scale_codes(w.format) ? static_cast<std::int8_t>(w.scale_codes[g]) : static_cast<int>(w.scale_codes[g]);
+  return half_to_float(w.block_scales[g / groups_per_factor_block]) * static_cast<float>(code);
 }
 
 /// Group g's offset (formats with group offsets only), as scalar_group_scale.
@@ -91,17 +93,20 @@ inline float scalar_group_offset(const quantized_matrix& w, std::int64_t g) {
 
 constexpr int max_rows_per_pass = 8;
 
-/// The scales of groups [g, g + lanes) of `w` (g counted over the matrix, a
-/// multiple of lanes), block-factored or f16 as `w` holds them.
+/// The scales of groups [g, g + lanes) of `w` (a matrix of format F; g
+/// counted over the matrix, a multiple of lanes), block-factored or f16 as
+/// `w` holds them.
+template <qformat F>
 [[gnu::always_inline]] inline qf group_scales_at(const quantized_matrix& w, std::int64_t g) {
-  if (w.block_scales != nullptr) return block_factored(w.block_scales + g / groups_per_factor_block, w.scale_codes + g);
+  if (w.block_scales != nullptr)
+    return block_factored<signed_scale_codes(F)>(w.block_scales + g / groups_per_factor_block, w.scale_codes + g);
   return load_halfs(w.group_scales + g);
 }
 
 /// The offsets of groups [g, g + lanes) (int4_asym, int5_asym), as group_scales_at.
 [[gnu::always_inline]] inline qf group_offsets_at(const quantized_matrix& w, std::int64_t g) {
   if (w.block_offsets != nullptr)
-    return block_factored(w.block_offsets + g / groups_per_factor_block, w.offset_codes + g);
+    return block_factored<false>(w.block_offsets + g / groups_per_factor_block, w.offset_codes + g);
   return load_halfs(w.group_offsets + g);
 }
 
@@ -190,7 +195,7 @@ template <qformat F, int MR>
       }
       const std::int64_t g0 = sb * groups_per_superblock + h * lanes;
       qf scale = qzero(), offset = qzero();
-      if constexpr (nibbles) scale = group_scales_at(w, n * groups + g0);
+      if constexpr (nibbles) scale = group_scales_at<F>(w, n * groups + g0);
       if constexpr (has_group_offsets(F)) offset = group_offsets_at(w, n * groups + g0);
 #pragma GCC unroll 8
       for (int i = 0; i < mr; ++i) {

@@ -13,7 +13,9 @@ namespace troupe::cpu {
 
 float group_scale(const quantized_matrix& w, std::int64_t g) {
   if (w.block_scales == nullptr) return f16_to_float(w.group_scales[g]);
-  return f16_to_float(w.block_scales[g / groups_per_factor_block]) * static_cast<float>(w.scale_codes[g]);
+  const int code =
+      signed_scale_codes(w.format) ? static_cast<std::int8_t>(w.scale_codes[g]) : static_cast<int>(w.scale_codes[g]);
+  return f16_to_float(w.block_scales[g / groups_per_factor_block]) * static_cast<float>(code);
 }
 
 float group_offset(const quantized_matrix& w, std::int64_t g) {

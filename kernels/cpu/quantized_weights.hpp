@@ -37,9 +37,10 @@ quantized_layout padded_layout_for(weight_quantization format, std::int64_t rows
                                    std::int64_t column_multiple, std::size_t alignment);
 
 /// The CPU layout of a `format` (not none) matrix of rows × cols; with
-/// `block_factors` (int4_asym or int5_asym only) its group scales and
-/// offsets are held as block factors: 40 bytes a row per 512 inputs where
-/// f16 scales and offsets take 64.
+/// `block_factors` (4- and 5-bit formats) its group scales (and offsets)
+/// are held as block factors (quantized_matrix::block_scales): 40 bytes a
+/// row per 512 inputs where int4_asym's f16 scales and offsets take 64, 20
+/// where int4's f16 scales take 32.
 quantized_layout layout_for(weight_quantization format, std::int64_t rows, std::int64_t cols,
                             bool block_factors = false);
 
@@ -48,6 +49,9 @@ quantized_matrix view_of(const quantized_layout& layout, const void* buffer);
 
 /// Quantises `count` rows of a [*, layout.cols] matrix of `type` at `source`
 /// (round to nearest) into rows [first_row, first_row + count) of `buffer`.
+/// Of the block-factored layouts only int4's are quantised here (signed
+/// byte scale codes under an f16 factor per 256 inputs); the others hold
+/// codes a checkpoint stores, and throw std::invalid_argument.
 void quantize_rows(const void* source, dtype type, std::int64_t count, const quantized_layout& layout, void* buffer,
                    std::int64_t first_row);
 
@@ -63,10 +67,10 @@ void pack_stored_code_rows(const std::uint8_t* codes, const std::uint16_t* scale
                            std::int64_t count, const quantized_layout& layout, void* buffer, std::int64_t first_row);
 
 /// Writes the block factors (stored_code_source::read_block_factors: f16
-/// [count][cols / 256] block scales and offsets, u8 [count][cols / 32]
-/// scale and offset codes) of rows [first_row, first_row + count) of a
-/// block-factored `layout` whose cols are a multiple of 256; the codes go
-/// through pack_stored_code_rows.
+/// [count][cols / 256] block scales and offsets, [count][cols / 32] scale
+/// and offset codes; the offsets unread for int4 and int4_nl) of rows
+/// [first_row, first_row + count) of a block-factored `layout` whose cols
+/// are a multiple of 256; the codes go through pack_stored_code_rows.
 void pack_block_factor_rows(const std::uint16_t* block_scales, const std::uint16_t* block_offsets,
                             const std::uint8_t* scale_codes, const std::uint8_t* offset_codes, std::int64_t count,
                             const quantized_layout& layout, void* buffer, std::int64_t first_row);

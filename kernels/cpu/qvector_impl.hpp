@@ -59,14 +59,16 @@ inline qf load_halfs(const std::uint16_t* p) {
 }
 /// Block-factored group factors (quantized_matrix::block_scales) of 16
 /// groups from a multiple of 16: lanes 0-7 take factors[0], lanes 8-15
-/// factors[1] (f16), each times its u8 code of `codes`; exact in f32.
+/// factors[1] (f16), each times its code of `codes` (s8 where `Signed`,
+/// else u8); exact in f32.
+template <bool Signed>
 inline qf block_factored(const std::uint16_t* factors, const std::uint8_t* codes) {
   std::int32_t pair;
   std::memcpy(&pair, factors, 4);
   const __m512 both = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128(pair)));
   const qf spread = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), both);
-  return _mm512_mul_ps(
-      spread, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes)))));
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes));
+  return _mm512_mul_ps(spread, _mm512_cvtepi32_ps(Signed ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes)));
 }
 inline qf qzero() { return _mm512_setzero_ps(); }
 inline qf qset1(float v) { return _mm512_set1_ps(v); }
@@ -148,11 +150,13 @@ inline qf load_halfs(const std::uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 /// Block-factored group factors of 8 groups from a multiple of 8 (one
-/// block): factors[0] (f16) times each u8 code of `codes`; exact in f32.
+/// block): factors[0] (f16) times each code of `codes` (s8 where `Signed`,
+/// else u8); exact in f32.
+template <bool Signed>
 inline qf block_factored(const std::uint16_t* factors, const std::uint8_t* codes) {
-  return _mm256_mul_ps(
-      _mm256_set1_ps(half_to_float(*factors)),
-      _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes)))));
+  const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes));
+  return _mm256_mul_ps(_mm256_set1_ps(half_to_float(*factors)),
+                       _mm256_cvtepi32_ps(Signed ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes)));
 }
 inline qf qzero() { return _mm256_setzero_ps(); }
 inline qf qset1(float v) { return _mm256_set1_ps(v); }

@@ -1,6 +1,7 @@
 // The device layout of quantised matrices and the host packing into it.
 // The codes come from the CPU backend's quantiser (round to nearest, f16
-// scales rounded before the codes are chosen), read back one at a time, or
+// scales rounded before the codes are chosen; int4's block factors, whose
+// products the device holds rounded to f16), read back one at a time, or
 // from a checkpoint's stored codes as they are, and are rewritten in the
 // natural feature order the CUDA kernels walk.
 
@@ -67,6 +68,13 @@ void copy_row(const cpu::quantized_matrix& cpu_rows, std::int64_t row, const qua
   for (std::int64_t k = 0; k < layout.padded_cols; ++k)
     codes[static_cast<std::size_t>(k)] = static_cast<std::uint8_t>(cpu::stored_code(cpu_rows, row, k));
   const std::int64_t cpu_groups = cpu_rows.padded_cols / cpu::quant_group;
+  if (cpu_rows.block_scales != nullptr) {  // int4: each group's product rounded once to f16
+    std::vector<std::uint16_t> scales(static_cast<std::size_t>(cpu_groups));
+    for (std::int64_t g = 0; g < cpu_groups; ++g)
+      scales[static_cast<std::size_t>(g)] = float_to_f16(cpu::group_scale(cpu_rows, row * cpu_groups + g));
+    write_code_row(codes.data(), scales.data(), nullptr, layout, image, n);
+    return;
+  }
   write_code_row(codes.data(), cpu_rows.group_scales + row * cpu_groups,
                  cpu_rows.group_offsets != nullptr ? cpu_rows.group_offsets + row * cpu_groups : nullptr, layout, image,
                  n);
@@ -105,7 +113,8 @@ void pack_quantized_rows(const void* source, dtype type, std::int64_t count, con
   std::vector<std::uint8_t> codes(static_cast<std::size_t>(layout.padded_cols));
   for (std::int64_t done = 0; done < count; done += rows_per_chunk) {
     const std::int64_t rows = std::min(rows_per_chunk, count - done);
-    const cpu::quantized_layout cpu_layout = cpu::layout_for(layout.format, rows, layout.cols);
+    const cpu::quantized_layout cpu_layout =
+        cpu::layout_for(layout.format, rows, layout.cols, layout.format == weight_quantization::int4);
     scratch.assign(cpu_layout.total_bytes, 0);
     cpu::quantize_rows(static_cast<const char*>(source) + static_cast<std::size_t>(done) * row_source_bytes, type, rows,
                        cpu_layout, scratch.data(), 0);

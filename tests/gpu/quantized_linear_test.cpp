@@ -26,16 +26,28 @@ constexpr weight_quantization formats[] = {weight_quantization::int8, weight_qua
                                            weight_quantization::int4_asym, weight_quantization::int5_asym,
                                            weight_quantization::int4_nl};
 
-/// Every weight of a rows × cols f32 matrix as the CPU quantiser stores it.
+/// Every weight of a rows × cols f32 matrix as the CPU quantiser stores it;
+/// int4's in block factors, each group's scale product rounded to f16 as
+/// the device holds it.
 std::vector<float> cpu_decoded(const std::vector<float>& w, weight_quantization format, std::int64_t rows,
                                std::int64_t cols) {
-  const cpu::quantized_layout layout = cpu::layout_for(format, rows, cols);
+  const bool block_factors = format == weight_quantization::int4;
+  const cpu::quantized_layout layout = cpu::layout_for(format, rows, cols, block_factors);
   std::vector<unsigned char> buffer(layout.total_bytes);
   cpu::quantize_rows(w.data(), dtype::f32, rows, layout, buffer.data(), 0);
   const cpu::quantized_matrix view = cpu::view_of(layout, buffer.data());
+  const std::int64_t groups = view.padded_cols / cpu::quant_group;
   std::vector<float> decoded(w.size());
-  for (std::int64_t n = 0; n < rows; ++n)
-    for (std::int64_t k = 0; k < cols; ++k) decoded[n * cols + k] = cpu::dequantized_weight(view, n, k);
+  for (std::int64_t n = 0; n < rows; ++n) {
+    for (std::int64_t k = 0; k < cols; ++k) {
+      if (!block_factors) {
+        decoded[n * cols + k] = cpu::dequantized_weight(view, n, k);
+        continue;
+      }
+      const float scale = f16_to_float(float_to_f16(cpu::group_scale(view, n * groups + k / cpu::quant_group)));
+      decoded[n * cols + k] = stored_code_value(format, cpu::stored_code(view, n, k), scale, 0.0f);
+    }
+  }
   return decoded;
 }
 

@@ -1,7 +1,9 @@
-// Block-factored int4_asym / int5_asym weights (GGUF Q4_K / Q5_K kept
-// exactly): the layout's size, the weights it holds, the quantised GEMV,
-// its tiles and the dequantised panels at every dispatch level, and the CPU
-// backend choosing the layout only where every part of a linear has factors.
+// Block-factored weights: int4_asym / int5_asym (GGUF Q4_K / Q5_K kept
+// exactly, u8 scale codes), int4_nl (IQ4_XS, s8 codes) and int4 (s8 codes,
+// quantised at load): the layout's size, the weights it holds, the int4
+// quantiser, the quantised GEMV, its tiles and the dequantised panels at
+// every dispatch level, and the CPU backend choosing the layout only where
+// every part of a linear has factors or is quantised by it.
 
 #include <gtest/gtest.h>
 
@@ -25,32 +27,87 @@ using test::pack_block_factored;
 using test::random_source;
 using test::run_qgemv;
 
-constexpr weight_quantization block_formats[] = {weight_quantization::int4_asym, weight_quantization::int5_asym};
+constexpr weight_quantization block_formats[] = {weight_quantization::int4_asym, weight_quantization::int5_asym,
+                                                 weight_quantization::int4_nl, weight_quantization::int4};
 
-// Per row and 512 inputs: 16 scale and 16 offset codes and two f16 factors
-// of each kind (40 bytes) where f16 group scales and offsets take 64; only
-// the formats with group offsets hold factors, and only codes a checkpoint
-// stores fill them.
-TEST(QuantizedBlockFactors, LayoutTakesFortyBytesARowPer512InputsForScales) {
+// Per row and 512 inputs: 16 scale codes and two f16 factors (20 bytes)
+// where f16 group scales take 32, and as many again for offsets where the
+// format has them (40 bytes against 64); int8 holds none, and of the
+// block-factored layouts only int4's are quantised to nearest.
+TEST(QuantizedBlockFactors, LayoutTakesTwentyBytesARowPer512InputsForEachFactorKind) {
   const std::int64_t rows = 64, cols = 4096, superblocks = cols / 512;
   for (auto format : block_formats) {
     const cpu::quantized_layout plain = cpu::layout_for(format, rows, cols);
     const cpu::quantized_layout factored = cpu::layout_for(format, rows, cols, true);
     const auto codes = static_cast<std::size_t>(rows) * plain.row_code_bytes;
-    EXPECT_EQ(plain.total_bytes, codes + static_cast<std::size_t>(rows * superblocks * 64));
-    EXPECT_EQ(factored.total_bytes, codes + static_cast<std::size_t>(rows * superblocks * 40));
+    const int kinds = quantization_group_offsets(format) ? 2 : 1;
+    EXPECT_EQ(plain.total_bytes, codes + static_cast<std::size_t>(rows * superblocks * 32 * kinds));
+    EXPECT_EQ(factored.total_bytes, codes + static_cast<std::size_t>(rows * superblocks * 20 * kinds));
     EXPECT_TRUE(factored.block_factors);
     std::vector<float> w(static_cast<std::size_t>(rows * cols), 0.5f);
     std::vector<std::uint8_t> buffer(factored.total_bytes);
-    EXPECT_THROW(cpu::quantize_rows(w.data(), dtype::f32, rows, factored, buffer.data(), 0), std::invalid_argument);
+    if (format == weight_quantization::int4) {
+      EXPECT_NO_THROW(cpu::quantize_rows(w.data(), dtype::f32, rows, factored, buffer.data(), 0));
+    } else {
+      EXPECT_THROW(cpu::quantize_rows(w.data(), dtype::f32, rows, factored, buffer.data(), 0), std::invalid_argument)
+          << quantization_name(format);
+    }
   }
-  for (auto format : {weight_quantization::int8, weight_quantization::int4, weight_quantization::int4_nl})
-    EXPECT_THROW(cpu::layout_for(format, 4, 512, true), std::invalid_argument) << quantization_name(format);
+  EXPECT_THROW(cpu::layout_for(weight_quantization::int8, 4, 512, true), std::invalid_argument);
   const cpu::quantized_layout partial = cpu::layout_for(weight_quantization::int4_asym, 2, 288, true);
   std::vector<std::uint8_t> buffer(partial.total_bytes);
   EXPECT_THROW(cpu::pack_block_factor_rows(nullptr, nullptr, nullptr, nullptr, 2, partial, buffer.data(), 0),
                std::invalid_argument)
       << "288 inputs are not whole blocks of 256";
+}
+
+// int4 quantised to nearest with block factors: each group's scale a
+// signed byte times its block's f16 factor, of either sign, chosen of the
+// three nearest its own for the least squared error. On weights with
+// outliers that errs less overall than f16 group scales, which put each
+// group's extreme on code 0; a zero block stays zero and a block too small
+// for a normal f16 factor keeps its weights (a subnormal factor, not zero).
+TEST(QuantizedBlockFactors, Int4QuantisedToNearestErrsLessThanF16Scales) {
+  random_source rng;
+  SCOPED_TRACE(rng.trace());
+  const std::int64_t rows = 48, cols = 1000;  // a partial superblock and a partial group at the end
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  std::vector<float> w(static_cast<std::size_t>(rows * cols));
+  for (float& v : w) v = normal(rng.engine());
+  for (std::int64_t i = 0; i < rows * cols; i += 97) w[static_cast<std::size_t>(i)] *= 8.0f;  // outliers
+  for (std::int64_t k = 0; k < cols; ++k) {
+    w[static_cast<std::size_t>(k)] = 0.0f;                             // row 0: zero
+    w[static_cast<std::size_t>(cols + k)] = 1e-6f * ((k % 7) - 3.0f);  // row 1: a subnormal factor
+  }
+  const test::quantized_buffer plain = test::quantize(w, weight_quantization::int4, rows, cols);
+  test::quantized_buffer factored;
+  factored.layout = cpu::layout_for(weight_quantization::int4, rows, cols, true);
+  factored.bytes.assign(factored.layout.total_bytes, 0);
+  cpu::quantize_rows(w.data(), dtype::f32, rows, factored.layout, factored.bytes.data(), 0);
+  const cpu::quantized_matrix p = plain.view(), f = factored.view();
+  double plain_error = 0.0, factored_error = 0.0, tiny_error = 0.0, tiny_size = 0.0;
+  bool negative_code = false;
+  for (std::int64_t n = 0; n < rows; ++n) {
+    for (std::int64_t k = 0; k < cols; ++k) {
+      const double v = w[static_cast<std::size_t>(n * cols + k)];
+      const double got = cpu::dequantized_weight(f, n, k);
+      if (n == 0) {
+        ASSERT_EQ(got, 0.0) << "col " << k;
+      } else if (n == 1) {
+        tiny_error += (got - v) * (got - v);
+        tiny_size += v * v;
+      }
+      if (n < 2) continue;
+      plain_error += std::pow(cpu::dequantized_weight(p, n, k) - v, 2.0);
+      factored_error += std::pow(got - v, 2.0);
+    }
+    for (std::int64_t g = 0; g < f.padded_cols / cpu::quant_group; ++g)
+      negative_code |= static_cast<std::int8_t>(f.scale_codes[n * (f.padded_cols / cpu::quant_group) + g]) < 0;
+  }
+  EXPECT_TRUE(negative_code) << "scales of both signs";
+  // 0.979-0.981 here over seeds; 1.0006 with each group's nearest scale code alone.
+  EXPECT_LT(factored_error, 0.99 * plain_error);
+  EXPECT_LT(tiny_error, 0.05 * tiny_size);
 }
 
 // Each weight is its block's factor times its group's code, times the
@@ -168,6 +225,71 @@ TEST(QuantizedBlockFactors, TheBackendKeepsFactorsOnlyWhereEveryPartHasThem) {
         const auto at = static_cast<std::size_t>(r * 2 * rows + n);
         ASSERT_NEAR(got[at], exact, size * step + 1e-5) << "m " << m << " row " << r << " out " << n;
         ASSERT_NEAR(got_mixed[at], rounded, size_mixed * step + 1e-5) << "m " << m << " row " << r << " out " << n;
+      }
+    }
+  }
+}
+
+// A stored source read only through read_rows' f16 products, as a GGUF
+// Q4_0 holds int4 codes.
+class f16_products_only final : public stored_code_source {
+ public:
+  explicit f16_products_only(std::shared_ptr<const stored_code_source> inner) : inner_(std::move(inner)) {}
+  weight_quantization format() const override { return inner_->format(); }
+  void read_rows(std::int64_t first, std::int64_t count, std::uint8_t* codes, std::uint16_t* scales,
+                 std::uint16_t* offsets) const override {
+    inner_->read_rows(first, count, codes, scales, offsets);
+  }
+
+ private:
+  std::shared_ptr<const stored_code_source> inner_;
+};
+
+// int4 weights the backend quantises at load take block factors, the same
+// as quantize_rows into the factored layout gives (each output that
+// weight's dot product); beside int4 codes a checkpoint stores with f16
+// scales, the whole stack keeps f16 scales and those codes as stored.
+TEST(QuantizedBlockFactors, TheBackendQuantisesInt4ToFactorsUnlessAPartStoresF16Scales) {
+  random_source rng;
+  SCOPED_TRACE(rng.trace());
+  const std::int64_t k = 768, rows = 72;
+  const std::vector<float> w = rng.floats(static_cast<std::size_t>(rows * k), -0.1f, 0.1f);
+  const auto stored = std::make_shared<block_factored_codes>(rng.engine(), weight_quantization::int4, rows, k);
+  const auto plain_stored = std::make_shared<f16_products_only>(stored);
+  auto device = test::make_backend_at(cpu::detected_isa());
+  const host_tensor loaded{"loaded", dtype::f32, {rows, k}, w.data()};
+  const std::vector<host_tensor> own = {loaded, loaded};
+  const std::vector<host_tensor> mixed = {loaded, test::as_part("stored", rows, k, plain_stored)};
+  const auto factored = device->prepare_quantized_linear(own, {}, weight_quantization::int4);
+  const auto kept = device->prepare_quantized_linear(mixed, {}, weight_quantization::int4);
+  EXPECT_EQ(factored->weight_bytes(), cpu::layout_for(weight_quantization::int4, 2 * rows, k, true).total_bytes);
+  EXPECT_EQ(kept->weight_bytes(), cpu::layout_for(weight_quantization::int4, 2 * rows, k).total_bytes);
+  test::quantized_buffer own_rows, plain_rows;
+  own_rows.layout = cpu::layout_for(weight_quantization::int4, rows, k, true);
+  own_rows.bytes.assign(own_rows.layout.total_bytes, 0);
+  cpu::quantize_rows(w.data(), dtype::f32, rows, own_rows.layout, own_rows.bytes.data(), 0);
+  plain_rows = test::quantize(w, weight_quantization::int4, rows, k);
+  for (std::int64_t m : {1, 7, 40}) {
+    const std::vector<float> x = rng.floats(static_cast<std::size_t>(m * k), -2.0f, 2.0f);
+    const std::vector<float> got = test::run_linear(*device, *factored, x, m, k);
+    const std::vector<float> got_kept = test::run_linear(*device, *kept, x, m, k);
+    for (std::int64_t r = 0; r < m; ++r) {
+      for (std::int64_t n = 0; n < 2 * rows; ++n) {
+        double want = 0.0, want_kept = 0.0, size = 0.0, size_kept = 0.0;
+        for (std::int64_t j = 0; j < k; ++j) {
+          const double xj = x[static_cast<std::size_t>(r * k + j)];
+          const double own_w = cpu::dequantized_weight(own_rows.view(), n % rows, j);
+          const double kept_w =
+              n < rows ? cpu::dequantized_weight(plain_rows.view(), n, j) : stored->weight(n - rows, j, true);
+          want += own_w * xj;
+          want_kept += kept_w * xj;
+          size += std::fabs(own_w);
+          size_kept += std::fabs(kept_w);
+        }
+        const double step = 2.0 / 254.0 * 1.001;  // the activations' int8 rounding, as above
+        const auto at = static_cast<std::size_t>(r * 2 * rows + n);
+        ASSERT_NEAR(got[at], want, size * step + 1e-5) << "m " << m << " row " << r << " out " << n;
+        ASSERT_NEAR(got_kept[at], want_kept, size_kept * step + 1e-5) << "m " << m << " row " << r << " out " << n;
       }
     }
   }

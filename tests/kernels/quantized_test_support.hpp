@@ -34,26 +34,29 @@ inline quantized_buffer quantize(const std::vector<float>& w, weight_quantizatio
   return q;
 }
 
-/// Random int4_asym or int5_asym codes with block factors, as a GGUF Q4_K /
-/// Q5_K file holds them: every code value, block scales and offsets of both
-/// signs in f16, scale and offset codes over the whole byte (0..255, so a
-/// kernel that widened them as signed would read 200 as −56). read_rows
-/// gives the products rounded to f16, as the GGUF source does.
+/// Random 4- or 5-bit codes with block factors, as a GGUF file holds them
+/// (int4_asym / int5_asym: Q4_K / Q5_K; int4_nl: IQ4_XS; int4: as the
+/// backend quantises at load): every code value, block factors of both
+/// signs in f16, and scale codes over the whole byte: u8 0..255 beside
+/// offsets, s8 −128..127 without (so a kernel that widened one kind as the
+/// other would read 200 as −56). read_rows gives the products rounded to
+/// f16, as the GGUF sources do.
 class block_factored_codes final : public stored_code_source {
  public:
   block_factored_codes(std::mt19937_64& engine, weight_quantization format, std::int64_t rows, std::int64_t cols)
       : format_(format), cols_(cols) {
     const int top = (1 << quantization_code_bits(format)) - 1;
-    std::uniform_int_distribution<int> code(0, top), factor_code(0, 255);
+    const bool offsets = quantization_group_offsets(format);
+    std::uniform_int_distribution<int> code(0, top), factor_code(offsets ? 0 : -128, offsets ? 255 : 127);
     std::uniform_real_distribution<float> factor(-2e-3f, 2e-3f);
     for (std::int64_t i = 0; i < rows * cols; ++i) codes_.push_back(static_cast<std::uint8_t>(code(engine)));
     for (std::int64_t i = 0; i < rows * cols / stored_code_factor_block; ++i) {
       block_scales_.push_back(float_to_f16(factor(engine)));
-      block_offsets_.push_back(float_to_f16(factor(engine)));
+      block_offsets_.push_back(offsets ? float_to_f16(factor(engine)) : std::uint16_t{0});
     }
     for (std::int64_t i = 0; i < rows * cols / stored_code_group; ++i) {
-      scale_codes_.push_back(static_cast<std::uint8_t>(factor_code(engine)));
-      offset_codes_.push_back(static_cast<std::uint8_t>(factor_code(engine)));
+      scale_codes_.push_back(factor_code(engine));
+      offset_codes_.push_back(offsets ? factor_code(engine) : 0);
     }
   }
 
@@ -66,7 +69,7 @@ class block_factored_codes final : public stored_code_source {
     std::copy_n(codes_.begin() + first * cols_, count * cols_, codes);
     for (std::int64_t g = first * groups; g < (first + count) * groups; ++g) {
       *scales++ = float_to_f16(scale(g));
-      *offsets++ = float_to_f16(offset(g));
+      if (quantization_group_offsets(format_)) *offsets++ = float_to_f16(offset(g));
     }
   }
 
@@ -74,10 +77,14 @@ class block_factored_codes final : public stored_code_source {
                           std::uint16_t* block_offsets, std::uint8_t* scale_codes,
                           std::uint8_t* offset_codes) const override {
     const std::int64_t blocks = cols_ / stored_code_factor_block, groups = cols_ / stored_code_group;
+    const auto byte = [](int code) { return static_cast<std::uint8_t>(code); };  // s8 as two's complement
     std::copy_n(block_scales_.begin() + first * blocks, count * blocks, block_scales);
+    std::transform(scale_codes_.begin() + first * groups, scale_codes_.begin() + (first + count) * groups, scale_codes,
+                   byte);
+    if (!quantization_group_offsets(format_)) return;
     std::copy_n(block_offsets_.begin() + first * blocks, count * blocks, block_offsets);
-    std::copy_n(scale_codes_.begin() + first * groups, count * groups, scale_codes);
-    std::copy_n(offset_codes_.begin() + first * groups, count * groups, offset_codes);
+    std::transform(offset_codes_.begin() + first * groups, offset_codes_.begin() + (first + count) * groups,
+                   offset_codes, byte);
   }
 
   /// Weight (n, k) from the exact products (`f16_products` false) or from
@@ -85,22 +92,27 @@ class block_factored_codes final : public stored_code_source {
   double weight(std::int64_t n, std::int64_t k, bool f16_products = false) const {
     const std::int64_t g = (n * cols_ + k) / stored_code_group;
     const auto rounded = [&](float v) { return f16_products ? f16_to_float(float_to_f16(v)) : v; };
-    return static_cast<double>(rounded(scale(g))) * codes_[static_cast<std::size_t>(n * cols_ + k)] +
-           rounded(offset(g));
+    const int code = codes_[static_cast<std::size_t>(n * cols_ + k)];
+    if (format_ == weight_quantization::int4) return static_cast<double>(rounded(scale(g))) * (code - 8);
+    if (format_ == weight_quantization::int4_nl) return static_cast<double>(rounded(scale(g))) * int4_nl_levels[code];
+    return static_cast<double>(rounded(scale(g))) * code + rounded(offset(g));
   }
 
  private:
   // Group g's products in f32 (exact: an f16 times a byte).
   float scale(std::int64_t g) const {
-    return f16_to_float(block_scales_[static_cast<std::size_t>(g / 8)]) * scale_codes_[static_cast<std::size_t>(g)];
+    return f16_to_float(block_scales_[static_cast<std::size_t>(g / 8)]) *
+           static_cast<float>(scale_codes_[static_cast<std::size_t>(g)]);
   }
   float offset(std::int64_t g) const {
-    return f16_to_float(block_offsets_[static_cast<std::size_t>(g / 8)]) * offset_codes_[static_cast<std::size_t>(g)];
+    return f16_to_float(block_offsets_[static_cast<std::size_t>(g / 8)]) *
+           static_cast<float>(offset_codes_[static_cast<std::size_t>(g)]);
   }
 
   weight_quantization format_;
   std::int64_t cols_;
-  std::vector<std::uint8_t> codes_, scale_codes_, offset_codes_;
+  std::vector<std::uint8_t> codes_;
+  std::vector<int> scale_codes_, offset_codes_;
   std::vector<std::uint16_t> block_scales_, block_offsets_;
 };
 

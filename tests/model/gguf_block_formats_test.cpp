@@ -40,15 +40,12 @@ std::int64_t rope_heads_of(const model_config& config, const std::string& name) 
   return 0;
 }
 
-// Each kept Q4_K / Q5_K weight is the file's exactly (its block factors
-// d, −dmin and 6-bit scales and mins kept as they are; the CPU backend
-// packs them so), and each IQ4_XS one up to the f16 rounding of its
-// sub-block's scale d·(s − 32) times a level, 2^-11 of the weight, < 2^-9
-// of the largest weight of its 256-block. A code, fifth bit or scale read from the
-// wrong place is off by a whole step (about a fifteenth, or for Q5_K a
-// thirty-first, of the sub-block's range; for IQ4_XS at least 11 of 240
-// levels). The file's Q6_K matrices are expanded at open (checkpoint::open
-// without on-demand rows).
+// Each kept Q4_K / Q5_K / IQ4_XS weight is the file's exactly: its block
+// factors (d, −dmin and the 6-bit scales and mins; IQ4_XS's d and signed
+// s − 32) kept as they are, as the CPU backend packs them. A code, fifth
+// bit or scale read from the wrong place is off by a whole step. The
+// file's Q6_K matrices are expanded at open (checkpoint::open without
+// on-demand rows).
 void expect_k_codes_kept(const std::filesystem::path& file, ggml_type kept_type, weight_quantization format,
                          int kept_per_layer, int q6_k_matrices) {
   const checkpoint kept = checkpoint::open(file, {.show_progress = false, .keep_stored_codes = true});
@@ -70,20 +67,13 @@ void expect_k_codes_kept(const std::filesystem::path& file, ggml_type kept_type,
     EXPECT_EQ(loaded->stored_codes->format(), format);
     const gguf_rows rows(tensor, rope_heads_of(kept.config(), *name));
     const testing::packed_weights packed(*loaded);
-    ASSERT_EQ(packed.block_factored(), kept_type == ggml_type::q4_k || kept_type == ggml_type::q5_k) << *name;
+    ASSERT_TRUE(packed.block_factored()) << *name;
     std::vector<float> expected(rows.row_length);
     for (std::uint64_t n = 0; n < rows.count; ++n) {
       gguf_dequantize(tensor.type, rows.row(n), expected.data(), rows.row_length);
-      for (std::uint64_t block = 0; block < rows.row_length; block += 256) {
-        float largest = 0.0f;
-        for (std::uint64_t k = block; k < block + 256; ++k) largest = std::max(largest, std::fabs(expected[k]));
-        // Block factors (Q4_K, Q5_K) hold each weight exactly; f16 group
-        // scales (IQ4_XS's d · (s − 32)) round them.
-        const float bound = packed.block_factored() ? 0.0f : largest / 512.0f;
-        for (std::uint64_t k = block; k < block + 256; ++k) {
-          ASSERT_NEAR(packed.at(static_cast<std::int64_t>(n), static_cast<std::int64_t>(k)), expected[k], bound)
-              << *name << " [" << n << ", " << k << "]";
-        }
+      for (std::uint64_t k = 0; k < rows.row_length; ++k) {
+        ASSERT_EQ(packed.at(static_cast<std::int64_t>(n), static_cast<std::int64_t>(k)), expected[k])
+            << *name << " [" << n << ", " << k << "]";
       }
     }
     ++kept_count;
@@ -138,7 +128,10 @@ TEST(KQuantGguf, StreamedWeightBytesCountTheLayersAModelRuns) {
   const model_config& c = model.config();
   const weight_quantization head_format =
       lm_head_quantization(opened.quantization, "auto", lm_head_refinable(c, *device)).value();
-  EXPECT_EQ(head, cpu::layout_for(head_format, c.vocab_size, c.hidden_size).total_bytes);
+  // An int4 head is quantised at load, to block factors.
+  EXPECT_EQ(
+      head,
+      cpu::layout_for(head_format, c.vocab_size, c.hidden_size, head_format == weight_quantization::int4).total_bytes);
   // Layer 1 (Q4_K but for its Q6_K v and down): q/k, o and gate/up block-factored, v and down int8.
   const std::int64_t h = c.hidden_size, f = c.intermediate_size, q = c.num_attention_heads * c.head_dim,
                      kv = c.num_key_value_heads * c.head_dim;

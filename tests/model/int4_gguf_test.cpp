@@ -163,12 +163,14 @@ TEST(Int4Gguf, TheKnobChoosesNativeExpandedOrRequantised) {
 
 // weight_bytes counts a kept matrix at its codes plus an f16 scale per 32
 // weights, and an f16 offset per 32 for int4_asym / int5_asym only (int4
-// and int4_nl have none): against the same file expanded, the difference
+// and int4_nl have none), or with block factors (IQ4_XS) a byte per 32 and
+// an f16 per 256 for each: against the same file expanded, the difference
 // is exactly that, matrix by matrix.
 TEST(Int4Gguf, KeptMatricesCountTheirCodesScalesAndOnlyTheirOwnOffsets) {
-  for (const auto& [file, bits, offsets] :
-       {std::tuple{"llama_tiny_q4_0.gguf", 4, false}, std::tuple{"llama_tiny_q4_1.gguf", 4, true},
-        std::tuple{"llama_tiny_q5_0.gguf", 5, true}, std::tuple{"llama_tiny_iq4_nl.gguf", 4, false}}) {
+  for (const auto& [file, bits, offsets, factored] :
+       {std::tuple{"llama_tiny_q4_0.gguf", 4, false, false}, std::tuple{"llama_tiny_q4_1.gguf", 4, true, false},
+        std::tuple{"llama_tiny_q5_0.gguf", 5, true, false}, std::tuple{"llama_tiny_iq4_nl.gguf", 4, false, false},
+        std::tuple{"llama_k256_iq4_xs.gguf", 4, false, true}}) {
     const checkpoint kept = checkpoint::open(fixtures / file, {.show_progress = false, .keep_stored_codes = true});
     const checkpoint expanded = checkpoint::open(fixtures / file, {.show_progress = false});
     std::uint64_t saved = 0;
@@ -178,7 +180,10 @@ TEST(Int4Gguf, KeptMatricesCountTheirCodesScalesAndOnlyTheirOwnOffsets) {
            {layer.q_proj, layer.k_proj, layer.v_proj, layer.o_proj, layer.gate_proj, layer.up_proj, layer.down_proj}) {
         ASSERT_NE(t->stored_codes, nullptr) << file << " " << t->name;
         const auto weights = static_cast<std::uint64_t>(t->numel());
-        const std::uint64_t as_kept = weights * bits / 8 + weights / 32 * (offsets ? 4 : 2);
+        const std::uint64_t kinds = offsets ? 2 : 1;
+        // Block factors: a byte a group of 32 and an f16 per 256 weights, for each kind.
+        const std::uint64_t as_kept =
+            weights * bits / 8 + (factored ? kinds * (weights / 32 + weights / 256 * 2) : kinds * weights / 32 * 2);
         saved += expanded.find_tensor(t->name)->byte_size() - as_kept;
         ++matrices;
       }

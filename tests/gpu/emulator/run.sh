@@ -41,7 +41,7 @@ done
 # Verify groups run on the host over the CPU sampler and its ISA tables
 # (flags as in kernels/CMakeLists.txt); quantised layers are packed from the
 # CPU quantiser's codes.
-for name in sampler cpu_features quantized_weights quantized_reference; do
+for name in sampler cpu_features quantized_weights quantized_reference round_to_nearest; do
   g++ "${flags[@]}" -c "$repo_root/kernels/cpu/$name.cpp" -o "$build/obj/c_$name.o"
 done
 isa_flags=(-ffp-contract=off)
