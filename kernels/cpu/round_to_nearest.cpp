@@ -179,15 +179,15 @@ void quantize_int4_block(const float* row, std::int64_t cols, std::int64_t first
     const std::int64_t first = first_k + g * quant_group,
                        valid = std::clamp<std::int64_t>(cols - first, 0, quant_group);
     const int nearest = d > 0.0f ? std::clamp(round_half_even(own_scales[g] / d), -127, 127) : 0;
-    // Toward zero; from zero (a group far smaller than its block's
-    // largest), one step toward its own scale's sign.
-    const int smaller = nearest > 0 ? nearest - 1 : nearest < 0 ? nearest + 1 : own_scales[g] > 0.0f ? 1 : -1;
-    std::uint8_t nearest_codes[quant_group], smaller_codes[quant_group];
+    // The next byte toward zero; from zero (a group far smaller than its
+    // block's largest), the first of its own scale's sign instead.
+    const int other = nearest > 0 ? nearest - 1 : nearest < 0 ? nearest + 1 : own_scales[g] > 0.0f ? 1 : -1;
+    std::uint8_t nearest_codes[quant_group], other_codes[quant_group];
     const float nearest_error = int4_codes(groups[g].values, valid, d * static_cast<float>(nearest), nearest_codes);
-    const float smaller_error = int4_codes(groups[g].values, valid, d * static_cast<float>(smaller), smaller_codes);
-    const bool take_smaller = smaller_error < nearest_error;
-    scale_codes[g] = static_cast<std::uint8_t>(static_cast<std::int8_t>(take_smaller ? smaller : nearest));
-    store_group(take_smaller ? smaller_codes : nearest_codes, layout, first, codes);
+    const float other_error = int4_codes(groups[g].values, valid, d * static_cast<float>(other), other_codes);
+    const bool take_other = other_error < nearest_error;
+    scale_codes[g] = static_cast<std::uint8_t>(static_cast<std::int8_t>(take_other ? other : nearest));
+    store_group(take_other ? other_codes : nearest_codes, layout, first, codes);
   }
 }
 
