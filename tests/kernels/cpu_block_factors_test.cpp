@@ -9,6 +9,7 @@
 
 #include <bit>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <vector>
@@ -183,11 +184,36 @@ TEST(QuantizedBlockFactors, GemvTilesAndPanelsAtEveryLevel) {
   }
 }
 
+// `weight`'s outputs for 1, 7 and 40 random activation rows, each held to
+// Σ_j weight_at(n, j) · x_j within the activations' int8 rounding (each
+// activation within half an int8 step of its group's largest, at most
+// 2 / 254) and the f32 sums, as the reference's bound.
+void expect_outputs_follow(backend& device, random_source& rng, const linear_weight& weight,
+                           const std::function<double(std::int64_t, std::int64_t)>& weight_at, std::int64_t k) {
+  const std::int64_t outputs = weight.out_features();
+  for (std::int64_t m : {1, 7, 40}) {
+    const std::vector<float> x = rng.floats(static_cast<std::size_t>(m * k), -2.0f, 2.0f);
+    const std::vector<float> got = test::run_linear(device, weight, x, m, k);
+    for (std::int64_t r = 0; r < m; ++r) {
+      for (std::int64_t n = 0; n < outputs; ++n) {
+        double want = 0.0, size = 0.0;
+        for (std::int64_t j = 0; j < k; ++j) {
+          const double w = weight_at(n, j);
+          want += w * x[static_cast<std::size_t>(r * k + j)];
+          size += std::fabs(w);
+        }
+        const double step = 2.0 / 254.0 * 1.001;
+        ASSERT_NEAR(got[static_cast<std::size_t>(r * outputs + n)], want, size * step + 1e-5)
+            << "m " << m << " row " << r << " out " << n;
+      }
+    }
+  }
+}
+
 // The backend holds a stack's factors when every part has them (the weight
 // then as small as the layout says, its outputs those of the exact weights),
 // and f16 group scales when one part has none: a plain int4_asym part
 // beside a block-factored one, whose products are then rounded to f16.
-// Bound: the activations' int8 rounding and f32 sums, as the reference.
 TEST(QuantizedBlockFactors, TheBackendKeepsFactorsOnlyWhereEveryPartHasThem) {
   random_source rng;
   SCOPED_TRACE(rng.trace());
@@ -204,30 +230,15 @@ TEST(QuantizedBlockFactors, TheBackendKeepsFactorsOnlyWhereEveryPartHasThem) {
   const auto mixed = device->prepare_quantized_linear(mixed_parts, {}, weight_quantization::int4_asym);
   EXPECT_EQ(factored->weight_bytes(), cpu::layout_for(weight_quantization::int4_asym, 2 * rows, k, true).total_bytes);
   EXPECT_EQ(mixed->weight_bytes(), cpu::layout_for(weight_quantization::int4_asym, 2 * rows, k).total_bytes);
-  for (std::int64_t m : {1, 7, 40}) {
-    const std::vector<float> x = rng.floats(static_cast<std::size_t>(m * k), -2.0f, 2.0f);
-    const std::vector<float> got = test::run_linear(*device, *factored, x, m, k);
-    const std::vector<float> got_mixed = test::run_linear(*device, *mixed, x, m, k);
-    for (std::int64_t r = 0; r < m; ++r) {
-      for (std::int64_t n = 0; n < 2 * rows; ++n) {
-        double exact = 0.0, rounded = 0.0, size = 0.0, size_mixed = 0.0;
-        for (std::int64_t j = 0; j < k; ++j) {
-          const double xj = x[static_cast<std::size_t>(r * k + j)];
-          const double w = n < rows ? first->weight(n, j) : second->weight(n - rows, j);
-          const double w_mixed = n < rows ? first->weight(n, j, true) : plain->natural(n - rows, j);
-          exact += w * xj;
-          rounded += w_mixed * xj;
-          size += std::fabs(w);
-          size_mixed += std::fabs(w_mixed);
-        }
-        // Each activation within half an int8 step of its group's largest, at most 2 / 254.
-        const double step = 2.0 / 254.0 * 1.001;
-        const auto at = static_cast<std::size_t>(r * 2 * rows + n);
-        ASSERT_NEAR(got[at], exact, size * step + 1e-5) << "m " << m << " row " << r << " out " << n;
-        ASSERT_NEAR(got_mixed[at], rounded, size_mixed * step + 1e-5) << "m " << m << " row " << r << " out " << n;
-      }
-    }
-  }
+  expect_outputs_follow(
+      *device, rng, *factored,
+      [&](std::int64_t n, std::int64_t j) { return n < rows ? first->weight(n, j) : second->weight(n - rows, j); }, k);
+  expect_outputs_follow(
+      *device, rng, *mixed,
+      [&](std::int64_t n, std::int64_t j) {
+        return n < rows ? first->weight(n, j, true) : static_cast<double>(plain->natural(n - rows, j));
+      },
+      k);
 }
 
 // A stored source read only through read_rows' f16 products, as a GGUF
@@ -255,44 +266,33 @@ TEST(QuantizedBlockFactors, TheBackendQuantisesInt4ToFactorsUnlessAPartStoresF16
   const std::int64_t k = 768, rows = 72;
   const std::vector<float> w = rng.floats(static_cast<std::size_t>(rows * k), -0.1f, 0.1f);
   const auto stored = std::make_shared<block_factored_codes>(rng.engine(), weight_quantization::int4, rows, k);
-  const auto plain_stored = std::make_shared<f16_products_only>(stored);
   auto device = test::make_backend_at(cpu::detected_isa());
   const host_tensor loaded{"loaded", dtype::f32, {rows, k}, w.data()};
   const std::vector<host_tensor> own = {loaded, loaded};
-  const std::vector<host_tensor> mixed = {loaded, test::as_part("stored", rows, k, plain_stored)};
+  const std::vector<host_tensor> mixed = {
+      loaded, test::as_part("stored", rows, k, std::make_shared<f16_products_only>(stored))};
   const auto factored = device->prepare_quantized_linear(own, {}, weight_quantization::int4);
   const auto kept = device->prepare_quantized_linear(mixed, {}, weight_quantization::int4);
   EXPECT_EQ(factored->weight_bytes(), cpu::layout_for(weight_quantization::int4, 2 * rows, k, true).total_bytes);
   EXPECT_EQ(kept->weight_bytes(), cpu::layout_for(weight_quantization::int4, 2 * rows, k).total_bytes);
-  test::quantized_buffer own_rows, plain_rows;
+  test::quantized_buffer own_rows;
   own_rows.layout = cpu::layout_for(weight_quantization::int4, rows, k, true);
   own_rows.bytes.assign(own_rows.layout.total_bytes, 0);
   cpu::quantize_rows(w.data(), dtype::f32, rows, own_rows.layout, own_rows.bytes.data(), 0);
-  plain_rows = test::quantize(w, weight_quantization::int4, rows, k);
-  for (std::int64_t m : {1, 7, 40}) {
-    const std::vector<float> x = rng.floats(static_cast<std::size_t>(m * k), -2.0f, 2.0f);
-    const std::vector<float> got = test::run_linear(*device, *factored, x, m, k);
-    const std::vector<float> got_kept = test::run_linear(*device, *kept, x, m, k);
-    for (std::int64_t r = 0; r < m; ++r) {
-      for (std::int64_t n = 0; n < 2 * rows; ++n) {
-        double want = 0.0, want_kept = 0.0, size = 0.0, size_kept = 0.0;
-        for (std::int64_t j = 0; j < k; ++j) {
-          const double xj = x[static_cast<std::size_t>(r * k + j)];
-          const double own_w = cpu::dequantized_weight(own_rows.view(), n % rows, j);
-          const double kept_w =
-              n < rows ? cpu::dequantized_weight(plain_rows.view(), n, j) : stored->weight(n - rows, j, true);
-          want += own_w * xj;
-          want_kept += kept_w * xj;
-          size += std::fabs(own_w);
-          size_kept += std::fabs(kept_w);
-        }
-        const double step = 2.0 / 254.0 * 1.001;  // the activations' int8 rounding, as above
-        const auto at = static_cast<std::size_t>(r * 2 * rows + n);
-        ASSERT_NEAR(got[at], want, size * step + 1e-5) << "m " << m << " row " << r << " out " << n;
-        ASSERT_NEAR(got_kept[at], want_kept, size_kept * step + 1e-5) << "m " << m << " row " << r << " out " << n;
-      }
-    }
-  }
+  const test::quantized_buffer plain_rows = test::quantize(w, weight_quantization::int4, rows, k);
+  expect_outputs_follow(
+      *device, rng, *factored,
+      [&](std::int64_t n, std::int64_t j) {
+        return static_cast<double>(cpu::dequantized_weight(own_rows.view(), n % rows, j));
+      },
+      k);
+  expect_outputs_follow(
+      *device, rng, *kept,
+      [&](std::int64_t n, std::int64_t j) {
+        return n < rows ? static_cast<double>(cpu::dequantized_weight(plain_rows.view(), n, j))
+                        : stored->weight(n - rows, j, true);
+      },
+      k);
 }
 
 }  // namespace
