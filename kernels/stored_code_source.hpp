@@ -54,6 +54,15 @@ class stored_code_source {
     throw std::logic_error("read_block_factors: this source stores no block factors");
   }
 
+  /// Rows [first, first + count) of the codes alone, as read_rows writes
+  /// them: what a layout holding the block factors reads, without read_rows'
+  /// f16 products (nor its refusal of a block whose products leave f16's
+  /// range). Throws std::logic_error unless has_block_factors() (inline, as
+  /// read_block_factors).
+  virtual void read_codes(std::int64_t /*first*/, std::int64_t /*count*/, std::uint8_t* /*codes*/) const {
+    throw std::logic_error("read_codes: this source stores no block factors");
+  }
+
   /// The input order of read_rows' columns: column j is input feature P[j]
   /// of the matrix (a permutation of 0..cols-1, so x · W^T = x[:, P] · W[:, P]^T);
   /// empty when column j is input j.

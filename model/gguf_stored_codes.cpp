@@ -102,6 +102,15 @@ class gguf_iq4_xs_source final : public stored_code_source {
     }
   }
 
+  void read_codes(std::int64_t first, std::int64_t count, std::uint8_t* codes) const override {
+    for (std::int64_t i = 0; i < count; ++i) {
+      const std::byte* block = rows_.row(static_cast<std::uint64_t>(first + i));
+      for (std::uint64_t b = 0; b < rows_.row_length / 256; ++b, block += block_bytes) {
+        for (int j = 0; j < 8; ++j, codes += 32) unpack_split_nibbles(block + 8 + 16 * j, codes);
+      }
+    }
+  }
+
   void read_rows(std::int64_t first, std::int64_t count, std::uint8_t* codes, std::uint16_t* scales,
                  std::uint16_t*) const override {
     for (std::int64_t i = 0; i < count; ++i) {
@@ -109,8 +118,9 @@ class gguf_iq4_xs_source final : public stored_code_source {
       for (std::uint64_t b = 0; b < rows_.row_length / 256; ++b, block += block_bytes) {
         std::uint16_t d;
         std::memcpy(&d, block, 2);
-        // |s − 32| <= 32: a product past f16's range would be infinite in the
-        // packed weights (the file's own floats are finite): refused, naming the block.
+        // |s − 32| <= 32: a product past f16's range would be infinite in
+        // these f16 scales (the file's own floats are finite): refused,
+        // naming the block. read_codes and read_block_factors need none.
         if (!(std::fabs(f16_to_float(d)) * 32.0f <= f16_max))
           throw std::runtime_error("tensor '" + name_ + "': IQ4_XS block " + std::to_string(b) + " of row " +
                                    std::to_string(first + i) + " has d " + std::to_string(f16_to_float(d)) +
@@ -169,51 +179,67 @@ class gguf_k_source final : public stored_code_source {
     }
   }
 
-  void read_rows(std::int64_t first, std::int64_t count, std::uint8_t* codes, std::uint16_t* scales,
-                 std::uint16_t* offsets) const override {
-    // A block: f16 d, f16 dmin, 12 bytes of scales and mins, for Q5_K 32
-    // bytes of fifth bits, then 128 bytes of nibbles.
-    const bool fifth_bits = type_ == ggml_type::q5_k;
+  void read_codes(std::int64_t first, std::int64_t count, std::uint8_t* codes) const override {
     const std::uint64_t block_bytes = ggml_block_bytes(type_);
     for (std::int64_t i = 0; i < count; ++i) {
       const std::byte* block = rows_.row(static_cast<std::uint64_t>(first + i));
-      for (std::uint64_t b = 0; b < rows_.row_length / 256; ++b, block += block_bytes) {
+      for (std::uint64_t b = 0; b < rows_.row_length / 256; ++b, block += block_bytes, codes += 256)
+        unpack_codes(block, codes);
+    }
+  }
+
+  void read_rows(std::int64_t first, std::int64_t count, std::uint8_t* codes, std::uint16_t* scales,
+                 std::uint16_t* offsets) const override {
+    const std::uint64_t block_bytes = ggml_block_bytes(type_);
+    for (std::int64_t i = 0; i < count; ++i) {
+      const std::byte* block = rows_.row(static_cast<std::uint64_t>(first + i));
+      for (std::uint64_t b = 0; b < rows_.row_length / 256; ++b, block += block_bytes, codes += 256) {
         const float d = f16_at(block), dmin = f16_at(block + 2);
-        // A product past f16's range would be infinite in the packed weights
+        // A product past f16's range would be infinite in these f16 scales
         // (the file's own floats are finite): refused, naming the block.
+        // read_codes and read_block_factors need no such product.
         if (!(std::max(std::fabs(d), std::fabs(dmin)) * 63.0f <= f16_max))
           throw std::runtime_error("tensor '" + name_ + "': " + std::string(ggml_type_name(type_)) + " block " +
                                    std::to_string(b) + " of row " + std::to_string(first + i) + " has d " +
                                    std::to_string(d) + " and dmin " + std::to_string(dmin) +
                                    ", whose products with its 6-bit scales leave f16's range");
-        std::uint8_t packed[12], high[32] = {};
+        std::uint8_t packed[12];
         std::memcpy(packed, block + 4, 12);
-        if (fifth_bits) std::memcpy(high, block + 16, 32);
-        // Each 32 bytes of nibbles hold two sub-blocks: the low nibbles the
-        // first, the high nibbles the second; Q5_K's fifth bits of chunk c
-        // are bits 2c and 2c + 1 of the 32 bytes `high`.
-        const std::byte* nibbles_at = block + (fifth_bits ? 48 : 16);
-        std::uint8_t nibbles[32];
-        for (int chunk = 0; chunk < 4; ++chunk) {
-          std::memcpy(nibbles, nibbles_at + 32 * chunk, 32);
-          for (int half = 0; half < 2; ++half) {
-            std::uint8_t scale, min;
-            gguf_q4_k_scale_min(2 * chunk + half, packed, scale, min);
-            *scales++ = float_to_f16(d * static_cast<float>(scale));
-            *offsets++ = float_to_f16(-(dmin * static_cast<float>(min)));
-            const int bit = 2 * chunk + half;
-            for (int l = 0; l < 32; ++l) {
-              const int nibble = half == 0 ? nibbles[l] & 0x0f : nibbles[l] >> 4;
-              codes[l] = static_cast<std::uint8_t>(nibble | ((high[l] >> bit) & 1) << 4);
-            }
-            codes += 32;
-          }
+        for (int j = 0; j < 8; ++j) {
+          std::uint8_t scale, min;
+          gguf_q4_k_scale_min(j, packed, scale, min);
+          *scales++ = float_to_f16(d * static_cast<float>(scale));
+          *offsets++ = float_to_f16(-(dmin * static_cast<float>(min)));
         }
+        unpack_codes(block, codes);
       }
     }
   }
 
  private:
+  // The 256 codes of one block in input order. A block: f16 d, f16 dmin,
+  // 12 bytes of scales and mins, for Q5_K 32 bytes of fifth bits, then 128
+  // bytes of nibbles. Each 32 bytes of nibbles hold two sub-blocks: the low
+  // nibbles the first, the high nibbles the second; Q5_K's fifth bits of
+  // sub-block j are bit j of the 32 bytes `high`.
+  void unpack_codes(const std::byte* block, std::uint8_t* codes) const {
+    const bool fifth_bits = type_ == ggml_type::q5_k;
+    std::uint8_t high[32] = {};
+    if (fifth_bits) std::memcpy(high, block + 16, 32);
+    const std::byte* nibbles_at = block + (fifth_bits ? 48 : 16);
+    std::uint8_t nibbles[32];
+    for (int chunk = 0; chunk < 4; ++chunk) {
+      std::memcpy(nibbles, nibbles_at + 32 * chunk, 32);
+      for (int half = 0; half < 2; ++half, codes += 32) {
+        const int bit = 2 * chunk + half;
+        for (int l = 0; l < 32; ++l) {
+          const int nibble = half == 0 ? nibbles[l] & 0x0f : nibbles[l] >> 4;
+          codes[l] = static_cast<std::uint8_t>(nibble | ((high[l] >> bit) & 1) << 4);
+        }
+      }
+    }
+  }
+
   gguf_rows rows_;
   std::string name_;
   ggml_type type_;

@@ -204,13 +204,17 @@ void pack_source_rows(const stored_code_source& source, std::int64_t begin, std:
                       const quantized_layout& layout, void* buffer, std::int64_t to_row) {
   const std::int64_t groups = layout.cols / stored_code_group;
   std::vector<std::uint8_t> codes(static_cast<std::size_t>(count * layout.cols));
-  std::vector<std::uint16_t> scales(static_cast<std::size_t>(count * groups)), offsets(scales.size());
-  source.read_rows(begin, count, codes.data(), scales.data(), offsets.data());
-  pack_stored_code_rows(codes.data(), scales.data(), offsets.data(), count, layout, buffer, to_row);
-  if (!layout.block_factors) return;
+  if (!layout.block_factors) {
+    std::vector<std::uint16_t> scales(static_cast<std::size_t>(count * groups)), offsets(scales.size());
+    source.read_rows(begin, count, codes.data(), scales.data(), offsets.data());
+    pack_stored_code_rows(codes.data(), scales.data(), offsets.data(), count, layout, buffer, to_row);
+    return;
+  }
+  source.read_codes(begin, count, codes.data());
+  pack_stored_code_rows(codes.data(), nullptr, nullptr, count, layout, buffer, to_row);
   const std::int64_t blocks = layout.cols / stored_code_factor_block;
   std::vector<std::uint16_t> block_scales(static_cast<std::size_t>(count * blocks)), block_offsets(block_scales.size());
-  std::vector<std::uint8_t> scale_codes(scales.size()), offset_codes(scales.size());
+  std::vector<std::uint8_t> scale_codes(static_cast<std::size_t>(count * groups)), offset_codes(scale_codes.size());
   source.read_block_factors(begin, count, block_scales.data(), block_offsets.data(), scale_codes.data(),
                             offset_codes.data());
   pack_block_factor_rows(block_scales.data(), block_offsets.data(), scale_codes.data(), offset_codes.data(), count,

@@ -77,8 +77,9 @@ void pack_block_factor_rows(const std::uint16_t* block_scales, const std::uint16
 
 /// Rows [begin, begin + count) of `source` (codes in layout.format, read in
 /// the layout's input order) packed into rows [to_row, to_row + count) of
-/// `buffer`: their codes with f16 scales and offsets, or with the source's
-/// block factors where `layout` holds them. Exact, as pack_stored_code_rows.
+/// `buffer`: their codes with f16 scales and offsets (read_rows), or with
+/// the source's block factors where `layout` holds them (read_codes and
+/// read_block_factors, no f16 product made). Exact, as pack_stored_code_rows.
 void pack_source_rows(const stored_code_source& source, std::int64_t begin, std::int64_t count,
                       const quantized_layout& layout, void* buffer, std::int64_t to_row);
 

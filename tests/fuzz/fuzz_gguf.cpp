@@ -68,14 +68,16 @@ void read_end_rows(const troupe::gguf_tensor& tensor, std::int64_t rope_heads) {
   std::vector<std::uint8_t> codes(static_cast<std::size_t>(cols));
   std::vector<std::uint16_t> scales(static_cast<std::size_t>(cols / troupe::stored_code_group)), offsets(scales.size());
   const auto int4 = troupe::gguf_stored_code_source(tensor, rope_heads);
+  if (int4->has_block_factors()) {  // before read_rows, which refuses blocks whose f16 products overflow
+    const std::int64_t blocks = cols / troupe::stored_code_factor_block;
+    std::vector<std::uint16_t> block_scales(static_cast<std::size_t>(blocks)), block_offsets(block_scales.size());
+    std::vector<std::uint8_t> scale_codes(scales.size()), offset_codes(scales.size());
+    int4->read_block_factors(rows - 1, 1, block_scales.data(), block_offsets.data(), scale_codes.data(),
+                             offset_codes.data());
+    int4->read_codes(rows - 1, 1, codes.data());
+  }
   int4->read_rows(0, 1, codes.data(), scales.data(), offsets.data());
   int4->read_rows(rows - 1, 1, codes.data(), scales.data(), offsets.data());
-  if (!int4->has_block_factors()) return;
-  const std::int64_t blocks = cols / troupe::stored_code_factor_block;
-  std::vector<std::uint16_t> block_scales(static_cast<std::size_t>(blocks)), block_offsets(block_scales.size());
-  std::vector<std::uint8_t> scale_codes(scales.size()), offset_codes(scales.size());
-  int4->read_block_factors(rows - 1, 1, block_scales.data(), block_offsets.data(), scale_codes.data(),
-                           offset_codes.data());
 }
 
 // As checkpoint::open_gguf: Llama's q and k rows come back from llama.cpp's RoPE order.

@@ -73,6 +73,10 @@ class block_factored_codes final : public stored_code_source {
     }
   }
 
+  void read_codes(std::int64_t first, std::int64_t count, std::uint8_t* codes) const override {
+    std::copy_n(codes_.begin() + first * cols_, count * cols_, codes);
+  }
+
   void read_block_factors(std::int64_t first, std::int64_t count, std::uint16_t* block_scales,
                           std::uint16_t* block_offsets, std::uint8_t* scale_codes,
                           std::uint8_t* offset_codes) const override {

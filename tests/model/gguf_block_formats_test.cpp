@@ -76,6 +76,25 @@ void expect_k_codes_kept(const std::filesystem::path& file, ggml_type kept_type,
             << *name << " [" << n << ", " << k << "]";
       }
     }
+    // read_rows (f16 group scales, CUDA's layout): the same codes as
+    // read_codes, and each weight within the f16 rounding of its group's
+    // products (2^-11 of each, < 2^-9 of its 256-block's largest weight).
+    const std::uint64_t last = rows.count - 1, length = rows.row_length;
+    std::vector<std::uint8_t> codes(length), kept_codes(length);
+    std::vector<std::uint16_t> scales(length / 32), offsets(length / 32);
+    loaded->stored_codes->read_rows(static_cast<std::int64_t>(last), 1, codes.data(), scales.data(), offsets.data());
+    loaded->stored_codes->read_codes(static_cast<std::int64_t>(last), 1, kept_codes.data());
+    ASSERT_EQ(codes, kept_codes) << *name;
+    gguf_dequantize(tensor.type, rows.row(last), expected.data(), length);
+    for (std::uint64_t k = 0; k < length; ++k) {
+      const float offset = quantization_group_offsets(format) ? f16_to_float(offsets[k / 32]) : 0.0f;
+      const float largest = *std::max_element(expected.begin() + static_cast<std::ptrdiff_t>(k / 256 * 256),
+                                              expected.begin() + static_cast<std::ptrdiff_t>(k / 256 * 256 + 256),
+                                              [](float a, float b) { return std::fabs(a) < std::fabs(b); });
+      ASSERT_NEAR(stored_code_value(format, codes[k], f16_to_float(scales[k / 32]), offset), expected[k],
+                  std::fabs(largest) / 512.0f)
+          << *name << " read_rows [" << last << ", " << k << "]";
+    }
     ++kept_count;
   }
   EXPECT_EQ(kept_count, kept_per_layer * static_cast<int>(kept.config().num_hidden_layers));
@@ -252,12 +271,11 @@ TEST(Iq4Gguf, ASecondKeptCodeTypeRunsInItsOwnFormatBesideTheModels) {
         << i;
 }
 
-// The file with the first Q4_K block of layer 0's q_proj given d = 65504
-// (f16's largest): d·s would be infinite in f16.
-// A copy of `file` whose first block of layer 0's q_proj (`block_bytes`
-// long, of `type`) has d = 65504 (f16's largest), loaded as a model: the
-// error it is refused with.
-std::string error_with_largest_d(const std::filesystem::path& file, ggml_type type, std::size_t block_bytes) {
+// A copy of `file`, written into `dir`, whose first block of layer 0's
+// q_proj (`block_bytes` long, of `type`) has d = 65504 (f16's largest), so
+// that d times a 6-bit scale would be infinite in f16.
+std::filesystem::path with_largest_d(const std::filesystem::path& file, ggml_type type, std::size_t block_bytes,
+                                     const std::filesystem::path& dir) {
   std::string bytes = testing::read_file(file);
   {
     const gguf_file opened(file);
@@ -273,33 +291,68 @@ std::string error_with_largest_d(const std::filesystem::path& file, ggml_type ty
     const std::uint16_t largest = 0x7bff;
     std::memcpy(bytes.data() + at, &largest, 2);
   }
-  const testing::temp_dir dir;
   testing::write_file(dir / "hostile.gguf", bytes);
-  const quantized_checkpoint hostile =
-      open_for_quantization(dir / "hostile.gguf", "auto", true, {.show_progress = false});
+  return dir / "hostile.gguf";
+}
+
+// The error loading `path` as a model on the cpu gives ("" when none).
+std::string cpu_load_error(const std::filesystem::path& path) {
+  const quantized_checkpoint opened = open_for_quantization(path, "auto", true, {.show_progress = false});
   const auto device = make_backend("cpu", backend_options{});
   return testing::error_of(
-      [&] { llama_model model(hostile.weights.config(), hostile.weights.weights(), *device, hostile.quantization); });
+      [&] { llama_model model(opened.weights.config(), opened.weights.weights(), *device, opened.quantization); });
 }
 
-TEST(KQuantGguf, AQ4_KBlockBeyondF16IsRefusedNamingTheTensor) {
-  EXPECT_THAT(error_with_largest_d(q4_k_m, ggml_type::q4_k, 144),
-              ::testing::HasSubstr("tensor 'blk.0.attn_q.weight': Q4_K block 0 of row 0 has d 65504"));
+// Block factors hold such a block (f16 d times a byte, made in f32): the
+// CPU loads it and its weights are the file's exactly, up to 65504 · 63 ·
+// 15. f16 group scales (read_rows, CUDA's layout) cannot, and refuse it
+// naming the tensor and block.
+void expect_factors_hold_largest_d(const std::filesystem::path& file, ggml_type type, std::size_t block_bytes,
+                                   const std::string& refusal) {
+  const testing::temp_dir dir;
+  const std::filesystem::path hostile = with_largest_d(file, type, block_bytes, dir.path());
+  EXPECT_EQ(cpu_load_error(hostile), "");
+  const checkpoint kept = checkpoint::open(hostile, {.show_progress = false, .keep_stored_codes = true});
+  const host_tensor& q = *kept.weights().layers[0].q_proj;
+  const testing::packed_weights packed(q);
+  ASSERT_TRUE(packed.block_factored());
+  const gguf_tensor* tensor = kept.gguf()->find_tensor("blk.0.attn_q.weight");
+  const gguf_rows rows(*tensor, kept.config().num_attention_heads);
+  std::vector<float> expected(rows.row_length);
+  gguf_dequantize(type, rows.row(0), expected.data(), rows.row_length);
+  float largest = 0.0f;
+  for (std::uint64_t k = 0; k < 256; ++k) {
+    ASSERT_EQ(packed.at(0, static_cast<std::int64_t>(k)), expected[k]) << k;
+    largest = std::max(largest, std::fabs(expected[k]));
+  }
+  EXPECT_GT(largest, 65504.0f) << "the block's weights pass f16's range";
+  std::vector<std::uint8_t> codes(static_cast<std::size_t>(q.shape[1]));
+  std::vector<std::uint16_t> scales(codes.size() / 32), offsets(scales.size());
+  EXPECT_THAT(testing::error_of([&] { q.stored_codes->read_rows(0, 1, codes.data(), scales.data(), offsets.data()); }),
+              ::testing::HasSubstr(refusal));
 }
 
-// Kept as int5_asym, a Q5_K block's d·s and a Q5_0 block's offset −16·d
-// must fit f16 as well.
-TEST(KQuantGguf, Q5BlocksBeyondF16AreRefusedNamingTheTensor) {
-  EXPECT_THAT(error_with_largest_d(q5_k_m, ggml_type::q5_k, 176),
-              ::testing::HasSubstr("tensor 'blk.0.attn_q.weight': Q5_K block 0 of row 0 has d 65504"));
-  EXPECT_THAT(error_with_largest_d(fixtures / "llama_tiny_q5_0.gguf", ggml_type::q5_0, 22),
+TEST(KQuantGguf, AQ4_KBlockBeyondF16LoadsExactlyAndOnlyF16ScalesRefuseIt) {
+  expect_factors_hold_largest_d(q4_k_m, ggml_type::q4_k, 144,
+                                "tensor 'blk.0.attn_q.weight': Q4_K block 0 of row 0 has d 65504");
+}
+
+TEST(KQuantGguf, AQ5_KBlockBeyondF16LoadsExactlyAndOnlyF16ScalesRefuseIt) {
+  expect_factors_hold_largest_d(q5_k_m, ggml_type::q5_k, 176,
+                                "tensor 'blk.0.attn_q.weight': Q5_K block 0 of row 0 has d 65504");
+}
+
+TEST(KQuantGguf, AnIQ4_XSBlockBeyondF16LoadsExactlyAndOnlyF16ScalesRefuseIt) {
+  expect_factors_hold_largest_d(iq4_xs, ggml_type::iq4_xs, 136,
+                                "tensor 'blk.0.attn_q.weight': IQ4_XS block 0 of row 0 has d 65504");
+}
+
+// Kept as int5_asym with f16 scales and offsets, a Q5_0 block's offset
+// −16·d must fit f16: refused on the cpu, naming the tensor.
+TEST(KQuantGguf, AQ5_0BlockBeyondF16IsRefusedNamingTheTensor) {
+  const testing::temp_dir dir;
+  EXPECT_THAT(cpu_load_error(with_largest_d(fixtures / "llama_tiny_q5_0.gguf", ggml_type::q5_0, 22, dir.path())),
               ::testing::HasSubstr("tensor 'blk.0.attn_q.weight': Q5_0 block 0 of row 0 has d 65504"));
-}
-
-// Kept as int4_nl, an IQ4_XS block's d·(s − 32) must fit f16.
-TEST(KQuantGguf, AnIQ4_XSBlockBeyondF16IsRefusedNamingTheTensor) {
-  EXPECT_THAT(error_with_largest_d(iq4_xs, ggml_type::iq4_xs, 136),
-              ::testing::HasSubstr("tensor 'blk.0.attn_q.weight': IQ4_XS block 0 of row 0 has d 65504"));
 }
 
 }  // namespace
