@@ -23,8 +23,10 @@ struct quantized_layout {
   std::int64_t groups = 0;       ///< padded_cols / quant_group
   std::size_t row_code_bytes = 0;
   std::size_t scales_at = 0, offsets_at = 0, total_bytes = 0;
-  /// Block-factored (quantized_matrix::block_scales): the four factor arrays
-  /// follow the codes in place of the group scales and offsets.
+  /// Block-factored (quantized_matrix::block_scales): the factor arrays
+  /// (block scales and scale codes, and for the formats with offsets block
+  /// offsets and offset codes) follow the codes in place of the group scales
+  /// and offsets.
   bool block_factors = false;
   std::size_t block_scales_at = 0, block_offsets_at = 0, scale_codes_at = 0, offset_codes_at = 0;
 };

@@ -160,8 +160,10 @@ float int4_codes(const float* values, std::int64_t count, float scale, std::uint
 // nearest its own scale / d, or the next one toward zero where that
 // leaves its codes less squared error (the nearest byte alone errs about
 // as much as f16 group scales; the byte one larger seldom helps, as it
-// only coarsens the grid). A block of weights too small for any normal d
-// (an f16 subnormal) takes the smallest one rather than zero.
+// only coarsens the grid). A subnormal d (a block whose weights are all
+// below about 5e-4) is rounded up to the next f16 at or above largest /
+// 127: rounded to nearest it could lose a third of its value and clip the
+// largest group's extreme, and a block far smaller still would get d = 0.
 void quantize_int4_block(const float* row, std::int64_t cols, std::int64_t first_k, const quantized_layout& layout,
                          std::uint8_t* codes, std::uint16_t* block_scale, std::uint8_t* scale_codes) {
   group_weights groups[groups_per_factor_block];
@@ -173,7 +175,10 @@ void quantize_int4_block(const float* row, std::int64_t cols, std::int64_t first
     largest = std::max(largest, std::fabs(own_scales[g]));
   }
   *block_scale = float_to_f16(largest / 127.0f);
-  if (*block_scale == 0 && largest > 0.0f) *block_scale = 1;
+  // Positive finite f16 bits order as their values: the next one up is bits
+  // + 1. Only subnormal factors (bits below 0x0400) are moved: a normal one
+  // falls short by at most 2^-11, which clips nothing measurable.
+  if (*block_scale < 0x0400 && f16_to_float(*block_scale) * 127.0f < largest) ++*block_scale;
   const float d = f16_to_float(*block_scale);
   for (int g = 0; g < groups_per_factor_block; ++g) {
     const std::int64_t first = first_k + g * quant_group,
