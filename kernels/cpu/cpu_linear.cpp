@@ -82,10 +82,10 @@ bool all_block_factored(std::span<const host_tensor> parts, weight_quantization 
            part.stored_codes->has_block_factors() && part.shape[1] % stored_code_factor_block == 0 &&
            same_input_order(part.stored_codes->input_permutation(), order);
   };
+  // (A stored int4 part's codes are int4: check_stored_code_parts refused any other format.)
   const auto quantized_here = [&](const host_tensor& part) {
     return format == weight_quantization::int4 &&
-           (part.stored_codes == nullptr || part.stored_codes->format() != weight_quantization::int4 ||
-            !same_input_order(part.stored_codes->input_permutation(), order));
+           (part.stored_codes == nullptr || !same_input_order(part.stored_codes->input_permutation(), order));
   };
   return (format != weight_quantization::int8 && std::all_of(parts.begin(), parts.end(), stored_with_factors)) ||
          std::all_of(parts.begin(), parts.end(), quantized_here);

@@ -55,9 +55,11 @@ void write_code_row(const std::uint8_t* codes, const std::uint16_t* scales, cons
 }
 
 // Rewrites row `row` of a CPU-quantised chunk as row `n` of the image;
-// `codes` is room for padded_cols 4- or 5-bit codes.
+// `codes` is room for padded_cols 4- or 5-bit codes, `scales` for a row's
+// f16 group scales (made from block factors).
 void copy_row(const cpu::quantized_matrix& cpu_rows, std::int64_t row, const quantized_device_layout& layout,
-              unsigned char* image, std::int64_t n, std::vector<std::uint8_t>& codes) {
+              unsigned char* image, std::int64_t n, std::vector<std::uint8_t>& codes,
+              std::vector<std::uint16_t>& scales) {
   if (!nibbles(layout.format)) {
     unsigned char* codes = image + static_cast<std::size_t>(n) * layout.row_bytes;
     for (std::int64_t k = 0; k < layout.padded_cols; ++k)
@@ -69,7 +71,7 @@ void copy_row(const cpu::quantized_matrix& cpu_rows, std::int64_t row, const qua
     codes[static_cast<std::size_t>(k)] = static_cast<std::uint8_t>(cpu::stored_code(cpu_rows, row, k));
   const std::int64_t cpu_groups = cpu_rows.padded_cols / cpu::quant_group;
   if (cpu_rows.block_scales != nullptr) {  // int4: each group's product rounded once to f16
-    std::vector<std::uint16_t> scales(static_cast<std::size_t>(cpu_groups));
+    scales.resize(static_cast<std::size_t>(cpu_groups));
     for (std::int64_t g = 0; g < cpu_groups; ++g)
       scales[static_cast<std::size_t>(g)] = float_to_f16(cpu::group_scale(cpu_rows, row * cpu_groups + g));
     write_code_row(codes.data(), scales.data(), nullptr, layout, image, n);
@@ -111,6 +113,7 @@ void pack_quantized_rows(const void* source, dtype type, std::int64_t count, con
   const std::size_t row_source_bytes = static_cast<std::size_t>(layout.cols) * dtype_size(type);
   std::vector<unsigned char> scratch;
   std::vector<std::uint8_t> codes(static_cast<std::size_t>(layout.padded_cols));
+  std::vector<std::uint16_t> scales;
   for (std::int64_t done = 0; done < count; done += rows_per_chunk) {
     const std::int64_t rows = std::min(rows_per_chunk, count - done);
     const cpu::quantized_layout cpu_layout =
@@ -120,7 +123,7 @@ void pack_quantized_rows(const void* source, dtype type, std::int64_t count, con
                        cpu_layout, scratch.data(), 0);
     const cpu::quantized_matrix cpu_rows = cpu::view_of(cpu_layout, scratch.data());
     for (std::int64_t row = 0; row < rows; ++row)
-      copy_row(cpu_rows, row, layout, static_cast<unsigned char*>(image), first_row + done + row, codes);
+      copy_row(cpu_rows, row, layout, static_cast<unsigned char*>(image), first_row + done + row, codes, scales);
   }
 }
 
