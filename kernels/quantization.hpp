@@ -11,7 +11,10 @@
 
 namespace troupe {
 
-/// How linear-layer weights are stored and multiplied.
+/// How linear-layer weights are stored and multiplied. The 4- and 5-bit
+/// formats hold a scale (and offset) per group of 32 inputs: f16 each, or
+/// where the backend keeps block factors (the CPU, kernels/README.md) a byte
+/// code under an f16 factor per 256 inputs.
 enum class weight_quantization : std::uint8_t {
   none = 0,       ///< the checkpoint's type (bf16, f16 or f32)
   int8 = 1,       ///< int8, one f32 scale per output row (symmetric)

@@ -1,7 +1,9 @@
 #pragma once
 // The reference for engine tests: each request generated alone by the batch
 // runner over the same checkpoint, with batch-invariant CPU numerics, so an
-// engine configured the same way must give the same tokens.
+// engine configured the same way (its block size too: attention folds the
+// context one KV block at a time, so another block size rounds differently)
+// must give the same tokens.
 
 #include <vector>
 
@@ -14,11 +16,13 @@ namespace troupe::testing {
 
 class solo_reference {
  public:
-  /// `quantization`: the linear layers' format at load (the LM head by llama_model's auto rule, as the engine's).
-  explicit solo_reference(const checkpoint& ckpt, weight_quantization quantization = weight_quantization::none)
+  /// `quantization`: the linear layers' format at load (the LM head by
+  /// llama_model's auto rule, as the engine's); `block_size`: the engine's, tokens per KV block.
+  explicit solo_reference(const checkpoint& ckpt, weight_quantization quantization = weight_quantization::none,
+                          int block_size = runner_options{}.block_size)
       : device_(make_cpu_backend()),
         model_(ckpt.config(), ckpt.weights(), *device_, quantization),
-        runner_(model_, {}) {
+        runner_(model_, {.block_size = block_size}) {
     for (auto id : ckpt.generation().eos_token_ids) eos_.push_back(static_cast<std::int32_t>(id));
   }
 

@@ -27,6 +27,9 @@ namespace troupe {
 namespace {
 
 constexpr int num_requests = 48;
+/// Tokens per KV block, the engine's and the reference's: small, so that
+/// the pool runs short (preemption) and the block tables are long.
+constexpr int block_size = 4;
 
 // The tiny test model's tokenizer cut to the fixtures' vocabulary of 320:
 // the byte tokens and the first merges up to id 299, the special tokens
@@ -99,7 +102,7 @@ std::vector<planned_request> make_workload(const std::filesystem::path& dir,
     r.speculative = i % 7 != 3;  // a few opt out
     plan[static_cast<std::size_t>(i)].cancel = i % 11 == 5;
   }
-  testing::solo_reference reference(ckpt, quantization);
+  testing::solo_reference reference(ckpt, quantization, block_size);
   for (auto& planned : plan) {
     runner_request alone;
     alone.prompt = planned.request.prompt_token_ids;
@@ -143,10 +146,10 @@ void expect_lossless(const std::string& fixture, const std::string& proposer, co
   config.speculative_tree_width = tree_width;
   if (proposer == "draft") config.draft_model = dir.string();  // the target as its own draft: the best case
   config.preemption_mode = preemption;
-  config.block_size = 4;
+  config.block_size = block_size;
   const checkpoint ckpt = checkpoint::open(dir, {.show_progress = false});
   const std::int64_t block_bytes = 2 * ckpt.config().num_hidden_layers * ckpt.config().num_key_value_heads *
-                                   ckpt.config().head_dim * 4 * (fixture.ends_with("f32") ? 4 : 2);
+                                   ckpt.config().head_dim * block_size * (fixture.ends_with("f32") ? 4 : 2);
   // Far less than the load needs (preemption), yet room for the longest request.
   const std::int64_t pool_blocks = std::min<std::int64_t>(48, ckpt.config().max_position_embeddings / 2 + 4);
   config.kv_cache_bytes = pool_blocks * block_bytes;

@@ -3,7 +3,7 @@
 // chunked (token by token is what decode steps run), whatever shares its
 // steps and wherever its blocks lie, and a seeded request samples the same
 // tokens and logprobs alone and inside a batch. The mode still matches
-// transformers.
+// transformers. Weights quantised at load are invariant too.
 
 #include <gtest/gtest.h>
 
@@ -101,6 +101,40 @@ TEST_P(BatchInvariance, SeededSamplingIsTheSameAloneAndInABatch) {
       EXPECT_EQ(inside.samples[i].logprob, alone.samples[i].logprob) << "token " << i << ", chunk " << chunk;
   }
 }
+
+// Weights quantised at load keep the mode's promise: their integer kernels
+// quantise each activation row on its own (a flipped code would move a
+// logit by far more than float rounding, so a broken promise shows at once).
+class QuantisedBatchInvariance : public ::testing::TestWithParam<std::tuple<std::string, weight_quantization>> {};
+
+TEST_P(QuantisedBatchInvariance, PromptLogitsAreTheSameBitsHoweverChunkedOrBatched) {
+  const auto& [name, format] = GetParam();
+  auto f = fixture_model::load(name, {.batch_invariant = true, .quantization = format});
+  std::mt19937 rng(7);
+  for (const auto& target : target_prompts(f)) {
+    SCOPED_TRACE("prompt of " + std::to_string(target.size()) + " tokens");
+    batch_runner alone_runner(*f.model, runner_options{});
+    const auto alone = alone_runner.prompt_logits({target}, whole_prompt)[0];
+    for (int chunk : {1, 16}) EXPECT_TRUE(same_bits(alone_runner.prompt_logits({target}, chunk)[0], alone)) << chunk;
+    std::vector<std::vector<std::int32_t>> batch;
+    for (int length : {9, 40, 130}) batch.push_back(random_prompt(rng, length, f.model->vocab_size()));
+    batch.insert(batch.begin() + 1, target);
+    runner_options shuffled;
+    shuffled.block_shuffle_seed = 17;
+    for (int chunk : {7, whole_prompt}) {
+      batch_runner runner(*f.model, shuffled);
+      EXPECT_TRUE(same_bits(runner.prompt_logits(batch, chunk)[1], alone)) << "in a batch, chunk " << chunk;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, QuantisedBatchInvariance,
+                         ::testing::Combine(::testing::Values("llama_bf16", "qwen3_f32"),
+                                            ::testing::Values(weight_quantization::int8, weight_quantization::int4)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" +
+                                  std::string(quantization_name(std::get<1>(info.param)));
+                         });
 
 // qwen2 uses dynamic NTK RoPE, whose frequencies depend on the length a
 // forward pass reaches past max_position_embeddings (40 in its fixture): by

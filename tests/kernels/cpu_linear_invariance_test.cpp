@@ -131,6 +131,40 @@ TEST_P(InvariantLinearAtLevel, RowsAreBitwiseEqualForEveryRowCountAndPosition) {
   }
 }
 
+// The same for weights quantised at load: the integer kernels quantise
+// each activation row on its own, so a row's outputs must not depend on
+// the rows beside it either (speculative verification and chunked prefill
+// run a sequence's rows in batches of every size).
+TEST_P(InvariantLinearAtLevel, QuantisedRowsAreBitwiseEqualForEveryRowCountAndPosition) {
+  random_source rng;
+  SCOPED_TRACE(rng.trace());
+  auto b = invariant_backend(GetParam(), 2);
+  constexpr std::size_t probes = 3;
+  const stacked_weight parts(rng, dtype::f32, 1056, {100, 30});
+  for (weight_quantization format : {weight_quantization::int8, weight_quantization::int4}) {
+    SCOPED_TRACE(std::string(quantization_name(format)));
+    auto w = b->prepare_quantized_linear(parts.tensors, parts.bias_tensors, format);
+    std::vector<std::vector<float>> probe_rows, alone;
+    for (std::size_t p = 0; p < probes; ++p) {
+      probe_rows.push_back(rng.floats(static_cast<std::size_t>(parts.k)));
+      alone.push_back(run_linear(*b, *w, probe_rows.back(), 1));
+    }
+    for (std::int64_t m : {2, 3, 4, 5, 8, 16, 17, 64, 300}) {
+      for (bool spread : {true, false}) {
+        std::vector<float> x = rng.floats(static_cast<std::size_t>(m * parts.k));
+        const std::vector<std::int64_t> at =
+            probe_positions(m, probes > static_cast<std::size_t>(m) ? 2 : probes, spread, rng);
+        for (std::size_t p = 0; p < at.size(); ++p)
+          std::copy(probe_rows[p].begin(), probe_rows[p].end(), x.begin() + at[p] * parts.k);
+        const std::vector<float> out = run_linear(*b, *w, x, m);
+        for (std::size_t p = 0; p < at.size(); ++p)
+          ASSERT_EQ(std::memcmp(out.data() + at[p] * parts.n(), alone[p].data(), alone[p].size() * sizeof(float)), 0)
+              << "m=" << m << " probe " << p << " at row " << at[p];
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Cpu, InvariantLinearAtLevel, ::testing::ValuesIn(test::supported_levels()),
                          [](const auto& info) { return std::string(cpu::isa_name(info.param)); });
 
