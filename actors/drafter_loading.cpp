@@ -151,13 +151,22 @@ std::shared_ptr<executor_resources> load_drafter(const engine_config& config, co
     drafter->weights_device = target.device;
     drafter->model = std::make_unique<llama_model>(*target.model, *drafter->device, kept);
     description = "the target's layers skipped but " + std::to_string(kept.size());
+    drafter->shares_target_kv = shares_target_kv(kept, config.speculative_draft_ahead);
   }
   const int block_size = target.cache->spec().block_size;
-  const dtype kv_type = default_kv_type(drafter->model->config().torch_dtype, *drafter->device);
-  drafter->cache = drafter->device->create_kv_cache(drafter->model->kv_spec(block_size, num_blocks, kv_type));
-  spdlog::info("speculative decoding: {} drafts up to {} tokens with {}, on its own {} stream ({} MiB of KV)",
-               config.speculative, config.num_speculative_tokens, description, drafter->device->name(),
-               static_cast<std::int64_t>(drafter->model->kv_block_bytes(block_size, kv_type)) * num_blocks >> 20);
+  std::string kv;
+  if (drafter->shares_target_kv) {
+    drafter->cache = target.cache;
+    kv = "the target's own KV for its layers";
+  } else {
+    const dtype kv_type = default_kv_type(drafter->model->config().torch_dtype, *drafter->device);
+    drafter->cache = drafter->device->create_kv_cache(drafter->model->kv_spec(block_size, num_blocks, kv_type));
+    kv = std::to_string(static_cast<std::int64_t>(drafter->model->kv_block_bytes(block_size, kv_type)) * num_blocks >>
+                        20) +
+         " MiB of KV";
+  }
+  spdlog::info("speculative decoding: {} drafts up to {} tokens with {}, on its own {} stream ({})", config.speculative,
+               config.num_speculative_tokens, description, drafter->device->name(), kv);
   return drafter;
 }
 

@@ -143,6 +143,7 @@ executor_actor::behavior_type executor_behavior(executor_actor::stateful_pointer
   if (draft_block_size > 0) {
     self->state.proposer = std::make_unique<draft_proposer>(draft_block_size, resources->model->vocab_size());
     self->state.proposer->set_logits_width(resources->model->logits_width());
+    if (resources->shares_target_kv) self->state.proposer->share_target_kv();
   }
   self->state.resources = std::move(resources);
   return {

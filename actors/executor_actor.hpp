@@ -21,7 +21,10 @@ struct executor_resources {
   std::shared_ptr<const checkpoint> weights_source;  ///< keeps mapped weights alive
   std::shared_ptr<backend> device;
   std::unique_ptr<llama_model> model;
-  std::unique_ptr<kv_cache> cache;
+  /// The KV pool; a layer-skip drafter of the target's first layers holds
+  /// the target's own (shares_target_kv).
+  std::shared_ptr<kv_cache> cache;
+  bool shares_target_kv = false;
   std::unique_ptr<host_block_pool> host;
   int fail_after_steps = -1;    ///< test hook: the steps after this many fail (-1: never)
   std::string fault = "error";  ///< test hook: how (engine_config::test_executor_fault)

@@ -19,7 +19,6 @@ void finish_planning(self_ptr self);
 void schedule_tick(self_ptr self, caf::timespan delay);
 void on_step_done(self_ptr self, const step_result& result);
 void route(self_ptr self, loop_events out);
-void fail_engine(self_ptr self, std::optional<engine_failure> failure);
 void send_errors(self_ptr self, std::vector<std::pair<request_handle, error_event>> errors);
 
 // ---- submit ---------------------------------------------------------------
@@ -103,10 +102,20 @@ void dispatch(self_ptr self, scheduled_step step) {
   const std::uint64_t id = step.id;
   state.loop->on_dispatched(id, state.now());
   draft_ahead(self, step);  // before the step is moved out: its jobs copy from the step's hooks
+  if (state.setup.drafter_shares_target_kv) {
+    std::vector<std::int32_t>& blocks = state.busy_blocks[id];
+    for (const scheduled_sequence& seq : step.sequences)
+      blocks.insert(blocks.end(), seq.block_table.begin(), seq.block_table.end());
+    for (const block_copy& copy : step.copies) {
+      if (copy.from == block_location::device) blocks.push_back(copy.src);
+      if (copy.to == block_location::device) blocks.push_back(copy.dst);
+    }
+  }
   auto work = std::make_shared<const scheduled_step>(std::move(step));
   self->request(state.setup.executor, state.setup.step_timeout, atom::run_step_v, work)
       .then([self](const step_result_ptr& result) { on_step_done(self, *result); },
             [self, id](const caf::error& error) {
+              self->state.busy_blocks.erase(id);
               const std::string reason =
                   error == caf::sec::request_timeout
                       ? fmt::format("the executor did not answer within {} s (step_timeout)",
@@ -125,6 +134,7 @@ void schedule_tick(self_ptr self, caf::timespan delay) {
 // ---- result ---------------------------------------------------------------
 
 void on_step_done(self_ptr self, const step_result& result) {
+  self->state.busy_blocks.erase(result.step);
   step_outcome outcome = self->state.loop->on_step_result(result, self->state.now());
   if (const auto& switched = outcome.overlap_switched) {
     spdlog::info(

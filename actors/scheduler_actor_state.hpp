@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "actors/core/draft_ahead.hpp"
 #include "actors/core/scheduler_loop.hpp"
@@ -37,6 +38,10 @@ struct scheduler_state {
   /// hold them, and the drafter runs one round at a time anyway).
   std::shared_ptr<scheduled_step> awaiting_ahead;
   double awaiting_since = 0;  ///< when awaiting_ahead began to wait, seconds
+  /// Device blocks dispatched steps use (their sequences' tables and their
+  /// copies), by step, until the step answers: a drafter sharing the
+  /// target's KV writes none of them (draft_request::busy_blocks).
+  std::unordered_map<std::uint64_t, std::vector<std::int32_t>> busy_blocks;
   static inline const char* name = "scheduler";
 
   double now() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
@@ -49,6 +54,8 @@ using self_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
 void try_step(self_ptr self);
 /// Sends a step whose drafts are in to the executor.
 void dispatch(self_ptr self, scheduled_step step);
+/// Streams the errors of a failed engine's requests (nothing when `failure` is empty).
+void fail_engine(self_ptr self, std::optional<engine_failure> failure);
 /// Fills a taken step's draft slots, then dispatches it (scheduler_drafts.cpp).
 void fill_drafts(self_ptr self, scheduled_step step);
 /// Where drafting ahead is on, asks for the next round of `step`'s

@@ -32,14 +32,22 @@ void ask_drafter(self_ptr self, scheduled_step step, double since) {
         state.loop->set_drafts(step, hit.sequence_index, std::move(hit.drafts), std::move(hit.probs));
     if (!problem.empty()) spdlog::warn("scheduler: drafts drafted ahead refused: {}", problem);
   }
-  auto request = std::make_shared<const draft_request>(draft_jobs(step));
+  draft_request jobs = draft_jobs(step);
+  for (const auto& [id, blocks] : state.busy_blocks)
+    jobs.busy_blocks.insert(jobs.busy_blocks.end(), blocks.begin(), blocks.end());
+  auto request = std::make_shared<const draft_request>(std::move(jobs));
   if (request->jobs.empty()) {
     if (!hits.empty()) state.loop->on_draft_round(static_cast<std::int32_t>(hits.size()), deepest, 0.0);
     return drafts_done(self, std::move(step));
   }
   auto pending = std::make_shared<scheduled_step>(std::move(step));
   const auto sequences = static_cast<std::int32_t>(request->jobs.size());
-  self->request(state.setup.speculator, state.setup.draft_timeout, atom::propose_v, std::move(request))
+  // A drafter working in the target's KV may still write the sequences'
+  // draft positions after a given-up round, so it gets as long as a target
+  // step does, and failing to answer fails the engine as a hung executor would.
+  const bool shared = state.setup.drafter_shares_target_kv;
+  self->request(state.setup.speculator, shared ? state.setup.step_timeout : state.setup.draft_timeout, atom::propose_v,
+                std::move(request))
       .then(
           [self, pending, since, sequences](const draft_reply_ptr& reply) {
             self->state.loop->on_draft_round(sequences, reply->steps, self->state.now() - since);
@@ -50,7 +58,14 @@ void ask_drafter(self_ptr self, scheduled_step step, double since) {
             }
             drafts_done(self, std::move(*pending));
           },
-          [self, pending](const caf::error& error) {
+          [self, pending, shared](const caf::error& error) {
+            if (shared && error == caf::sec::request_timeout) {
+              self->state.drafting = false;
+              fail_engine(
+                  self, self->state.loop->on_step_failed(
+                            pending->id, "the drafter, working in the target's KV, did not answer", self->state.now()));
+              return;
+            }
             spdlog::warn("scheduler: no drafts for step {}: {}", pending->id, caf::to_string(error));
             drafts_done(self, std::move(*pending));
           });
@@ -88,7 +103,7 @@ void draft_ahead(self_ptr self, const scheduled_step& step) {
   // Only a drafter runs rounds: prompt lookup (or no proposer) has no speculator, whatever the live knob says.
   const bool drafter =
       state.setup.speculation == speculative_method::draft || state.setup.speculation == speculative_method::layerskip;
-  if (!drafter || state.ahead_in_flight ||
+  if (!drafter || state.ahead_in_flight || state.setup.drafter_shares_target_kv ||
       !drafts_ahead(state.loop->core().config().speculative_draft_ahead, state.setup.drafter_own_compute))
     return;
   auto asked = std::make_shared<const draft_request>(ahead_draft_jobs(step, state.setup.block_size));

@@ -78,10 +78,22 @@ std::int32_t draft_proposer::trusted_prefix(std::span<const std::int32_t> tokens
   return static_cast<std::int32_t>(n);
 }
 
+bool draft_proposer::writes_busy_block(const draft_job& job, std::int32_t chain,
+                                       std::span<const std::int32_t> busy_blocks) const {
+  // The round writes t0 and the chain's drafts but the last, at positions last .. last + chain - 1.
+  const auto last = static_cast<std::int64_t>(job.tokens.size()) - 1;
+  const auto first = static_cast<std::size_t>(last / block_size_);
+  const auto end = std::min(job.block_table.size(), static_cast<std::size_t>((last + chain - 1) / block_size_ + 1));
+  for (std::size_t block = first; block < end; ++block)
+    if (std::find(busy_blocks.begin(), busy_blocks.end(), job.block_table[block]) != busy_blocks.end()) return true;
+  return false;
+}
+
 scheduled_step draft_proposer::begin(draft_request request) {
   ++round_;
   steps_ = 0;
   jobs_.clear();
+
   for (draft_job& job : request.jobs) {
     if (job.slots < 1 || job.tokens.empty() || job.prompt_length < 0 ||
         job.prompt_length > static_cast<std::int32_t>(job.tokens.size()))
@@ -92,6 +104,7 @@ scheduled_step draft_proposer::begin(draft_request request) {
                                   ": its block table does not cover the draft positions");
     job_state state;
     state.chain = job.tree_width > 1 ? (job.slots + job.tree_width - 1) / job.tree_width : job.slots;
+    if (shares_target_kv_ && writes_busy_block(job, state.chain, request.busy_blocks)) state.chain = 0;
     state.outputs.assign(job.tokens.begin() + job.prompt_length, job.tokens.end());
     state.result.sequence_index = job.sequence_index;
     state.job = std::move(job);
@@ -118,7 +131,7 @@ scheduled_step draft_proposer::next_step(bool first) {
     seq.num_samples = 1;
     if (first) {
       // Catch up from what the draft already holds; t0 is always fed.
-      seq.start = std::min(trusted_prefix(job.tokens, job.block_table), last);
+      seq.start = shares_target_kv_ ? last : std::min(trusted_prefix(job.tokens, job.block_table), last);
       state.fed_from = seq.start;
       seq.tokens.assign(job.tokens.begin() + seq.start, job.tokens.end());
     } else {
@@ -132,6 +145,7 @@ scheduled_step draft_proposer::next_step(bool first) {
     step.rows.push_back(row);
     stepped_.push_back(j);
   }
+  if (step.sequences.empty()) --steps_;  // every job was skipped: no step runs
   return step;
 }
 
@@ -182,7 +196,7 @@ std::optional<scheduled_step> draft_proposer::on_logits(std::span<const float> l
   });
   if (more) return next_step(false);
   for (job_state& state : jobs_) {
-    remember(state);
+    if (!shares_target_kv_) remember(state);
     attach_siblings(state);
   }
   return std::nullopt;
@@ -241,6 +255,7 @@ void draft_proposer::forget_written() {
 
 draft_reply draft_proposer::run_round(draft_request request, const draft_step_runner& run_step) {
   std::optional<scheduled_step> step = begin(std::move(request));
+  if (step->sequences.empty()) step.reset();
   while (step) {
     const std::vector<float> logits = run_step(*step);
     step = on_logits(logits);

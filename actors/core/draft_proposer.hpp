@@ -10,7 +10,10 @@
 //
 // The draft's KV cache has the target's block ids and block size: a
 // sequence's block table addresses both caches, so the draft needs no
-// memory management of its own. What the draft has written is remembered
+// memory management of its own. A layer-skipping drafter of the target's
+// first layers uses the target's pool itself (share_target_kv): the KV it
+// would write for the context is what the target already wrote, so its
+// rounds catch up on nothing. What the draft has written is remembered
 // per sequence (tokens and blocks), and for each block which sequence wrote
 // it last; a round trusts the longest prefix of a sequence's blocks whose
 // last writer wrote them through the same table positions after the same
@@ -51,6 +54,13 @@ struct draft_job {
 /// What one round asks for.
 struct draft_request {
   std::vector<draft_job> jobs;
+  /// Device blocks that steps still in flight use (their sequences' tables
+  /// and copies) and that the drafted step's copies read or write before
+  /// its forward pass. A block freed by preemption while its step runs may
+  /// already sit in a drafted table; a drafter sharing the target's KV must
+  /// not write such a block, so it drafts nothing for a sequence whose
+  /// draft positions lie in one.
+  std::vector<std::int32_t> busy_blocks;
 };
 
 /// The drafts of one sequence.
@@ -84,7 +94,15 @@ class draft_proposer {
   /// suppressed ids and the q rows keep the target's ids.
   void set_logits_width(std::int64_t width);
 
-  /// Starts a round; returns its first draft step (logits_only). Jobs must
+  /// The draft's KV cache is the target's own pool (a layer-skipping
+  /// drafter of the target's first layers computes exactly what the target
+  /// wrote there): a round feeds t0 alone (the target fed all before it),
+  /// a job whose draft positions lie in a busy block gets no drafts, and
+  /// nothing is remembered.
+  void share_target_kv() { shares_target_kv_ = true; }
+
+  /// Starts a round; returns its first draft step (logits_only; without
+  /// sequences when no job can be drafted: then take_reply). Jobs must
   /// have slots >= 1 and a block table covering tokens.size() + slots - 1 positions.
   scheduled_step begin(draft_request request);
   /// The logits [rows * vocab] of the last step; returns the next step, or
@@ -122,6 +140,8 @@ class draft_proposer {
     drafted result;
   };
 
+  /// Whether a round drafting `chain` tokens for `job` writes a block of `busy_blocks`.
+  bool writes_busy_block(const draft_job& job, std::int32_t chain, std::span<const std::int32_t> busy_blocks) const;
   scheduled_step next_step(bool first);
   void draw(job_state& state, std::span<const float> logits_row);
   void remember(const job_state& state);
@@ -130,6 +150,7 @@ class draft_proposer {
 
   std::int32_t block_size_;
   std::int64_t vocab_size_;
+  bool shares_target_kv_ = false;
   std::int64_t logits_width_;
   std::vector<float> widened_;  ///< [vocab] a narrow row, then -inf up to vocab_size
   std::size_t max_remembered_;

@@ -100,6 +100,10 @@ draft_request draft_jobs(const scheduled_step& step) {
     if (seq.draft_slots <= 0 || !seq.drafts.empty() || row == nullptr || row->params == nullptr) continue;
     request.jobs.push_back(job_from_row(step, i, *row, seq.draft_slots));
   }
+  for (const block_copy& copy : step.copies) {
+    if (copy.from == block_location::device) request.busy_blocks.push_back(copy.src);
+    if (copy.to == block_location::device) request.busy_blocks.push_back(copy.dst);
+  }
   return request;
 }
 
@@ -138,6 +142,13 @@ bool drafter_has_own_compute(bool drafter_on_cpu, int target_threads, int draft_
 
 bool drafts_ahead(draft_ahead_mode mode, bool own_compute) {
   return mode == draft_ahead_mode::on || (mode == draft_ahead_mode::automatic && own_compute);
+}
+
+bool shares_target_kv(std::span<const int> kept, std::string_view draft_ahead) {
+  // A layer after a skipped one sees another input than the target's does.
+  for (std::size_t i = 0; i < kept.size(); ++i)
+    if (kept[i] != static_cast<int>(i)) return false;
+  return draft_ahead != "on";
 }
 
 std::vector<int> kept_layers(std::string_view skip, int num_layers) {

@@ -5,6 +5,7 @@
 // which layers a layer-skipping drafter keeps.
 
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -34,7 +35,8 @@ std::vector<std::pair<std::size_t, draft_tree>> lookup_drafts(const scheduled_st
 
 /// The draft-model jobs of `step`: one per sequence with draft slots and no
 /// drafts yet, with copies of its tokens, block table and sampling settings
-/// (the message must not point into the scheduler's state).
+/// (the message must not point into the scheduler's state), and the device
+/// blocks the step's copies read or write (draft_request::busy_blocks).
 draft_request draft_jobs(const scheduled_step& step);
 
 /// The jobs of the round drafted ahead for `step` as dispatched, its drafts
@@ -54,6 +56,14 @@ bool drafter_has_own_compute(bool drafter_on_cpu, int target_threads, int draft_
 
 /// Whether the scheduler drafts ahead in `mode` (automatic: where the drafter has `own_compute`).
 bool drafts_ahead(draft_ahead_mode mode, bool own_compute);
+
+/// Whether a layer-skipping drafter running the target's layers `kept`
+/// works in the target's KV pool instead of one of its own: when they are
+/// the first layers (which compute the K/V the target wrote, exactly) and
+/// `draft_ahead` (knob speculative_draft_ahead) is not "on" (an ahead round
+/// would write while the target writes the same sequences). It then has no
+/// context to catch up on and holds no KV memory.
+bool shares_target_kv(std::span<const int> kept, std::string_view draft_ahead);
 
 /// The layers a layer-skipping drafter of a `num_layers`-layer model runs,
 /// given the `speculative_skip_layers` knob ("4-7", "1,3,5", "0,6-7"; empty:

@@ -42,6 +42,14 @@ TEST(SpeculationSettings, BadSkipListsNameTheKnob) {
   }
 }
 
+TEST(SpeculationSettings, ALayerSkippingDrafterOfTheFirstLayersSharesTheTargetsKvUnlessDraftingAhead) {
+  EXPECT_TRUE(shares_target_kv(kept_layers("", 8), "auto")) << "the upper half skipped";
+  EXPECT_TRUE(shares_target_kv(kept_layers("1-7", 8), "off"));
+  EXPECT_FALSE(shares_target_kv(kept_layers("", 8), "on")) << "an ahead round writes while the target does";
+  EXPECT_FALSE(shares_target_kv(kept_layers("2", 8), "auto")) << "layers after a skipped one see other inputs";
+  EXPECT_FALSE(shares_target_kv(kept_layers("0", 8), "off"));
+}
+
 TEST(SpeculationSettings, DraftingAheadAutoNeedsCoresOfItsOwn) {
   EXPECT_TRUE(drafter_has_own_compute(false, 0, 0, 2)) << "off the cpu the drafter has its own stream";
   EXPECT_FALSE(drafter_has_own_compute(true, 0, 0, 16)) << "both on every core";
