@@ -106,10 +106,7 @@ void dispatch(self_ptr self, scheduled_step step) {
     std::vector<std::int32_t>& blocks = state.busy_blocks[id];
     for (const scheduled_sequence& seq : step.sequences)
       blocks.insert(blocks.end(), seq.block_table.begin(), seq.block_table.end());
-    for (const block_copy& copy : step.copies) {
-      if (copy.from == block_location::device) blocks.push_back(copy.src);
-      if (copy.to == block_location::device) blocks.push_back(copy.dst);
-    }
+    append_device_blocks(step.copies, blocks);
   }
   auto work = std::make_shared<const scheduled_step>(std::move(step));
   self->request(state.setup.executor, state.setup.step_timeout, atom::run_step_v, work)

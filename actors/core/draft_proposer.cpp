@@ -93,7 +93,6 @@ scheduled_step draft_proposer::begin(draft_request request) {
   ++round_;
   steps_ = 0;
   jobs_.clear();
-
   for (draft_job& job : request.jobs) {
     if (job.slots < 1 || job.tokens.empty() || job.prompt_length < 0 ||
         job.prompt_length > static_cast<std::int32_t>(job.tokens.size()))

@@ -100,11 +100,15 @@ draft_request draft_jobs(const scheduled_step& step) {
     if (seq.draft_slots <= 0 || !seq.drafts.empty() || row == nullptr || row->params == nullptr) continue;
     request.jobs.push_back(job_from_row(step, i, *row, seq.draft_slots));
   }
-  for (const block_copy& copy : step.copies) {
-    if (copy.from == block_location::device) request.busy_blocks.push_back(copy.src);
-    if (copy.to == block_location::device) request.busy_blocks.push_back(copy.dst);
-  }
+  append_device_blocks(step.copies, request.busy_blocks);
   return request;
+}
+
+void append_device_blocks(std::span<const block_copy> copies, std::vector<std::int32_t>& blocks) {
+  for (const block_copy& copy : copies) {
+    if (copy.from == block_location::device) blocks.push_back(copy.src);
+    if (copy.to == block_location::device) blocks.push_back(copy.dst);
+  }
 }
 
 draft_request ahead_draft_jobs(const scheduled_step& step, std::int32_t block_size) {

@@ -39,6 +39,9 @@ std::vector<std::pair<std::size_t, draft_tree>> lookup_drafts(const scheduled_st
 /// blocks the step's copies read or write (draft_request::busy_blocks).
 draft_request draft_jobs(const scheduled_step& step);
 
+/// Appends the device blocks `copies` read or write to `blocks`.
+void append_device_blocks(std::span<const block_copy> copies, std::vector<std::int32_t>& blocks);
+
 /// The jobs of the round drafted ahead for `step` as dispatched, its drafts
 /// set (draft_ahead.hpp): one per sequence with drafts whose table's blocks
 /// (of `block_size` tokens) cover at least two positions after its first
