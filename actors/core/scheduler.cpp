@@ -150,6 +150,7 @@ sequence& scheduler::add_sequence(request_state& request, int choice) {
   seq->request = &request;
   seq->choice = choice;
   seq->seed = choice_seed(request.seed, choice);
+  seq->acceptance = acceptance_prior_;
   start_matcher(*seq);
   sequence& ref = *seq;
   ++status_counts_[static_cast<int>(ref.status)];

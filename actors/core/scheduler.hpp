@@ -339,6 +339,12 @@ class scheduler {
   double step_time_estimate_s_ = 0;
   bool split_decodes_ = false;
   speculation_cost_model speculation_costs_;
+  /// Accepted drafts / depth proposed, averaged over every sequence's
+  /// verified rounds: where a new sequence's acceptance starts (1 before
+  /// any round), so that one whose drafter is seldom right (layer skipping
+  /// on a model not trained for it) does not take several optimistic
+  /// rounds to learn what its neighbours already showed.
+  double acceptance_prior_ = 1.0;
   std::map<std::uint64_t, in_flight_step> in_flight_;
   std::optional<step_plan> plan_;
   bool step_ready_ = false;

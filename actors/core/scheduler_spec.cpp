@@ -25,6 +25,9 @@ std::vector<std::int32_t> chain_parents(std::int32_t j) {
 /// Weight of the newest round in a sequence's acceptance average: about the
 /// last five rounds count, so k follows a change of text within a few steps.
 constexpr double acceptance_smoothing = 0.2;
+/// Weight of the newest round in the engine's acceptance average, a new
+/// sequence's starting guess: about the last twenty rounds of any sequence.
+constexpr double prior_smoothing = 0.05;
 
 /// A sequence the turn-down left plain this many decodes in a row speculates
 /// once more: its acceptance was measured on text it has left behind. With
@@ -279,6 +282,7 @@ void scheduler::observe_verified(sequence& seq, std::int32_t accepted) {
   const std::int32_t depth = seq.drafts_fed.parents.empty() ? drafts : tree_depth(seq.drafts_fed.parents);
   const double fraction = static_cast<double>(accepted) / depth;
   seq.acceptance = (1 - acceptance_smoothing) * seq.acceptance + acceptance_smoothing * fraction;
+  acceptance_prior_ = (1 - prior_smoothing) * acceptance_prior_ + prior_smoothing * fraction;
   if (seq.planned_match.length > 0) {
     const auto length = static_cast<std::size_t>(seq.planned_match.length);
     if (seq.acceptance_by_match.size() <= length) seq.acceptance_by_match.resize(length + 1, 1.0);

@@ -156,6 +156,35 @@ TEST(SpeculativeRounds, AResultWhoseAcceptedCountsDoNotFitIsRefused) {
 // Waiting and prefilling sequences count towards speculative_max_batch: a
 // decode beside two long prompts gets no draft slots with a cap of 2, and
 // gets them with 3.
+// A new sequence's acceptance starts from the engine's average over the
+// rounds before it, not from 1: after a request whose every draft was
+// rejected, the next one's first round asks for fewer slots (adaptive k);
+// after one whose every draft was accepted, for all of them.
+TEST(SpeculativeRounds, ANewSequenceStartsFromTheEnginesAcceptance) {
+  for (const proposer_kind kind : {proposer_kind::wrong, proposer_kind::right}) {
+    scheduler_config config = spec_config(4);
+    config.speculative_adaptive = true;
+    spec_driver d(config, fake_proposer(kind, kVocab));
+    d.submit(make_spec({.prompt_len = 3, .max_tokens = 40}));
+    d.run();
+    const request_handle next = d.submit(make_spec({.prompt_len = 3, .max_tokens = 40, .first_token = 9}));
+    std::int32_t first_slots = -1;
+    for (int i = 0; i < 4 && first_slots <= 0; ++i) {
+      const scheduled_step step = d.plan();
+      for (const scheduled_sequence& s : step.sequences)
+        if (s.request == next && s.draft_slots > 0) first_slots = s.draft_slots;
+      d.deliver(d.execute(step));
+    }
+    if (kind == proposer_kind::wrong) {
+      EXPECT_GE(first_slots, 1) << "a sequence never measured still gets its round";
+      EXPECT_LT(first_slots, 4) << "its first round's slots";
+    } else {
+      EXPECT_EQ(first_slots, 4);
+    }
+    d.run();
+  }
+}
+
 TEST(SpeculativeKnobs, TheBatchCapCountsPrefillingSequences) {
   for (const int cap : {2, 3}) {
     scheduler_config config = spec_config(3);
