@@ -81,6 +81,7 @@ step_result_ptr execute(executor_state& state, const scheduled_step& step) {
       result->accepted = std::move(sampled.accepted);
     }
   }
+  if (r.finish_before_answering) r.device->synchronize();
   result->execute_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   ++state.steps;
   return result;
@@ -118,6 +119,16 @@ caf::result<draft_reply_ptr> run_round(executor_state& state, const draft_reques
     try {
       return std::move(execute(state, step)->logits);
     } catch (const std::exception& e) {
+      // In the target's pool nothing the failed step queued may still run
+      // when the target's step goes out (best effort: a device that fails
+      // to finish is failing anyway).
+      if (state.resources->shares_target_kv) {
+        try {
+          state.resources->device->synchronize();
+        } catch (const std::exception&) {
+          state.failed = true;
+        }
+      }
       if (step_failure_is_recoverable(e, *state.resources->device)) {
         spdlog::warn("executor: draft step {} failed, its round has no drafts: {}", step.id, e.what());
       } else {

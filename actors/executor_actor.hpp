@@ -1,7 +1,8 @@
 #pragma once
 // The executor actor: one execution stream. It owns the backend, the model's
-// uploaded weights, the device KV pool and the host swap pool, and runs each
-// step: block copies, forward pass, sampling.
+// uploaded weights, the device KV pool (a layer-skip drafter may share the
+// target's) and the host swap pool, and runs each step: block copies,
+// forward pass, sampling.
 
 #include <exception>
 #include <memory>
@@ -15,8 +16,9 @@ namespace troupe {
 
 /// What an executor runs on; moved into the actor at spawn.
 struct executor_resources {
-  /// A layer-skip drafter's weights live in the target's backend: declared
-  /// first so that it is destroyed last, after the model that shares them.
+  /// A layer-skip drafter's weights (and a shared KV pool) live in the
+  /// target's backend: declared first so that it is destroyed last, after
+  /// the model and the cache that use its memory.
   std::shared_ptr<backend> weights_device;
   std::shared_ptr<const checkpoint> weights_source;  ///< keeps mapped weights alive
   std::shared_ptr<backend> device;
@@ -25,6 +27,11 @@ struct executor_resources {
   /// the target's own (shares_target_kv).
   std::shared_ptr<kv_cache> cache;
   bool shares_target_kv = false;
+  /// A drafter works in this pool: every step waits for the device before
+  /// it is answered, so that no queued copy or write of a step still runs
+  /// when its blocks are handed to a draft round (the CUDA backend queues
+  /// them, and only a step with logits rows waits for its results).
+  bool finish_before_answering = false;
   std::unique_ptr<host_block_pool> host;
   int fail_after_steps = -1;    ///< test hook: the steps after this many fail (-1: never)
   std::string fault = "error";  ///< test hook: how (engine_config::test_executor_fault)

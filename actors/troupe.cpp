@@ -201,6 +201,7 @@ loaded_engine_model load_engine_model(const engine_config& config) {
   loaded.executor = resources;
   loaded.drafter = load_drafter(config, *resources, loaded.num_device_blocks, *loaded.preparer->tokenizer());
   if (loaded.drafter) loaded.draft_one_token_step_s = time_one_token_step(*loaded.drafter, true);
+  resources->finish_before_answering = loaded.drafter && loaded.drafter->shares_target_kv;
   loaded.eos_token_ids = eos_ids(*loaded.weights, *loaded.preparer->tokenizer());
   loaded.constraints = make_constraint_compiler(*loaded.preparer->tokenizer(), loaded.eos_token_ids);
   loaded.info.served_model_name = config.served_model_name.empty() ? dir.filename().string() : config.served_model_name;
@@ -265,12 +266,16 @@ troupe_handles spawn_troupe(caf::actor_system& system, const engine_config& conf
   setup.speculation = *parse_speculative_method(config.speculative);  // checked by load_drafter
   if (model.drafter) {
     handles.draft_executor = spawn_draft_executor(system, model.drafter, config.block_size);
-    handles.speculator = spawn_speculator(system, {.draft_executor = handles.draft_executor});
+    // A round in the target's KV may not be given up (it might still write), so it gets a step's time.
+    speculator_setup speculator{.draft_executor = handles.draft_executor};
+    if (model.drafter->shares_target_kv) speculator.round_timeout = setup.step_timeout;
+    handles.speculator = spawn_speculator(system, speculator);
     setup.speculator = handles.speculator;
     setup.drafter_own_compute = drafter_has_own_compute(model.drafter->device->name() == "cpu", config.threads,
                                                         config.draft_threads, available_cores());
     setup.block_size = config.block_size;
     setup.drafter_shares_target_kv = model.drafter->shares_target_kv;
+    setup.loop.scheduler.drafter_catches_up = !model.drafter->shares_target_kv;
     const bool ahead = !setup.drafter_shares_target_kv &&
                        drafts_ahead(setup.loop.scheduler.speculative_draft_ahead, setup.drafter_own_compute);
     spdlog::info(

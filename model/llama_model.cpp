@@ -370,7 +370,8 @@ tensor_view llama_model::forward(const step_batch& batch, kv_cache& cache, host_
   const dtype act = backend_.activation_type();
   const std::int64_t hidden = config_.hidden_size;
   backend_.embed(*plan_, weights_->embed_tokens.view, ws.residual.view(act, tokens, hidden));
-  // A drafter's cache holds only the layers it runs: cache layer i is active_layers_[i].
+  // A drafter's own cache holds only the layers it runs: cache layer i is
+  // active_layers_[i] (on the target's cache a drafter's layers are its first, so i is i).
   for (std::size_t i = 0; i < active_layers_.size(); ++i) {
     run_layer(weights_->layers[static_cast<std::size_t>(active_layers_[i])], static_cast<int>(i), *plan_, cache, tokens,
               i == 0);

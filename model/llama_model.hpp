@@ -46,8 +46,10 @@ class llama_model {
   /// A self-speculative drafter: `source`'s uploaded weights, shared (not
   /// copied), with only the decoder layers `layers` (ascending indices into
   /// source's, none repeated) run, on `backend` (a second backend of the same
-  /// kind, e.g. its own CPU threads or CUDA stream). Its KV cache holds the
-  /// kept layers only (kv_spec). `source` must outlive it. Throws
+  /// kind, e.g. its own CPU threads or CUDA stream). Its own KV cache holds
+  /// the kept layers only (kv_spec); a drafter of the first layers can run
+  /// on the source's cache instead (its layer i is the source's layer i).
+  /// `source` must outlive it. Throws
   /// std::invalid_argument on an empty or bad layer list or a backend of another kind.
   llama_model(const llama_model& source, backend& backend, std::vector<int> layers);
   ~llama_model();

@@ -85,7 +85,7 @@ bool draft_proposer::writes_busy_block(const draft_job& job, std::int32_t chain,
   const auto first = static_cast<std::size_t>(last / block_size_);
   const auto end = std::min(job.block_table.size(), static_cast<std::size_t>((last + chain - 1) / block_size_ + 1));
   for (std::size_t block = first; block < end; ++block)
-    if (std::find(busy_blocks.begin(), busy_blocks.end(), job.block_table[block]) != busy_blocks.end()) return true;
+    if (std::binary_search(busy_blocks.begin(), busy_blocks.end(), job.block_table[block])) return true;
   return false;
 }
 
@@ -93,6 +93,7 @@ scheduled_step draft_proposer::begin(draft_request request) {
   ++round_;
   steps_ = 0;
   jobs_.clear();
+  std::sort(request.busy_blocks.begin(), request.busy_blocks.end());
   for (draft_job& job : request.jobs) {
     if (job.slots < 1 || job.tokens.empty() || job.prompt_length < 0 ||
         job.prompt_length > static_cast<std::int32_t>(job.tokens.size()))

@@ -18,8 +18,10 @@
 // it last; a round trusts the longest prefix of a sequence's blocks whose
 // last writer wrote them through the same table positions after the same
 // tokens (its own earlier rounds, or another sequence sharing a cached
-// prompt prefix), and recomputes the rest. Trust is only ever about
-// acceptance, never correctness: verification decides what is emitted.
+// prompt prefix), and recomputes the rest. With its own pool, trust is only
+// ever about acceptance, never correctness: verification decides what is
+// emitted. In the target's pool the drafter must never write what the
+// target will read (draft_request::busy_blocks).
 
 #include <cstdint>
 #include <functional>
@@ -140,7 +142,7 @@ class draft_proposer {
     drafted result;
   };
 
-  /// Whether a round drafting `chain` tokens for `job` writes a block of `busy_blocks`.
+  /// Whether a round drafting `chain` tokens for `job` writes a block of `busy_blocks` (sorted).
   bool writes_busy_block(const draft_job& job, std::int32_t chain, std::span<const std::int32_t> busy_blocks) const;
   scheduled_step next_step(bool first);
   void draw(job_state& state, std::span<const float> logits_row);

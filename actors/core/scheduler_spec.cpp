@@ -76,11 +76,12 @@ scheduler::speculating_set scheduler::speculating_decodes(int cap) const {
   // whole context or the stretch first: not worth it with fewer tokens left
   // than two full rounds emit. (A large batch whose sequences end within a
   // few steps of each other drops below speculative_max_batch with a few
-  // tokens left in each: they stay plain.)
-  const bool rounds_cost = speculation_costs_.draft_rounds_cost();
+  // tokens left in each: they stay plain.) A drafter working in the
+  // target's KV has nothing to catch up on.
+  const bool catch_up_costs = speculation_costs_.draft_rounds_cost() && config_.drafter_catches_up;
   const std::int64_t catch_up_pays_from = 2 * (std::int64_t{config_.num_speculative_tokens} + 1);
   const auto too_short_to_catch_up = [&](const sequence& seq) {
-    return rounds_cost && tokens_left(seq) < catch_up_pays_from;
+    return catch_up_costs && tokens_left(seq) < catch_up_pays_from;
   };
   // Prompt lookup costs nothing to ask before the round: a decode without a
   // match stays plain, and one with a match is valued by how well matches of

@@ -245,16 +245,26 @@ TEST(SpeculativePlanning, WithoutDraftRoundsProbesComeEvery32Decodes) {
 // two full rounds emit (2 × (k + 1) = 6 here) that costs more than it can
 // win back, so with a drafter whose rounds cost time such a sequence stays
 // plain. Prompt lookup has nothing to catch up.
+// A drafter working in the target's KV (layer skipping of the first layers)
+// has no catch-up to avoid: near the end it is treated as prompt lookup is.
 TEST(SpeculativePlanning, ADrafterDoesNotCatchUpASequenceNearItsEnd) {
-  for (const double draft_step_s : {1e-4, 0.0}) {
-    SCOPED_TRACE(draft_step_s > 0 ? "draft model" : "prompt lookup");
-    spec_driver d(spec_config(2, /*blocks=*/128), std::nullopt);
+  struct drafter_case {
+    double draft_step_s;
+    bool catches_up;
+  };
+  for (const auto [draft_step_s, catches_up] :
+       {drafter_case{1e-4, true}, drafter_case{1e-4, false}, drafter_case{0.0, true}}) {
+    SCOPED_TRACE(draft_step_s == 0 ? "prompt lookup" : catches_up ? "draft model" : "in the target's KV");
+    scheduler_config config = spec_config(2, /*blocks=*/128);
+    config.drafter_catches_up = catches_up;
+    spec_driver d(config, std::nullopt);
+    const bool avoids_catch_up = draft_step_s > 0 && catches_up;
     const request_handle short_output = d.submit(make_spec({.prompt_len = 4, .max_tokens = 6, .first_token = 1}));
     const request_handle long_output = d.submit(make_spec({.prompt_len = 4, .max_tokens = 36, .first_token = 11}));
     run_plain(d, d.plan());
     if (draft_step_s > 0) d.sched().speculation_costs().observe_draft_round(2, 1, draft_step_s);
     scheduled_step first = d.plan();
-    EXPECT_EQ(entry(first, short_output).draft_slots, draft_step_s > 0 ? 0 : 2) << "5 tokens left";
+    EXPECT_EQ(entry(first, short_output).draft_slots, avoids_catch_up ? 0 : 2) << "5 tokens left";
     EXPECT_EQ(entry(first, long_output).draft_slots, 2) << "35 tokens left";
     for (std::size_t i = 0; i < first.sequences.size(); ++i)
       if (first.sequences[i].draft_slots > 0) {
@@ -272,7 +282,7 @@ TEST(SpeculativePlanning, ADrafterDoesNotCatchUpASequenceNearItsEnd) {
         if (seq.request == long_output && seq.draft_slots > 0) probed_at.push_back(d.outputs[{long_output, 0}].size());
       run_plain(d, step);
     }
-    EXPECT_EQ(probed_at.size(), draft_step_s > 0 ? 0u : 1u);
+    EXPECT_EQ(probed_at.size(), avoids_catch_up ? 0u : 1u);
     if (!probed_at.empty()) {
       EXPECT_GE(probed_at[0], 32u) << "a probe after 32 plain decodes";
     }

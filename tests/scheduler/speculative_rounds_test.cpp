@@ -153,9 +153,6 @@ TEST(SpeculativeRounds, AResultWhoseAcceptedCountsDoNotFitIsRefused) {
   d.run();
 }
 
-// Waiting and prefilling sequences count towards speculative_max_batch: a
-// decode beside two long prompts gets no draft slots with a cap of 2, and
-// gets them with 3.
 // A new sequence's acceptance starts from the engine's average over the
 // rounds before it, not from 1: after a request whose every draft was
 // rejected, the next one's first round asks for fewer slots (adaptive k);
@@ -185,6 +182,9 @@ TEST(SpeculativeRounds, ANewSequenceStartsFromTheEnginesAcceptance) {
   }
 }
 
+// Waiting and prefilling sequences count towards speculative_max_batch: a
+// decode beside two long prompts gets no draft slots with a cap of 2, and
+// gets them with 3.
 TEST(SpeculativeKnobs, TheBatchCapCountsPrefillingSequences) {
   for (const int cap : {2, 3}) {
     scheduler_config config = spec_config(3);
