@@ -71,7 +71,7 @@ struct sequence {
   std::vector<std::int32_t> draft_context;  ///< the verify rows' output_tokens: outputs then the drafts (a
                                             ///< chain), or per node outputs then its path (path_contexts)
   std::vector<float> draft_probs;           ///< [num_drafts * vocab] the drafts' q rows, or empty
-  double acceptance = 1.0;  ///< exponential average of accepted drafts / depth proposed (from the engine's)
+  double acceptance = 1.0;                  ///< exponential average of accepted drafts / depth proposed
   double fed_fraction = 1.0;                ///< exponential average of drafts fed / draft slots granted
   bool drafts_verified = false;             ///< a round of its drafts was verified (acceptance is measured)
   /// Prompt lookup: `acceptance` kept per match length (index: suffix
