@@ -1,7 +1,8 @@
 #pragma once
 // The CPU backend class, shared by the files that implement its parts
 // (cpu_backend.cpp: memory, weights, caches; cpu_ops.cpp: row ops and
-// attention; cpu_linear.cpp: GEMM/GEMV; cpu_sampler.cpp: sampling).
+// attention; cpu_linear_weights.cpp: linear weights at load; cpu_linear.cpp:
+// GEMM/GEMV; sampler.cpp: sampling).
 
 #include <cstdint>
 #include <memory>
