@@ -102,7 +102,7 @@ void dispatch(self_ptr self, scheduled_step step) {
   const std::uint64_t id = step.id;
   state.loop->on_dispatched(id, state.now());
   draft_ahead(self, step);  // before the step is moved out: its jobs copy from the step's hooks
-  if (state.setup.drafter_shares_target_kv) {
+  if (state.loop->core().config().drafter_shares_target_kv) {
     std::vector<std::int32_t>& blocks = state.busy_blocks[id];
     for (const scheduled_sequence& seq : step.sequences)
       blocks.insert(blocks.end(), seq.block_table.begin(), seq.block_table.end());

@@ -38,8 +38,6 @@ struct scheduler_setup {
   /// The drafter runs on compute the target does not use (speculation.hpp,
   /// drafter_has_own_compute): knob speculative_draft_ahead's auto drafts ahead then.
   bool drafter_own_compute = false;
-  /// The drafter works in the target's KV pool (executor_resources::shares_target_kv): never drafts ahead.
-  bool drafter_shares_target_kv = false;
   std::int32_t block_size = 16;  ///< tokens per KV block (the blocks an ahead round may write through)
 };
 

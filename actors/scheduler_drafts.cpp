@@ -45,7 +45,7 @@ void ask_drafter(self_ptr self, scheduled_step step, double since) {
   // A drafter working in the target's KV may still write the sequences'
   // draft positions after a given-up round, so it gets as long as a target
   // step does, and failing to answer fails the engine as a hung executor would.
-  const bool shared = state.setup.drafter_shares_target_kv;
+  const bool shared = state.loop->core().config().drafter_shares_target_kv;
   self->request(state.setup.speculator, shared ? state.setup.step_timeout : state.setup.draft_timeout, atom::propose_v,
                 std::move(request))
       .then(
@@ -103,8 +103,9 @@ void draft_ahead(self_ptr self, const scheduled_step& step) {
   // Only a drafter runs rounds: prompt lookup (or no proposer) has no speculator, whatever the live knob says.
   const bool drafter =
       state.setup.speculation == speculative_method::draft || state.setup.speculation == speculative_method::layerskip;
-  if (!drafter || state.ahead_in_flight || state.setup.drafter_shares_target_kv ||
-      !drafts_ahead(state.loop->core().config().speculative_draft_ahead, state.setup.drafter_own_compute))
+  const scheduler_config& config = state.loop->core().config();
+  if (!drafter || state.ahead_in_flight ||
+      !drafts_ahead(config.speculative_draft_ahead, state.setup.drafter_own_compute, config.drafter_shares_target_kv))
     return;
   auto asked = std::make_shared<const draft_request>(ahead_draft_jobs(step, state.setup.block_size));
   if (asked->jobs.empty()) return;

@@ -274,15 +274,14 @@ troupe_handles spawn_troupe(caf::actor_system& system, const engine_config& conf
     setup.drafter_own_compute = drafter_has_own_compute(model.drafter->device->name() == "cpu", config.threads,
                                                         config.draft_threads, available_cores());
     setup.block_size = config.block_size;
-    setup.drafter_shares_target_kv = model.drafter->shares_target_kv;
-    setup.loop.scheduler.drafter_catches_up = !model.drafter->shares_target_kv;
-    const bool ahead = !setup.drafter_shares_target_kv &&
-                       drafts_ahead(setup.loop.scheduler.speculative_draft_ahead, setup.drafter_own_compute);
+    const bool shared = model.drafter->shares_target_kv;
+    setup.loop.scheduler.drafter_shares_target_kv = shared;
+    const bool ahead = drafts_ahead(setup.loop.scheduler.speculative_draft_ahead, setup.drafter_own_compute, shared);
     spdlog::info(
         "speculative decoding: the next round is drafted during verification: {} (knob "
         "speculative_draft_ahead {}; the drafter {} compute of its own{})",
         ahead ? "yes" : "no", config.speculative_draft_ahead, setup.drafter_own_compute ? "has" : "has no",
-        setup.drafter_shares_target_kv ? " and works in the target's KV" : "");
+        shared ? " and works in the target's KV" : "");
   }
   handles.scheduler = spawn_scheduler(system, std::move(setup), handles.clock_start);
 

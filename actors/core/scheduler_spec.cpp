@@ -78,7 +78,7 @@ scheduler::speculating_set scheduler::speculating_decodes(int cap) const {
   // few steps of each other drops below speculative_max_batch with a few
   // tokens left in each: they stay plain.) A drafter working in the
   // target's KV has nothing to catch up on.
-  const bool catch_up_costs = speculation_costs_.draft_rounds_cost() && config_.drafter_catches_up;
+  const bool catch_up_costs = speculation_costs_.draft_rounds_cost() && !config_.drafter_shares_target_kv;
   const std::int64_t catch_up_pays_from = 2 * (std::int64_t{config_.num_speculative_tokens} + 1);
   const auto too_short_to_catch_up = [&](const sequence& seq) {
     return catch_up_costs && tokens_left(seq) < catch_up_pays_from;

@@ -98,11 +98,11 @@ struct scheduler_config {
   preemption_mode preemption;                ///< how sequences give up KV (knob preemption_mode)
   policy_config policies;                    ///< tunables of the policies
   int swap_min_tokens;                       ///< automatic mode: recompute sequences shorter than this
-  /// A drafter (draft model, layer skipping) feeds a sequence's context it
-  /// has not seen before drafting; false where it works in the target's KV
-  /// (executor_resources::shares_target_kv), so near a sequence's end it
-  /// may speculate as prompt lookup does.
-  bool drafter_catches_up = true;
+  /// The drafter works in the target's KV (executor_resources::
+  /// shares_target_kv): it has no context to catch up on, so near a
+  /// sequence's end it may speculate as prompt lookup does; the scheduler
+  /// actor keeps it off busy blocks and never drafts ahead with it.
+  bool drafter_shares_target_kv = false;
   int preemption_grace_steps;                ///< steps a sequence runs after admission or resumption before a more
                                              ///< urgent request may preempt it (running out of blocks ignores this)
   double admission_watermark;                ///< fraction of device blocks kept free when admitting new work

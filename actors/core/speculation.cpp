@@ -144,7 +144,8 @@ bool drafter_has_own_compute(bool drafter_on_cpu, int target_threads, int draft_
   return target + draft <= cores;
 }
 
-bool drafts_ahead(draft_ahead_mode mode, bool own_compute) {
+bool drafts_ahead(draft_ahead_mode mode, bool own_compute, bool shares_target_kv) {
+  if (shares_target_kv) return false;
   return mode == draft_ahead_mode::on || (mode == draft_ahead_mode::automatic && own_compute);
 }
 

@@ -57,8 +57,10 @@ draft_request ahead_draft_jobs(const scheduled_step& step, std::int32_t block_si
 /// `cores` (0 threads means all cores; 0 draft threads, as many as the target's).
 bool drafter_has_own_compute(bool drafter_on_cpu, int target_threads, int draft_threads, int cores);
 
-/// Whether the scheduler drafts ahead in `mode` (automatic: where the drafter has `own_compute`).
-bool drafts_ahead(draft_ahead_mode mode, bool own_compute);
+/// Whether the scheduler drafts ahead in `mode` (automatic: where the
+/// drafter has `own_compute`); never for a drafter that `shares_target_kv`
+/// (an ahead round would write while the target writes the same sequences).
+bool drafts_ahead(draft_ahead_mode mode, bool own_compute, bool shares_target_kv = false);
 
 /// Whether a layer-skipping drafter running the target's layers `kept`
 /// works in the target's KV pool instead of one of its own: when they are

@@ -256,7 +256,7 @@ TEST(SpeculativePlanning, ADrafterDoesNotCatchUpASequenceNearItsEnd) {
        {drafter_case{1e-4, true}, drafter_case{1e-4, false}, drafter_case{0.0, true}}) {
     SCOPED_TRACE(draft_step_s == 0 ? "prompt lookup" : catches_up ? "draft model" : "in the target's KV");
     scheduler_config config = spec_config(2, /*blocks=*/128);
-    config.drafter_catches_up = catches_up;
+    config.drafter_shares_target_kv = !catches_up;
     spec_driver d(config, std::nullopt);
     const bool avoids_catch_up = draft_step_s > 0 && catches_up;
     const request_handle short_output = d.submit(make_spec({.prompt_len = 4, .max_tokens = 6, .first_token = 1}));
