@@ -12,9 +12,11 @@ namespace troupe::scheduler_flow {
 
 namespace {
 
+// A step abandoned while its drafts were out (a step before it failed) runs
+// its block copies only, and none of it after the engine failed.
 void drafts_done(self_ptr self, scheduled_step step) {
   self->state.drafting = false;
-  dispatch(self, std::move(step));
+  if (self->state.loop->settle_drafted(step)) dispatch(self, std::move(step));
   try_step(self);
 }
 
@@ -41,7 +43,6 @@ void ask_drafter(self_ptr self, scheduled_step step, double since) {
     return drafts_done(self, std::move(step));
   }
   auto pending = std::make_shared<scheduled_step>(std::move(step));
-  const auto sequences = static_cast<std::int32_t>(request->jobs.size());
   // A drafter working in the target's KV may still write the sequences'
   // draft positions after a given-up round, so it gets as long as a target
   // step does, and failing to answer fails the engine as a hung executor would.
@@ -49,8 +50,11 @@ void ask_drafter(self_ptr self, scheduled_step step, double since) {
   self->request(state.setup.speculator, shared ? state.setup.step_timeout : state.setup.draft_timeout, atom::propose_v,
                 std::move(request))
       .then(
-          [self, pending, since, sequences](const draft_reply_ptr& reply) {
-            self->state.loop->on_draft_round(sequences, reply->steps, self->state.now() - since);
+          [self, pending, since](const draft_reply_ptr& reply) {
+            self->state.loop->on_draft_round(reply->num_drafted(), reply->steps, self->state.now() - since);
+            // A step abandoned meanwhile has no sequences to draft for (drafts_done).
+            if (!self->state.loop->core().has_step_in_flight(pending->id))
+              return drafts_done(self, std::move(*pending));
             for (const drafted& out : reply->sequences) {
               const std::string problem =
                   self->state.loop->set_drafts(*pending, out.sequence_index, out.drafts, out.probs, out.parents);

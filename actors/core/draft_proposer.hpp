@@ -23,6 +23,7 @@
 // emitted. In the target's pool the drafter must never write what the
 // target will read (draft_request::busy_blocks).
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -76,8 +77,15 @@ struct drafted {
 
 /// The answer to a round.
 struct draft_reply {
-  std::vector<drafted> sequences;
-  std::int32_t steps = 0;  ///< draft model steps the round ran (the most drafts any job wanted)
+  std::vector<drafted> sequences;  ///< one per job, in job order (no drafts: skipped)
+  std::int32_t steps = 0;          ///< draft model steps the round ran (the most drafts any job wanted)
+
+  /// Jobs the round drafted for: the sequences its draft steps fed (a
+  /// skipped job, e.g. one writing a busy block, costs the round nothing).
+  std::int32_t num_drafted() const {
+    return static_cast<std::int32_t>(
+        std::count_if(sequences.begin(), sequences.end(), [](const drafted& d) { return !d.drafts.empty(); }));
+  }
 };
 
 /// Runs one draft step: the logits [rows * vocab] of a logits_only step.

@@ -196,6 +196,15 @@ void scheduler_loop::observe_step_cost(const step_result& result) {
   costs.set_step_overhead(overlap_ == overlap_mode::serial ? step_cost_.serial_gap_s() : 0.0);
 }
 
+bool scheduler_loop::settle_drafted(scheduled_step& step) const {
+  if (!healthy_) return false;
+  if (!core_.has_step_in_flight(step.id)) {
+    step.sequences.clear();
+    step.rows.clear();
+  }
+  return !step.empty();
+}
+
 void scheduler_loop::on_dispatched(std::uint64_t step, double now) {
   if (const auto it = in_flight_.find(step); it != in_flight_.end()) it->second = now;
 }

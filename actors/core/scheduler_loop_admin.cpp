@@ -88,6 +88,10 @@ std::string scheduler_loop::configure(const settings_change& change, double now)
   if (change.speculative_draft_ahead) {
     const auto ahead = parse_draft_ahead_mode(*change.speculative_draft_ahead);
     if (!ahead) return "unknown speculative_draft_ahead '" + *change.speculative_draft_ahead + "'";
+    // Its drafts ahead would write blocks the target's step in flight may use.
+    if (*ahead == draft_ahead_mode::on && config.drafter_shares_target_kv)
+      return "speculative_draft_ahead on needs a drafter with a KV pool of its own, and this one works in the "
+             "target's KV: restart with --speculative-draft-ahead on to give it one";
     config.speculative_draft_ahead = *ahead;
   }
   if (change.policy && !make_policy(*change.policy)) return "unknown policy '" + *change.policy + "'";

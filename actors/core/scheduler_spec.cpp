@@ -37,6 +37,8 @@ constexpr double prior_smoothing = 0.05;
 /// round the whole step waits for, and its catch-up feeds the drafter every
 /// token since the last (a prefill of the wait), so on text the draft cannot
 /// follow, probing for good would cost a draft prefill of the whole output.
+/// A drafter working in the target's KV has no catch-up: its probe costs one
+/// round, so its waits grow to the longest and its probes go on there.
 constexpr std::int32_t first_probe_wait = 32;
 constexpr std::int32_t longest_probe_wait = 128;
 constexpr std::int32_t no_more_probes = std::numeric_limits<std::int32_t>::max();
@@ -56,7 +58,8 @@ std::int32_t scheduler::probe_wait_after(const sequence& seq, draft_grant drafts
   // Prompt lookup has no draft round and no catch-up: its probes cost only the verified slots.
   if (drafts != draft_grant::probe || !seq.drafts_verified || !speculation_costs_.draft_rounds_cost()) return 0;
   if (seq.decodes_before_probe <= 0) return 2 * first_probe_wait;
-  return seq.decodes_before_probe >= longest_probe_wait ? no_more_probes : 2 * seq.decodes_before_probe;
+  if (seq.decodes_before_probe < longest_probe_wait) return 2 * seq.decodes_before_probe;
+  return config_.drafter_shares_target_kv ? longest_probe_wait : no_more_probes;
 }
 
 scheduler::speculating_set scheduler::speculating_decodes(int cap) const {

@@ -171,6 +171,67 @@ TEST(EngineStepFailure, AThrowingDraftStepCostsOnlyItsRoundsDrafts) {
   expect_pool_idle(*engine, idle);
 }
 
+// A target step that throws while speculating: the requests in the failing
+// step fail, every other one gets its tokens of a run without speculation
+// (greedy, batch-invariant), and the engine and the pool are as before.
+// The layer-skipping drafter works in the target's KV (busy blocks). A
+// step abandoned while its drafts are out is the loop's to settle
+// (LoopStepFailure.AStepAbandonedWhileItsDraftsWereOutDoesNotRun): steps
+// this small rarely overlap a round.
+class EngineStepFailureWhileDrafting : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EngineStepFailureWhileDrafting, FailsOnlyTheFailingStepsRequests) {
+  auto config = tiny_engine_config();
+  config.batch_invariant = true;
+  const std::vector<std::string> prompts = {"the first of six requests",
+                                            "a second one, a little longer than that",
+                                            "three",
+                                            "and a fourth request beside them",
+                                            "five",
+                                            "the last of six"};
+  std::vector<std::vector<std::int32_t>> expected;
+  {
+    auto plain = engine::start(config);
+    for (const std::string& prompt : prompts) {
+      auto sink = submit(*plain, prompt, 24);
+      ASSERT_TRUE(sink->wait());
+      expect_complete(*sink, 24);
+      expected.push_back(sink->choices[0].tokens);
+    }
+  }
+  config.speculative = GetParam();
+  if (GetParam() == "draft") config.draft_model = config.model_dir;
+  config.num_speculative_tokens = 3;
+  config.speculative_max_batch = 16;
+  config.test_fail_executor_after_steps = 6;
+  config.test_executor_fault = "throw";
+  config.max_num_seqs = 2;  // the others wait outside the failing step
+  auto engine = engine::start(config);
+  const engine_stats idle = engine->stats();
+  std::vector<std::shared_ptr<recording_sink>> sinks;
+  for (const std::string& prompt : prompts) sinks.push_back(submit(*engine, prompt, 24));
+  std::size_t failed = 0;
+  for (std::size_t i = 0; i < sinks.size(); ++i) {
+    ASSERT_TRUE(sinks[i]->wait(20s)) << "request " << i;
+    if (sinks[i]->error) {
+      ++failed;
+      EXPECT_NE(sinks[i]->error->message.find("bad_alloc"), std::string::npos) << sinks[i]->error->message;
+      continue;
+    }
+    expect_complete(*sinks[i], 24);
+    EXPECT_EQ(sinks[i]->choices[0].tokens, expected[i]) << "request " << i << " beside the failure";
+  }
+  EXPECT_GE(failed, 1u);
+  EXPECT_LT(failed, sinks.size()) << "every request was in the failing step";
+  const engine_stats after = engine->stats();
+  EXPECT_TRUE(after.healthy) << after.health_detail;
+  EXPECT_EQ(after.step_failures, 1u);
+  EXPECT_GE(after.spec_decode_num_drafts, 1u);
+  expect_pool_idle(*engine, idle);
+}
+
+INSTANTIATE_TEST_SUITE_P(Drafters, EngineStepFailureWhileDrafting, ::testing::Values("draft", "layerskip"));
+
 TEST(StepFailureIsRecoverable, AllocationsAndRejectedInputsOnTheCpuBackendOnly) {
   const std::shared_ptr<backend> cpu = make_backend("cpu", 1);
   EXPECT_TRUE(step_failure_is_recoverable(std::bad_alloc(), *cpu));

@@ -35,6 +35,7 @@ def plain():
 @pytest.fixture(scope="module", params=["ngram", "layerskip", "draft"])
 def speculating(request):
     live = LiveServer(["--batch-invariant", "--speculative", request.param, "--num-speculative-tokens", "4"])
+    live.proposer = request.param
     yield live
     live.stop()
 
@@ -143,11 +144,18 @@ def test_speculation_is_turned_down_live(speculating):
 
 
 def test_drafting_ahead_forced_on_live_keeps_the_outputs(plain, speculating):
-    """speculative_draft_ahead is live for every proposer: forced on, prompt
-    lookup (no drafter, nothing to draft ahead) and the drafters keep the
-    plain server's greedy outputs."""
+    """speculative_draft_ahead is live: forced on, prompt lookup (no
+    drafter, nothing to draft ahead) and the draft model keep the plain
+    server's greedy outputs. The layer-skipping drafter works in the
+    target's KV, where drafting ahead would write blocks the step being
+    verified uses: forcing it on live is refused, naming the knob."""
     url = speculating.base_url + "/admin/config"
-    requests.patch(url, json={"speculative_draft_ahead": "on"}, timeout=10).raise_for_status()
+    forced = requests.patch(url, json={"speculative_draft_ahead": "on"}, timeout=10)
+    if speculating.proposer == "layerskip":
+        assert forced.status_code == 409 and "speculative_draft_ahead" in forced.text, forced.text
+        assert requests.get(url, timeout=10).json()["settings"]["speculative_draft_ahead"] == "auto"
+        return
+    forced.raise_for_status()
     try:
         before = speculating.metric("troupe:spec_decode_num_ahead_drafts_total")
         with ThreadPoolExecutor(len(PROMPTS)) as pool:

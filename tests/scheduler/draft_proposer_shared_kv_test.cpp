@@ -77,6 +77,8 @@ TEST(DraftProposerSharingTargetKv, ASequenceWhoseDraftPositionsLieInABusyBlockGe
     // A busy block the round only reads (a shared prompt prefix a step in flight reads too) stops nothing.
     EXPECT_EQ(reply.sequences[0].drafts, busy == 32 ? std::vector<std::int32_t>{} : expected_chain(tokens, 3));
     EXPECT_EQ(reply.sequences[1].drafts, busy == 41 ? std::vector<std::int32_t>{} : expected_chain(other_tokens, 2));
+    // The turn-down times the round by the sequences its steps fed, not by the jobs asked.
+    EXPECT_EQ(reply.num_drafted(), busy == 30 ? 2 : 1);
   }
 }
 
@@ -90,6 +92,7 @@ TEST(DraftProposerSharingTargetKv, ARoundWithEveryJobSkippedRunsNoStep) {
   EXPECT_EQ(reply.steps, 0);
   ASSERT_EQ(reply.sequences.size(), 1u);
   EXPECT_TRUE(reply.sequences[0].drafts.empty());
+  EXPECT_EQ(reply.num_drafted(), 0);
 }
 
 // Without sharing the busy blocks change nothing: the draft's own pool is

@@ -102,6 +102,31 @@ TEST(LoopConfigure, AWrongChangeSaysWhyAndChangesNothing) {
   EXPECT_EQ(d.loop.core().policy().name(), std::string("fcfs"));
 }
 
+// A drafter in the target's KV drafting ahead would write blocks the step
+// being verified uses: forcing it on live is refused; auto and off are not.
+TEST(LoopConfigure, DraftingAheadIsNotForcedOnForADrafterInTheTargetsKv) {
+  for (const bool shares_target_kv : {false, true}) {
+    SCOPED_TRACE(shares_target_kv ? "in the target's KV" : "its own pool");
+    scheduler_loop_config config = small_loop_config();
+    config.scheduler.drafter_shares_target_kv = shares_target_kv;
+    loop_driver d(config);
+    settings_change change;
+    change.speculative_draft_ahead = "on";
+    const std::string problem = d.loop.configure(change, 0);
+    EXPECT_EQ(d.loop.core().config().speculative_draft_ahead,
+              shares_target_kv ? draft_ahead_mode::automatic : draft_ahead_mode::on);
+    if (shares_target_kv) {
+      EXPECT_NE(problem.find("speculative_draft_ahead on needs a drafter with a KV pool of its own"), std::string::npos)
+          << problem;
+    } else {
+      EXPECT_EQ(problem, "");
+    }
+    change.speculative_draft_ahead = "off";
+    EXPECT_EQ(d.loop.configure(change, 0), "");
+    EXPECT_EQ(d.loop.core().config().speculative_draft_ahead, draft_ahead_mode::off);
+  }
+}
+
 TEST(LoopConfigure, TheSnapshotCountsRequestsAndReportsHealthAndSettings) {
   loop_driver d;
   d.submit("a", 100);

@@ -104,6 +104,33 @@ TEST_F(LoopStepFailure, AStepPlannedAcrossTheFailureNeverRuns) {
   EXPECT_EQ(d.kv.free_blocks(), total);
 }
 
+// The scheduler actor asks a drafter for b's step once it is taken, and
+// a's step fails before the drafts come back: b's step is abandoned, so
+// nothing of it runs (it has no block copies), and b is recomputed.
+TEST_F(LoopStepFailure, AStepAbandonedWhileItsDraftsWereOutDoesNotRun) {
+  plan_second();
+  scheduled_step kept = second->step;
+  EXPECT_TRUE(d.loop.settle_drafted(kept)) << "a step still in flight runs";
+  EXPECT_EQ(kept.sequences.size(), second->step.sequences.size());
+  EXPECT_EQ(kept.rows.size(), second->step.rows.size());
+  d.loop.on_step_result(failed_result(first->step.id), d.now);
+  scheduled_step abandoned = second->step;
+  EXPECT_FALSE(d.loop.settle_drafted(abandoned)) << "b's abandoned step would feed a recomputed sequence";
+  EXPECT_TRUE(abandoned.sequences.empty());
+  d.run_serially();
+  ASSERT_EQ(d.finishes_of(b).size(), 1u);
+  EXPECT_EQ(d.finishes_of(b)[0].usage.completion_tokens, 8);
+  EXPECT_EQ(d.kv.free_blocks(), total) << "blocks leaked";
+}
+
+// After the engine failed nothing runs, whatever the step held.
+TEST_F(LoopStepFailure, NothingRunsAfterTheEngineFailedWhileTheDraftsWereOut) {
+  plan_second();
+  ASSERT_TRUE(d.loop.on_step_failed(second->step.id, "the executor did not answer", d.now));
+  scheduled_step planned_before = first->step;
+  EXPECT_FALSE(d.loop.settle_drafted(planned_before)) << "a step taken before the failure";
+}
+
 TEST_F(LoopStepFailure, AFailureOfADroppedStepChangesNothing) {
   plan_second();
   d.loop.on_step_result(failed_result(first->step.id), d.now);
@@ -126,10 +153,14 @@ TEST_F(LoopStepFailure, ADrainWaitingOnlyForTheFailedRequestIsAnswered) {
 // Three requests outgrow a 12-block pool while decoding, two steps in
 // flight (each request submitted once the step before it runs, so that
 // their decodes alternate between the steps): the first step planned with
-// a swap-out while another is in flight meets that step's failure. Its
-// sequences must not run, but its copies must: the swap-out is the only
-// copy of its victim's K/V.
-TEST(LoopStepFailureSwap, AStepPlannedAcrossTheFailureStillRunsItsSwapOuts) {
+// a swap-out while another is in flight meets that step's failure, while
+// it is planned or once it is taken (its drafts out). Its sequences must
+// not run, but its copies must: the swap-out is the only copy of its
+// victim's K/V.
+class LoopStepFailureSwap : public ::testing::TestWithParam<bool> {};
+
+TEST_P(LoopStepFailureSwap, AStepPlannedBeforeTheFailureStillRunsItsSwapOuts) {
+  const bool fails_once_taken = GetParam();
   scheduler_loop_config config = small_loop_config();
   config.scheduler = small_config({.budget = 64, .max_seqs = 8, .blocks = 12, .host_blocks = 32});
   config.scheduler.preemption = preemption_mode::swap;
@@ -154,10 +185,17 @@ TEST(LoopStepFailureSwap, AStepPlannedAcrossTheFailureStillRunsItsSwapOuts) {
         request = std::move(again);
       }
       if (swaps_out && !in_flight.empty()) {
+        planned_step taken;
+        if (fails_once_taken) taken = d.loop.take_step(d.now);
         const step_outcome out = d.loop.on_step_result(failed_result(in_flight.front().id), d.now);
         EXPECT_FALSE(out.failed_requests.empty());
-        const planned_step taken = d.loop.take_step(d.now);
-        EXPECT_TRUE(taken.step.sequences.empty()) << "a step planned across the failure fed its sequences";
+        if (fails_once_taken) {
+          EXPECT_FALSE(taken.step.sequences.empty());
+          EXPECT_TRUE(d.loop.settle_drafted(taken.step));
+        } else {
+          taken = d.loop.take_step(d.now);
+        }
+        EXPECT_TRUE(taken.step.sequences.empty()) << "a step planned before the failure fed its sequences";
         EXPECT_TRUE(taken.step.rows.empty());
         EXPECT_FALSE(taken.step.copies.empty()) << "the victim's swap-out was dropped";
         EXPECT_EQ(taken.next, after_planning::run);
@@ -177,6 +215,11 @@ TEST(LoopStepFailureSwap, AStepPlannedAcrossTheFailureStillRunsItsSwapOuts) {
   }
   FAIL() << "no step swapped out while another was in flight";
 }
+
+INSTANTIATE_TEST_SUITE_P(FailsWhile, LoopStepFailureSwap, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "ItsDraftsAreOut" : "ItIsPlanned";
+                         });
 
 TEST(LoopStepFailureMalformed, AResultThatDoesNotFitItsStepStillFailsTheEngine) {
   loop_driver d;

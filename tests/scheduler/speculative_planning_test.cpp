@@ -182,14 +182,21 @@ TEST(SpeculativePlanning, ASequenceLeftPlainForLongIsProbedAgain) {
 
 // A decode left plain by compute-bound costs, after its first verified round.
 struct probe_harness {
-  spec_driver d{spec_config(2, /*blocks=*/256), std::nullopt};
-  request_handle r = d.submit(make_spec({.prompt_len = 4, .max_tokens = 700}));
+  spec_driver d;
+  request_handle r;
 
-  explicit probe_harness(double draft_step_s) {
+  explicit probe_harness(double draft_step_s, bool drafter_shares_target_kv = false)
+      : d(probe_config(drafter_shares_target_kv), std::nullopt),
+        r(d.submit(make_spec({.prompt_len = 4, .max_tokens = 700}))) {
     run_plain(d, d.plan());
     if (draft_step_s > 0) d.sched().speculation_costs().observe_draft_round(1, 1, draft_step_s);
     observe(1, 0);  // every draft costs a whole token: plain decoding wins
     verify_one_round(d);
+  }
+  static scheduler_config probe_config(bool drafter_shares_target_kv) {
+    scheduler_config config = spec_config(2, /*blocks=*/256);
+    config.drafter_shares_target_kv = drafter_shares_target_kv;
+    return config;
   }
   void observe(double per_token_ms, double fixed_ms) {
     for (int round = 0; round < 100; ++round)
@@ -229,6 +236,17 @@ TEST(SpeculativePlanning, DrafterProbesBackOffAndStopUntilTheCostModelChoosesThe
   run_plain(h.d, chosen);
   h.observe(1, 0);
   h.expect_probe_after(32);
+  h.d.run();
+}
+
+// A drafter working in the target's KV has no catch-up, so a probe costs
+// one round however long the wait: the waits double to the longest, and
+// probes go on there.
+TEST(SpeculativePlanning, ADrafterInTheTargetsKvKeepsProbingAtTheLongestWait) {
+  probe_harness h(/*draft_step_s=*/1e-4, /*drafter_shares_target_kv=*/true);
+  h.expect_probe_after(32);
+  h.expect_probe_after(64);
+  for (int probe = 0; probe < 3; ++probe) h.expect_probe_after(128);
   h.d.run();
 }
 
