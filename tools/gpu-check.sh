@@ -2,12 +2,14 @@
 # One command for a freshly started GPU machine (CUDA 13, CMake, PyTorch, no
 # Debian packages of ours, no network): unpacks the pack that
 # tools/gpu-pack.sh built, prints the device and driver, runs the GPU tests,
-# runs them again under compute-sanitizer memcheck and racecheck, runs the
+# runs them again under compute-sanitizer memcheck and racecheck, runs
+# speculative decoding on a CUDA engine (actors_tests'
+# SpeculativeEngineCuda: every proposer against no speculation), runs the
 # GPU benchmarks (bf16, then the quantised formats: qbench), and writes a
 # short report to $OUT/gpu-report.md (stdout when OUT is unset). Exits
 # non-zero when a stage fails.
 #
-#   tools/gpu-check.sh [--stages unpack,env,tests,memcheck,racecheck,bench,qbench]
+#   tools/gpu-check.sh [--stages unpack,env,tests,memcheck,racecheck,spec,bench,qbench]
 #
 # Environment: TROUPE_GPU_PACK (default <repo>/build-gpu-pack/troupe-gpu.tar.xz),
 # TROUPE_GPU_WORK (unpack dir), TROUPE_GPU_TEST_FILTER (gtest filter for the
@@ -17,15 +19,16 @@
 # TROUPE_QBENCH_PRESETS (default "1b") and TROUPE_QBENCH_FORMATS (default
 # "int8 int4 int4_asym int4_nl int5_asym") for qbench.
 #
-# Under the device tool's 10-minute limit per command, run it as three calls:
+# Under the device tool's 10-minute limit per command, run it as four calls:
 #   tools/gpu-check.sh --stages env,tests,memcheck,racecheck
+#   tools/gpu-check.sh --stages env,spec
 #   tools/gpu-check.sh --stages env,bench
 #   tools/gpu-check.sh --stages env,qbench
 set -uo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 pack="${TROUPE_GPU_PACK:-$repo_root/build-gpu-pack/troupe-gpu.tar.xz}"
 work="${TROUPE_GPU_WORK:-${TMPDIR:-/tmp}/troupe-gpu}"
-stages="unpack,env,tests,memcheck,racecheck,bench,qbench"
+stages="unpack,env,tests,memcheck,racecheck,spec,bench,qbench"
 while [ $# -gt 0 ]; do
   case "$1" in
     --stages) stages="unpack,$2"; shift 2 ;;
@@ -148,6 +151,23 @@ for tool in memcheck racecheck; do
   fi
 done
 
+# Speculative decoding through the engine on CUDA: the drafter on its own
+# stream, a layer-skipping one in the target's KV pool (the suite has no
+# cases without a GPU, so none run is a failure here).
+if wants spec; then
+  if run_stage spec "$(timeout_for spec 240)" "$tests/actors_tests" --gtest_filter='*SpeculativeEngineCuda*'; then
+    if grep -qE '^\[  PASSED  \] [1-9]' "$logs/spec.log"; then
+      row "speculation (cuda engine)" ok "$stage_seconds" "$(gtest_summary "$logs/spec.log")"
+    else
+      row "speculation (cuda engine)" FAILED "$stage_seconds" "no case ran: does actors_tests see the device?"
+      failed=1
+    fi
+  else
+    row "speculation (cuda engine)" FAILED "$stage_seconds" "$(gtest_summary "$logs/spec.log"): $(grep -E '^\[  FAILED  \] [A-Za-z]' "$logs/spec.log" | sed 's/\[  FAILED  \] //' | sort -u | head -8 | tr '\n' ' ')"
+    failed=1
+  fi
+fi
+
 # GPU benchmarks: `troupe bench` on random bf16 checkpoints of the 1b and 8b
 # shapes (made here by `troupe make-model`, kept in $work/models between
 # calls on the same machine): prefill, decode at several batch sizes, and
@@ -197,7 +217,8 @@ report() {
   echo "| stage | result | seconds | summary |"
   echo "|---|---|---|---|"
   cat "$summary"
-  for log in "$logs"/env.log "$logs"/tests.log "$logs"/memcheck.log "$logs"/racecheck.log "$logs"/bench-*.log; do
+  for log in "$logs"/env.log "$logs"/tests.log "$logs"/memcheck.log "$logs"/racecheck.log "$logs"/spec.log \
+    "$logs"/bench-*.log; do
     [ -f "$log" ] || continue
     echo
     echo "## $(basename "$log" .log) (last lines)"

@@ -10,98 +10,30 @@
 
 #include <gtest/gtest.h>
 
-#include <boost/json/parse.hpp>
-#include <boost/json/serialize.hpp>
-#include <fstream>
-#include <random>
-#include <sstream>
 #include <thread>
 
 #include "engine_fixture.hpp"
 #include "kernels/quantization.hpp"
 #include "model/checkpoint.hpp"
 #include "solo_reference.hpp"
+#include "speculation_workload.hpp"
 #include "tests/model/model_test_util.hpp"
 
 namespace troupe {
 namespace {
+
+using testing::planned_request;
+using testing::servable_fixture;
 
 constexpr int num_requests = 48;
 /// Tokens per KV block, the engine's and the reference's: small, so that
 /// the pool runs short (preemption) and the block tables are long.
 constexpr int block_size = 4;
 
-// The tiny test model's tokenizer cut to the fixtures' vocabulary of 320:
-// the byte tokens and the first merges up to id 299, the special tokens
-// renumbered after them (as HF numbers added tokens missing from the vocab).
-std::string tokenizer_within_fixture_vocab() {
-  constexpr std::int64_t kept = 300;
-  std::ifstream in(testing::tiny_model_dir() / "tokenizer.json");
-  std::stringstream text;
-  text << in.rdbuf();
-  boost::json::value json = boost::json::parse(text.str());
-  boost::json::object& model = json.at("model").as_object();
-  boost::json::object vocab;
-  for (const auto& [token, id] : model.at("vocab").as_object())
-    if (id.as_int64() < kept) vocab[token] = id;
-  boost::json::array merges;
-  for (const auto& merge : model.at("merges").as_array()) {
-    std::string pair(merge.as_string());
-    const auto space = pair.find(' ');
-    if (vocab.contains(pair.substr(0, space) + pair.substr(space + 1))) merges.push_back(merge);
-  }
-  model["vocab"] = std::move(vocab);
-  model["merges"] = std::move(merges);
-  for (auto& processor : json.at("post_processor").at("processors").as_array()) {
-    if (auto* special = processor.as_object().if_contains("special_tokens"))
-      for (auto& [name, token] : special->as_object())
-        token.as_object()["ids"] = boost::json::array{kept};  // <|begin_of_text|>, the first added token
-  }
-  return boost::json::serialize(json);
-}
-
-// A fixture checkpoint (tests/fixtures/models, made by transformers) with a
-// tokenizer beside it that fits its vocabulary, which the engine needs to run.
-std::filesystem::path servable_fixture(const std::string& name) {
-  const auto source = std::filesystem::path(TROUPE_FIXTURES_DIR) / "models" / name;
-  const auto dir = testing::process_scratch_dir() / ("spec-" + name);
-  if (std::filesystem::exists(dir / "tokenizer.json")) return dir;
-  std::filesystem::create_directories(dir);
-  for (const char* file : {"config.json", "generation_config.json", "model.safetensors"})
-    std::filesystem::copy_file(source / file, dir / file, std::filesystem::copy_options::overwrite_existing);
-  std::filesystem::copy_file(testing::tiny_model_dir() / "tokenizer_config.json", dir / "tokenizer_config.json",
-                             std::filesystem::copy_options::overwrite_existing);
-  std::ofstream(dir / "tokenizer.json", std::ios::trunc) << tokenizer_within_fixture_vocab();
-  return dir;
-}
-
-struct planned_request {
-  generation_request request;
-  bool cancel = false;
-  std::vector<std::int32_t> expected;  ///< greedy, run alone without speculation
-};
-
 std::vector<planned_request> make_workload(const std::filesystem::path& dir,
                                            weight_quantization quantization = weight_quantization::none) {
   const checkpoint ckpt = checkpoint::open(dir, {.show_progress = false});
-  const auto vocab = static_cast<int>(ckpt.config().vocab_size);
-  const auto context = static_cast<int>(ckpt.config().max_position_embeddings);  // qwen2's fixtures: 40
-  std::mt19937 rng(11);
-  const auto uniform = [&](int low, int high) { return std::uniform_int_distribution<int>(low, high)(rng); };
-  std::vector<planned_request> plan(num_requests);
-  for (int i = 0; i < num_requests; ++i) {
-    generation_request& r = plan[static_cast<std::size_t>(i)].request;
-    r.kind = prompt_kind::token_ids;
-    std::vector<std::int32_t> piece(static_cast<std::size_t>(uniform(3, std::min(40, context / 4))));
-    for (auto& id : piece) id = uniform(0, vocab - 1);
-    // Half the prompts repeat themselves: material for prompt lookup.
-    r.prompt_token_ids = piece;
-    if (i % 2 == 0) r.prompt_token_ids.insert(r.prompt_token_ids.end(), piece.begin(), piece.end());
-    r.max_tokens = uniform(1, std::min(40, context - static_cast<int>(r.prompt_token_ids.size())));
-    r.sampling.temperature = 0.0f;
-    r.speculative = i % 7 != 3;  // a few opt out
-    plan[static_cast<std::size_t>(i)].cancel = i % 11 == 5;
-  }
+  std::vector<planned_request> plan = testing::speculation_workload(ckpt, num_requests);
   testing::solo_reference reference(ckpt, quantization, block_size);
   for (auto& planned : plan) {
     runner_request alone;
@@ -133,41 +65,18 @@ void expect_lossless(const std::string& fixture, const std::string& proposer, co
                      int tree_width, const speculation_variant& formats = {}) {
   const auto dir = servable_fixture(fixture);
   const std::vector<planned_request> plan = make_workload(dir, formats.target);
-  engine_config config = testing::tiny_engine_config();
-  config.model_dir = dir.string();
+  engine_config config =
+      testing::speculation_engine_config(dir, proposer, preemption, block_size, fixture.ends_with("f32") ? 4 : 2);
   config.quantization = std::string(quantization_name(formats.target));
   config.draft_quantization = formats.draft;
   config.draft_vocab_size = formats.draft_vocab_size;
   config.speculative_draft_ahead = formats.draft_ahead;
   config.speculative_turn_down = formats.turn_down;
   config.batch_invariant = true;
-  config.speculative = proposer;
-  config.num_speculative_tokens = 4;
   config.speculative_tree_width = tree_width;
-  if (proposer == "draft") config.draft_model = dir.string();  // the target as its own draft: the best case
-  config.preemption_mode = preemption;
-  config.block_size = block_size;
-  const checkpoint ckpt = checkpoint::open(dir, {.show_progress = false});
-  const std::int64_t block_bytes = 2 * ckpt.config().num_hidden_layers * ckpt.config().num_key_value_heads *
-                                   ckpt.config().head_dim * block_size * (fixture.ends_with("f32") ? 4 : 2);
-  // Far less than the load needs (preemption), yet room for the longest request.
-  const std::int64_t pool_blocks = std::min<std::int64_t>(48, ckpt.config().max_position_embeddings / 2 + 4);
-  config.kv_cache_bytes = pool_blocks * block_bytes;
-  config.swap_space_bytes = 400 * block_bytes;
-  config.max_num_seqs = 12;
-  config.max_num_batched_tokens = 96;
-  config.max_prefill_chunk = 16;
-  config.speculative_max_batch = 16;
   auto engine = engine::start(config);
   const engine_stats idle = engine->stats();
-
-  std::vector<std::shared_ptr<testing::recording_sink>> sinks;
-  for (std::size_t i = 0; i < plan.size(); ++i) {
-    sinks.push_back(std::make_shared<testing::recording_sink>());
-    const std::string id = engine->submit(plan[i].request, sinks.back());
-    if (plan[i].cancel) engine->cancel(id);
-    if (i % 12 == 11) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const auto sinks = testing::submit_workload(*engine, plan);
   for (std::size_t i = 0; i < plan.size(); ++i) {
     ASSERT_TRUE(sinks[i]->wait(std::chrono::seconds(120))) << "request " << i << " never ended";
     ASSERT_FALSE(sinks[i]->error) << sinks[i]->error->message;
@@ -181,13 +90,7 @@ void expect_lossless(const std::string& fixture, const std::string& proposer, co
       EXPECT_EQ(got, want) << "request " << i;
     }
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  engine_stats end = engine->stats();
-  while ((end.kv_blocks_free != idle.kv_blocks_free || end.host_kv_cache_usage > 0) &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    end = engine->stats();
-  }
+  const engine_stats end = testing::stats_once_idle(*engine, idle);
   EXPECT_EQ(end.kv_blocks_free, idle.kv_blocks_free) << "leaked blocks";
   EXPECT_EQ(end.host_kv_cache_usage, 0.0);
   EXPECT_GT(end.spec_decode_num_drafts, 0u) << "no round had drafts";

@@ -20,6 +20,7 @@
 #include "model/checkpoint.hpp"
 #include "model/llama_model.hpp"
 #include "model/npy.hpp"
+#include "tests/model/model_test_util.hpp"  // relative_max_error
 
 namespace troupe::testing {
 
@@ -80,16 +81,6 @@ struct fixture_model {
     return f;
   }
 };
-
-/// max |a - b| / max |b| over two equally long arrays.
-inline double relative_max_error(const std::vector<float>& a, const std::vector<float>& b) {
-  double max_diff = 0, max_ref = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    max_diff = std::max(max_diff, static_cast<double>(std::abs(a[i] - b[i])));
-    max_ref = std::max(max_ref, static_cast<double>(std::abs(b[i])));
-  }
-  return max_diff / max_ref;
-}
 
 /// `length` random ids in [3, vocab).
 inline std::vector<std::int32_t> random_prompt(std::mt19937& rng, int length, std::int64_t vocab) {
