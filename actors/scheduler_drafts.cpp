@@ -16,7 +16,7 @@ namespace {
 // its block copies only, and none of it after the engine failed.
 void drafts_done(self_ptr self, scheduled_step step) {
   self->state.drafting = false;
-  if (self->state.loop->settle_drafted(step)) dispatch(self, std::move(step));
+  if (self->state.loop->settle_drafted(step, self->state.now())) dispatch(self, std::move(step));
   try_step(self);
 }
 
@@ -25,6 +25,9 @@ void drafts_done(self_ptr self, scheduled_step step) {
 // every sequence's guess held.
 void ask_drafter(self_ptr self, scheduled_step step, double since) {
   auto& state = self->state;
+  // Abandoned while it waited for the round drafted ahead: nothing to draft for.
+  if (!state.loop->healthy() || !state.loop->core().has_step_in_flight(step.id))
+    return drafts_done(self, std::move(step));
   std::vector<draft_ahead_book::ahead_drafts> hits = state.ahead.take(step);
   state.loop->on_drafts_ahead(0, static_cast<std::int32_t>(hits.size()));
   std::int32_t deepest = 0;
@@ -52,8 +55,9 @@ void ask_drafter(self_ptr self, scheduled_step step, double since) {
       .then(
           [self, pending, since](const draft_reply_ptr& reply) {
             self->state.loop->on_draft_round(reply->num_drafted(), reply->steps, self->state.now() - since);
-            // A step abandoned meanwhile has no sequences to draft for (drafts_done).
-            if (!self->state.loop->core().has_step_in_flight(pending->id))
+            // A step abandoned meanwhile (or after the engine failed) has no sequences to draft for.
+            const scheduler_loop& loop = *self->state.loop;
+            if (!loop.healthy() || !loop.core().has_step_in_flight(pending->id))
               return drafts_done(self, std::move(*pending));
             for (const drafted& out : reply->sequences) {
               const std::string problem =

@@ -196,13 +196,21 @@ void scheduler_loop::observe_step_cost(const step_result& result) {
   costs.set_step_overhead(overlap_ == overlap_mode::serial ? step_cost_.serial_gap_s() : 0.0);
 }
 
-bool scheduler_loop::settle_drafted(scheduled_step& step) const {
-  if (!healthy_) return false;
+bool scheduler_loop::settle_drafted(scheduled_step& step, double now) {
+  if (!healthy_) {
+    // A failure that dropped only the steps it knew of (a malformed result)
+    // left this one to the core, whose requests would wait for its rows.
+    if (core_.has_step_in_flight(step.id)) core_.abandon_step(step.id);
+    in_flight_.erase(step.id);
+    return false;
+  }
   if (!core_.has_step_in_flight(step.id)) {
     step.sequences.clear();
     step.rows.clear();
+    if (step.empty()) return false;
+    in_flight_.emplace(step.id, now);
   }
-  return !step.empty();
+  return true;
 }
 
 void scheduler_loop::on_dispatched(std::uint64_t step, double now) {

@@ -12,7 +12,7 @@
 //   if (auto r = begin_step(now))              -> KV manager
 //   while (auto again = on_kv_reply(reply))    -> KV manager again
 //   planned_step p = take_step(now)            -> route p.events; set_drafts; run p.step, or p.next
-//   settle_drafted(p.step)                     -> once its drafts are in: run it only if true
+//   settle_drafted(p.step, now)                -> once its drafts are in: run it only if true
 //   on_dispatched(p.step.id, now)              -> when it goes to the executor (after its drafts)
 //   step_outcome o = on_step_result(r, now)    -> route o.events; begin_step again
 // "Route" means: the events to the requests' output shards, then the drain
@@ -158,12 +158,13 @@ class scheduler_loop {
   /// so that no step reads a block the failed one may have left half
   /// written; their other sequences are recomputed.
   step_outcome on_step_result(const step_result& result, double now);
-  /// A taken step whose drafts came in, made what may still run of it:
-  /// false when nothing may (the engine failed meanwhile, or nothing is
-  /// left). A step abandoned while its drafts were out (one before it
-  /// failed) keeps its block copies only, as one planned across the failure
-  /// does (take_step): a swap-out among them is its victim's only K/V copy.
-  bool settle_drafted(scheduled_step& step) const;
+  /// A taken step whose drafts came in at `now`, made what may still run of
+  /// it: false when nothing may (the engine failed meanwhile: the core then
+  /// drops it, as take_step does; or nothing is left). A step abandoned
+  /// while its drafts were out (one before it failed) keeps its block copies
+  /// only, as one planned across the failure does (take_step): a swap-out
+  /// among them is its victim's only K/V copy; it counts as in flight again.
+  bool settle_drafted(scheduled_step& step, double now);
   /// Step `step` (taken earlier) went to the executor at `now`: its round
   /// trip is timed from here, so that the wait for its drafts counts as
   /// draft time (on_draft_round), not as messaging between serial steps

@@ -112,8 +112,9 @@ inline engine_config speculation_engine_config(const std::filesystem::path& dir,
   const checkpoint ckpt = checkpoint::open(dir, {.show_progress = false});
   const std::int64_t block_bytes = 2 * ckpt.config().num_hidden_layers * ckpt.config().num_key_value_heads *
                                    ckpt.config().head_dim * block_size * kv_element_bytes;
-  const std::int64_t pool_blocks = std::min<std::int64_t>(48, ckpt.config().max_position_embeddings / 2 + 4);
-  config.kv_cache_bytes = pool_blocks * block_bytes;
+  // Tokens, not blocks: the same pressure whatever the block size.
+  const std::int64_t pool_tokens = 4 * std::min<std::int64_t>(48, ckpt.config().max_position_embeddings / 2 + 4);
+  config.kv_cache_bytes = (pool_tokens / block_size) * block_bytes;
   config.swap_space_bytes = 400 * block_bytes;
   config.max_num_seqs = 12;
   config.max_num_batched_tokens = 96;

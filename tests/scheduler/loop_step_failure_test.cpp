@@ -110,12 +110,12 @@ TEST_F(LoopStepFailure, AStepPlannedAcrossTheFailureNeverRuns) {
 TEST_F(LoopStepFailure, AStepAbandonedWhileItsDraftsWereOutDoesNotRun) {
   plan_second();
   scheduled_step kept = second->step;
-  EXPECT_TRUE(d.loop.settle_drafted(kept)) << "a step still in flight runs";
+  EXPECT_TRUE(d.loop.settle_drafted(kept, d.now)) << "a step still in flight runs";
   EXPECT_EQ(kept.sequences.size(), second->step.sequences.size());
   EXPECT_EQ(kept.rows.size(), second->step.rows.size());
   d.loop.on_step_result(failed_result(first->step.id), d.now);
   scheduled_step abandoned = second->step;
-  EXPECT_FALSE(d.loop.settle_drafted(abandoned)) << "b's abandoned step would feed a recomputed sequence";
+  EXPECT_FALSE(d.loop.settle_drafted(abandoned, d.now)) << "b's abandoned step would feed a recomputed sequence";
   EXPECT_TRUE(abandoned.sequences.empty());
   d.run_serially();
   ASSERT_EQ(d.finishes_of(b).size(), 1u);
@@ -123,12 +123,23 @@ TEST_F(LoopStepFailure, AStepAbandonedWhileItsDraftsWereOutDoesNotRun) {
   EXPECT_EQ(d.kv.free_blocks(), total) << "blocks leaked";
 }
 
-// After the engine failed nothing runs, whatever the step held.
+// A malformed result fails the engine and drops its own step; b's step,
+// taken after it and waiting for its drafts, must not run and must not
+// stay in flight either, or its request would wait for its rows for good.
 TEST_F(LoopStepFailure, NothingRunsAfterTheEngineFailedWhileTheDraftsWereOut) {
   plan_second();
-  ASSERT_TRUE(d.loop.on_step_failed(second->step.id, "the executor did not answer", d.now));
-  scheduled_step planned_before = first->step;
-  EXPECT_FALSE(d.loop.settle_drafted(planned_before)) << "a step taken before the failure";
+  step_result malformed;
+  malformed.step = first->step.id;
+  malformed.samples.resize(first->step.rows.size() + 1);
+  ASSERT_TRUE(d.loop.on_step_result(malformed, d.now).failure);
+  ASSERT_TRUE(d.loop.core().has_step_in_flight(second->step.id)) << "the case this test is about";
+  scheduled_step drafted = second->step;
+  EXPECT_FALSE(d.loop.settle_drafted(drafted, d.now));
+  EXPECT_FALSE(d.loop.core().has_step_in_flight(second->step.id));
+  EXPECT_EQ(d.loop.num_steps_in_flight(), 0u);
+  d.run_serially();
+  EXPECT_FALSE(d.loop.core().has_unfinished_requests()) << "a request waits for the dropped step's rows";
+  EXPECT_EQ(d.kv.free_blocks(), total) << "blocks leaked";
 }
 
 TEST_F(LoopStepFailure, AFailureOfADroppedStepChangesNothing) {
@@ -191,7 +202,8 @@ TEST_P(LoopStepFailureSwap, AStepPlannedBeforeTheFailureStillRunsItsSwapOuts) {
         EXPECT_FALSE(out.failed_requests.empty());
         if (fails_once_taken) {
           EXPECT_FALSE(taken.step.sequences.empty());
-          EXPECT_TRUE(d.loop.settle_drafted(taken.step));
+          EXPECT_TRUE(d.loop.settle_drafted(taken.step, d.now));
+          EXPECT_EQ(d.loop.num_steps_in_flight(), 1u) << "its copies count as a step in flight";
         } else {
           taken = d.loop.take_step(d.now);
         }
