@@ -9,6 +9,8 @@
 #include <unordered_map>
 #include <variant>
 
+#include "actors/reply_timeout.hpp"
+
 namespace troupe {
 
 namespace {
@@ -230,13 +232,16 @@ void on_prepared(self_ptr self, prepare_ticket ticket, const prepared_prompt& pr
 
 void run_prompt(self_ptr self, std::size_t i, prepare_ticket ticket, const submission_ptr& job) {
   const auto worker = self->state.workers[i].actor;
-  self->request(worker, self->state.setup.encode_timeout, atom::encode_v, job)
+  const auto encoding = self->request(worker, self->state.setup.encode_timeout, atom::encode_v, job);
+  encoding
       .then(
-          [self, i, ticket, address = worker.address()](const prepared_prompt_ptr& prompt) {
+          [self, i, ticket, address = worker.address(), reply_id = encoding.id()](const prepared_prompt_ptr& prompt) {
+            release_reply_timeout(self, reply_id);
             on_prepared(self, ticket, *prompt);
             job_done(self, i, address, false);
           },
-          [self, i, ticket, address = worker.address()](const caf::error& error) {
+          [self, i, ticket, address = worker.address(), reply_id = encoding.id()](const caf::error& error) {
+            release_reply_timeout(self, reply_id);
             if (std::optional<intake_job> job = take(self->state, ticket)) {
               const submission& request = *job->submission;
               request.sink.error({request.request.request_id, error_kind::internal,
@@ -248,20 +253,22 @@ void run_prompt(self_ptr self, std::size_t i, prepare_ticket ticket, const submi
 
 void run_text(self_ptr self, std::size_t i, prepare_ticket ticket, const text_job_ptr& job) {
   const auto worker = self->state.workers[i].actor;
-  self->request(worker, self->state.setup.encode_timeout, atom::tokenize_v, job->task())
-      .then(
-          [self, i, ticket, address = worker.address()](const text_task_result_ptr& result) {
-            if (std::optional<intake_job> done = take(self->state, ticket)) done->text->answer(*result);
-            job_done(self, i, address, false);
-          },
-          [self, i, ticket, address = worker.address()](const caf::error& error) {
-            if (std::optional<intake_job> done = take(self->state, ticket)) {
-              text_task_result failed;
-              failed.error = error_event{{}, error_kind::internal, "tokenizing failed: " + caf::to_string(error)};
-              done->text->answer(std::move(failed));
-            }
-            job_done(self, i, address, true);
-          });
+  const auto tokenizing = self->request(worker, self->state.setup.encode_timeout, atom::tokenize_v, job->task());
+  tokenizing.then(
+      [self, i, ticket, address = worker.address(), reply_id = tokenizing.id()](const text_task_result_ptr& result) {
+        release_reply_timeout(self, reply_id);
+        if (std::optional<intake_job> done = take(self->state, ticket)) done->text->answer(*result);
+        job_done(self, i, address, false);
+      },
+      [self, i, ticket, address = worker.address(), reply_id = tokenizing.id()](const caf::error& error) {
+        release_reply_timeout(self, reply_id);
+        if (std::optional<intake_job> done = take(self->state, ticket)) {
+          text_task_result failed;
+          failed.error = error_event{{}, error_kind::internal, "tokenizing failed: " + caf::to_string(error)};
+          done->text->answer(std::move(failed));
+        }
+        job_done(self, i, address, true);
+      });
 }
 
 // Hands each idle worker the next job, in turns across origins; none past

@@ -63,18 +63,21 @@ void try_step(self_ptr self) {
 
 void send_kv(self_ptr self, kv_request request) {
   auto& state = self->state;
-  self->request(state.setup.kv, state.setup.kv_timeout, std::make_shared<const kv_request>(std::move(request)))
-      .then(
-          [self](const kv_reply_ptr& reply) {
-            if (auto again = self->state.loop->on_kv_reply(*reply)) {
-              send_kv(self, std::move(*again));
-            } else {
-              finish_planning(self);
-            }
-          },
-          [self](const caf::error& error) {
-            fail_engine(self, self->state.loop->on_kv_failed(caf::to_string(error), self->state.now()));
-          });
+  const auto asked =
+      self->request(state.setup.kv, state.setup.kv_timeout, std::make_shared<const kv_request>(std::move(request)));
+  asked.then(
+      [self, reply_id = asked.id()](const kv_reply_ptr& reply) {
+        release_reply_timeout(self, reply_id);
+        if (auto again = self->state.loop->on_kv_reply(*reply)) {
+          send_kv(self, std::move(*again));
+        } else {
+          finish_planning(self);
+        }
+      },
+      [self, reply_id = asked.id()](const caf::error& error) {
+        release_reply_timeout(self, reply_id);
+        fail_engine(self, self->state.loop->on_kv_failed(caf::to_string(error), self->state.now()));
+      });
 }
 
 // ---- run ------------------------------------------------------------------
@@ -109,17 +112,22 @@ void dispatch(self_ptr self, scheduled_step step) {
     append_device_blocks(step.copies, blocks);
   }
   auto work = std::make_shared<const scheduled_step>(std::move(step));
-  self->request(state.setup.executor, state.setup.step_timeout, atom::run_step_v, work)
-      .then([self](const step_result_ptr& result) { on_step_done(self, *result); },
-            [self, id](const caf::error& error) {
-              self->state.busy_blocks.erase(id);
-              const std::string reason =
-                  error == caf::sec::request_timeout
-                      ? fmt::format("the executor did not answer within {} s (step_timeout)",
-                                    std::chrono::duration<double>(self->state.setup.step_timeout).count())
-                      : caf::to_string(error);
-              fail_engine(self, self->state.loop->on_step_failed(id, reason, self->state.now()));
-            });
+  const auto run = self->request(state.setup.executor, state.setup.step_timeout, atom::run_step_v, work);
+  run.then(
+      [self, reply_id = run.id()](const step_result_ptr& result) {
+        release_reply_timeout(self, reply_id);
+        on_step_done(self, *result);
+      },
+      [self, id, reply_id = run.id()](const caf::error& error) {
+        release_reply_timeout(self, reply_id);
+        self->state.busy_blocks.erase(id);
+        const std::string reason =
+            error == caf::sec::request_timeout
+                ? fmt::format("the executor did not answer within {} s (step_timeout)",
+                              std::chrono::duration<double>(self->state.setup.step_timeout).count())
+                : caf::to_string(error);
+        fail_engine(self, self->state.loop->on_step_failed(id, reason, self->state.now()));
+      });
 }
 
 void schedule_tick(self_ptr self, caf::timespan delay) {
@@ -212,16 +220,19 @@ void route(self_ptr self, loop_events out) {
     if (batches[shard].tokens.empty() && batches[shard].finished.empty()) continue;
     auto batch = std::make_shared<const stream_batch>(std::move(batches[shard]));
     auto done = std::make_shared<const std::vector<request_handle>>(std::move(ended[shard]));
-    self->request(state.setup.shards[shard], state.setup.events_timeout, atom::events_v, std::move(batch))
-        .then(
-            [self, done](const stream_feedback_ptr& feedback) {
-              for (const request_handle handle : *done) self->state.streams.erase(handle);
-              on_feedback(self, *feedback);
-            },
-            [self, done](const caf::error& error) {
-              spdlog::error("scheduler: output shard failed: {}", caf::to_string(error));
-              fail_unconfirmed(self, *done);
-            });
+    const auto sent =
+        self->request(state.setup.shards[shard], state.setup.events_timeout, atom::events_v, std::move(batch));
+    sent.then(
+        [self, done, reply_id = sent.id()](const stream_feedback_ptr& feedback) {
+          release_reply_timeout(self, reply_id);
+          for (const request_handle handle : *done) self->state.streams.erase(handle);
+          on_feedback(self, *feedback);
+        },
+        [self, done, reply_id = sent.id()](const caf::error& error) {
+          release_reply_timeout(self, reply_id);
+          spdlog::error("scheduler: output shard failed: {}", caf::to_string(error));
+          fail_unconfirmed(self, *done);
+        });
   }
   deliver_drains(self, out.drains);
 }

@@ -12,6 +12,7 @@
 
 #include "actors/core/draft_ahead.hpp"
 #include "actors/core/scheduler_loop.hpp"
+#include "actors/reply_timeout.hpp"
 #include "actors/scheduler_actor.hpp"
 
 namespace troupe::scheduler_flow {

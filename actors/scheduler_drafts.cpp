@@ -50,33 +50,36 @@ void ask_drafter(self_ptr self, scheduled_step step, double since) {
   // draft positions after a given-up round, so it gets as long as a target
   // step does, and failing to answer fails the engine as a hung executor would.
   const bool shared = state.loop->core().config().drafter_shares_target_kv;
-  self->request(state.setup.speculator, shared ? state.setup.step_timeout : state.setup.draft_timeout, atom::propose_v,
-                std::move(request))
-      .then(
-          [self, pending, since](const draft_reply_ptr& reply) {
-            self->state.loop->on_draft_round(reply->num_drafted(), reply->steps, self->state.now() - since);
-            // A step abandoned meanwhile (or after the engine failed) has no sequences to draft for.
-            const scheduler_loop& loop = *self->state.loop;
-            if (!loop.healthy() || !loop.core().has_step_in_flight(pending->id))
-              return drafts_done(self, std::move(*pending));
-            for (const drafted& out : reply->sequences) {
-              const std::string problem =
-                  self->state.loop->set_drafts(*pending, out.sequence_index, out.drafts, out.probs, out.parents);
-              if (!problem.empty()) spdlog::warn("scheduler: drafts refused: {}", problem);
-            }
-            drafts_done(self, std::move(*pending));
-          },
-          [self, pending, shared](const caf::error& error) {
-            if (shared && error == caf::sec::request_timeout) {
-              self->state.drafting = false;
-              fail_engine(
-                  self, self->state.loop->on_step_failed(
-                            pending->id, "the drafter, working in the target's KV, did not answer", self->state.now()));
-              return;
-            }
-            spdlog::warn("scheduler: no drafts for step {}: {}", pending->id, caf::to_string(error));
-            drafts_done(self, std::move(*pending));
-          });
+  const auto round =
+      self->request(state.setup.speculator, shared ? state.setup.step_timeout : state.setup.draft_timeout,
+                    atom::propose_v, std::move(request));
+  round.then(
+      [self, pending, since, reply_id = round.id()](const draft_reply_ptr& reply) {
+        release_reply_timeout(self, reply_id);
+        self->state.loop->on_draft_round(reply->num_drafted(), reply->steps, self->state.now() - since);
+        // A step abandoned meanwhile (or after the engine failed) has no sequences to draft for.
+        const scheduler_loop& loop = *self->state.loop;
+        if (!loop.healthy() || !loop.core().has_step_in_flight(pending->id))
+          return drafts_done(self, std::move(*pending));
+        for (const drafted& out : reply->sequences) {
+          const std::string problem =
+              self->state.loop->set_drafts(*pending, out.sequence_index, out.drafts, out.probs, out.parents);
+          if (!problem.empty()) spdlog::warn("scheduler: drafts refused: {}", problem);
+        }
+        drafts_done(self, std::move(*pending));
+      },
+      [self, pending, shared, reply_id = round.id()](const caf::error& error) {
+        release_reply_timeout(self, reply_id);
+        if (shared && error == caf::sec::request_timeout) {
+          self->state.drafting = false;
+          fail_engine(self,
+                      self->state.loop->on_step_failed(
+                          pending->id, "the drafter, working in the target's KV, did not answer", self->state.now()));
+          return;
+        }
+        spdlog::warn("scheduler: no drafts for step {}: {}", pending->id, caf::to_string(error));
+        drafts_done(self, std::move(*pending));
+      });
 }
 
 }  // namespace
@@ -123,17 +126,19 @@ void draft_ahead(self_ptr self, const scheduled_step& step) {
     if (auto step = std::move(self->state.awaiting_ahead))
       ask_drafter(self, std::move(*step), self->state.awaiting_since);
   };
-  self->request(state.setup.speculator, state.setup.draft_timeout, atom::propose_v, asked)
-      .then(
-          [self, asked, resume](const draft_reply_ptr& reply) {
-            self->state.loop->on_drafts_ahead(static_cast<std::int32_t>(asked->jobs.size()), 0);
-            self->state.ahead.record(*asked, *reply);
-            resume();
-          },
-          [resume](const caf::error& error) {
-            spdlog::warn("scheduler: no drafts drafted ahead: {}", caf::to_string(error));
-            resume();
-          });
+  const auto round = self->request(state.setup.speculator, state.setup.draft_timeout, atom::propose_v, asked);
+  round.then(
+      [self, asked, resume, reply_id = round.id()](const draft_reply_ptr& reply) {
+        release_reply_timeout(self, reply_id);
+        self->state.loop->on_drafts_ahead(static_cast<std::int32_t>(asked->jobs.size()), 0);
+        self->state.ahead.record(*asked, *reply);
+        resume();
+      },
+      [self, resume, reply_id = round.id()](const caf::error& error) {
+        release_reply_timeout(self, reply_id);
+        spdlog::warn("scheduler: no drafts drafted ahead: {}", caf::to_string(error));
+        resume();
+      });
 }
 
 }  // namespace troupe::scheduler_flow

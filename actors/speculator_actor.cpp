@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "actors/reply_timeout.hpp"
+
 namespace troupe {
 
 namespace {
@@ -22,12 +24,17 @@ speculator_actor::behavior_type speculator_behavior(self_ptr self, speculator_se
         if (request->jobs.empty()) return std::make_shared<const draft_reply>();
         auto promise = self->make_response_promise<draft_reply_ptr>();
         const speculator_setup& setup = self->state.setup;
-        self->request(setup.draft_executor, setup.round_timeout, atom::propose_v, request)
-            .then([promise](const draft_reply_ptr& reply) mutable { promise.deliver(reply); },
-                  [promise](const caf::error& error) mutable {
-                    spdlog::warn("speculator: a draft round failed: {}", caf::to_string(error));
-                    promise.deliver(error);
-                  });
+        const auto round = self->request(setup.draft_executor, setup.round_timeout, atom::propose_v, request);
+        round.then(
+            [self, promise, reply_id = round.id()](const draft_reply_ptr& reply) mutable {
+              release_reply_timeout(self, reply_id);
+              promise.deliver(reply);
+            },
+            [self, promise, reply_id = round.id()](const caf::error& error) mutable {
+              release_reply_timeout(self, reply_id);
+              spdlog::warn("speculator: a draft round failed: {}", caf::to_string(error));
+              promise.deliver(error);
+            });
         return promise;
       },
   };
