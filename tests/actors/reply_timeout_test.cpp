@@ -20,8 +20,10 @@ namespace {
 
 using namespace std::chrono_literals;
 
-caf::behavior add_one() {
-  return {[](int x) { return x + 1; }};
+// Takes an argument: CAF 0.17, spawning a function without one, binds a
+// reference to an empty argument pack through a null pointer (UBSan says so).
+caf::behavior adder(caf::event_based_actor*, int step) {
+  return {[step](int x) { return x + step; }};
 }
 
 /// Strong references to a long-lived requester once it has had `requests`
@@ -30,7 +32,7 @@ caf::behavior add_one() {
 std::size_t references_left_by(int requests, bool release, std::chrono::milliseconds settle) {
   caf::actor_system_config config;
   caf::actor_system system{config};
-  const caf::actor responder = system.spawn(add_one);
+  const caf::actor responder = system.spawn(adder, 1);
   caf::scoped_actor self{system};
   const std::size_t before = self->ctrl()->strong_refs.load();
   for (int i = 0; i < requests; ++i) {
