@@ -61,23 +61,21 @@ void try_step(self_ptr self) {
 
 // ---- KV -------------------------------------------------------------------
 
+// Its 10 s timeout stays in the actor clock after the answer (reply_timeout.hpp).
 void send_kv(self_ptr self, kv_request request) {
   auto& state = self->state;
-  const auto asked =
-      self->request(state.setup.kv, state.setup.kv_timeout, std::make_shared<const kv_request>(std::move(request)));
-  asked.then(
-      [self, reply_id = asked.id()](const kv_reply_ptr& reply) {
-        release_reply_timeout(self, reply_id);
-        if (auto again = self->state.loop->on_kv_reply(*reply)) {
-          send_kv(self, std::move(*again));
-        } else {
-          finish_planning(self);
-        }
-      },
-      [self, reply_id = asked.id()](const caf::error& error) {
-        release_reply_timeout(self, reply_id);
-        fail_engine(self, self->state.loop->on_kv_failed(caf::to_string(error), self->state.now()));
-      });
+  self->request(state.setup.kv, state.setup.kv_timeout, std::make_shared<const kv_request>(std::move(request)))
+      .then(
+          [self](const kv_reply_ptr& reply) {
+            if (auto again = self->state.loop->on_kv_reply(*reply)) {
+              send_kv(self, std::move(*again));
+            } else {
+              finish_planning(self);
+            }
+          },
+          [self](const caf::error& error) {
+            fail_engine(self, self->state.loop->on_kv_failed(caf::to_string(error), self->state.now()));
+          });
 }
 
 // ---- run ------------------------------------------------------------------
@@ -220,19 +218,16 @@ void route(self_ptr self, loop_events out) {
     if (batches[shard].tokens.empty() && batches[shard].finished.empty()) continue;
     auto batch = std::make_shared<const stream_batch>(std::move(batches[shard]));
     auto done = std::make_shared<const std::vector<request_handle>>(std::move(ended[shard]));
-    const auto sent =
-        self->request(state.setup.shards[shard], state.setup.events_timeout, atom::events_v, std::move(batch));
-    sent.then(
-        [self, done, reply_id = sent.id()](const stream_feedback_ptr& feedback) {
-          release_reply_timeout(self, reply_id);
-          for (const request_handle handle : *done) self->state.streams.erase(handle);
-          on_feedback(self, *feedback);
-        },
-        [self, done, reply_id = sent.id()](const caf::error& error) {
-          release_reply_timeout(self, reply_id);
-          spdlog::error("scheduler: output shard failed: {}", caf::to_string(error));
-          fail_unconfirmed(self, *done);
-        });
+    self->request(state.setup.shards[shard], state.setup.events_timeout, atom::events_v, std::move(batch))
+        .then(
+            [self, done](const stream_feedback_ptr& feedback) {
+              for (const request_handle handle : *done) self->state.streams.erase(handle);
+              on_feedback(self, *feedback);
+            },
+            [self, done](const caf::error& error) {
+              spdlog::error("scheduler: output shard failed: {}", caf::to_string(error));
+              fail_unconfirmed(self, *done);
+            });
   }
   deliver_drains(self, out.drains);
 }
