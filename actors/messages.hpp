@@ -253,6 +253,10 @@ using scheduler_actor = caf::typed_actor<
     caf::replies_to<atom::drain, double>::with<bool>,
     /// Internal: re-check timeouts and idle work.
     caf::reacts_to<atom::tick>,
+    /// Internal: the executor's hang check, due when the oldest step in
+    /// flight has run step_timeout (its number: a check superseded by a
+    /// later-armed one does nothing).
+    caf::reacts_to<atom::tick, std::uint64_t>,
     /// The intake restarted output shard `index` as this actor (a
     /// detokenizer_actor): the requests streamed by the dead one fail.
     caf::reacts_to<atom::shard, std::int32_t, caf::actor>>;

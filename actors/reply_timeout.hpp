@@ -6,9 +6,11 @@
 // The scheduler sends several requests a step, the step's own with
 // step_timeout (600 s by default), so the clock held every step of the last
 // ten minutes, memory growing with the step rate (the soak's resident
-// memory rose 1-2 MiB per 1,000 requests). The response handlers of the
-// requests with long timeouts (a step, a draft round, a prompt's encoding)
-// call release_reply_timeout first. A release is a message to the clock's
+// memory rose 1-2 MiB per 1,000 requests). So steps go to the executor
+// with no CAF timeout (the scheduler actor times the oldest step in flight
+// itself: arm_hang_check), and the response handlers of the other requests
+// with long timeouts (a draft round, a prompt's encoding) call
+// release_reply_timeout first. A release is a message to the clock's
 // thread, which costs about what filing the timeout did (troupe
 // bench-actors), so the KV plans and event batches, whose 10 s timeouts
 // leave at most 10 s of entries, are not released. Internal to actors/

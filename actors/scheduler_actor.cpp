@@ -17,6 +17,7 @@ namespace scheduler_flow {
 void send_kv(self_ptr self, kv_request request);
 void finish_planning(self_ptr self);
 void schedule_tick(self_ptr self, caf::timespan delay);
+void arm_hang_check(self_ptr self, caf::timespan delay);
 void on_step_done(self_ptr self, const step_result& result);
 void route(self_ptr self, loop_events out);
 void send_errors(self_ptr self, std::vector<std::pair<request_handle, error_event>> errors);
@@ -110,22 +111,42 @@ void dispatch(self_ptr self, scheduled_step step) {
     append_device_blocks(step.copies, blocks);
   }
   auto work = std::make_shared<const scheduled_step>(std::move(step));
-  const auto run = self->request(state.setup.executor, state.setup.step_timeout, atom::run_step_v, work);
-  run.then(
-      [self, reply_id = run.id()](const step_result_ptr& result) {
-        release_reply_timeout(self, reply_id);
-        on_step_done(self, *result);
-      },
-      [self, id, reply_id = run.id()](const caf::error& error) {
-        release_reply_timeout(self, reply_id);
-        self->state.busy_blocks.erase(id);
-        const std::string reason =
-            error == caf::sec::request_timeout
-                ? fmt::format("the executor did not answer within {} s (step_timeout)",
-                              std::chrono::duration<double>(self->state.setup.step_timeout).count())
-                : caf::to_string(error);
-        fail_engine(self, self->state.loop->on_step_failed(id, reason, self->state.now()));
-      });
+  // No CAF timeout (CAF 0.17 would keep it in its clock for step_timeout
+  // after the answer): the hang check times the oldest step in flight.
+  self->request(state.setup.executor, caf::infinite, atom::run_step_v, work)
+      .then([self](const step_result_ptr& result) { on_step_done(self, *result); },
+            [self, id](const caf::error& error) {
+              self->state.busy_blocks.erase(id);
+              fail_engine(self, self->state.loop->on_step_failed(id, caf::to_string(error), self->state.now()));
+            });
+  if (!state.hang_check_armed) arm_hang_check(self, state.setup.step_timeout);
+}
+
+// One timer for every step in flight, not a CAF timeout each: it fires
+// step_timeout after the oldest one was sent, fails it if it is still
+// unanswered, and otherwise waits for the next oldest.
+void arm_hang_check(self_ptr self, caf::timespan delay) {
+  self->state.hang_check_armed = true;
+  self->delayed_send(self, delay, atom::tick_v, ++self->state.hang_check);
+}
+
+void on_hang_check(self_ptr self, std::uint64_t check) {
+  auto& state = self->state;
+  if (check != state.hang_check) return;  // superseded
+  state.hang_check_armed = false;
+  const double timeout_s = std::chrono::duration<double>(state.setup.step_timeout).count();
+  if (const auto oldest = state.loop->oldest_step_in_flight(); oldest && oldest->second + timeout_s <= state.now()) {
+    state.busy_blocks.erase(oldest->first);
+    fail_engine(self,
+                state.loop->on_step_failed(
+                    oldest->first, fmt::format("the executor did not answer within {} s (step_timeout)", timeout_s),
+                    state.now()));
+  }
+  // The next dispatch arms it when no step is left in flight.
+  if (const auto next = state.loop->oldest_step_in_flight()) {
+    const double left_s = std::max(0.0, next->second + timeout_s - state.now());
+    arm_hang_check(self, std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(left_s)));
+  }
 }
 
 void schedule_tick(self_ptr self, caf::timespan delay) {
@@ -345,6 +366,7 @@ scheduler_actor::behavior_type scheduler_behavior(self_ptr self, scheduler_setup
       },
       [self](atom::drain, double seconds) { return drain(self, seconds); },
       [self](atom::tick) { on_tick(self); },
+      [self](atom::tick, std::uint64_t check) { on_hang_check(self, check); },
       [self](atom::shard, std::int32_t index, const caf::actor& replacement) {
         replace_shard(self, index, replacement);
       },

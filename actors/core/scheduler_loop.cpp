@@ -213,6 +213,13 @@ bool scheduler_loop::settle_drafted(scheduled_step& step, double now) {
   return true;
 }
 
+std::optional<std::pair<std::uint64_t, double>> scheduler_loop::oldest_step_in_flight() const {
+  const auto oldest = std::min_element(in_flight_.begin(), in_flight_.end(),
+                                       [](const auto& a, const auto& b) { return a.second < b.second; });
+  if (oldest == in_flight_.end()) return std::nullopt;
+  return *oldest;
+}
+
 void scheduler_loop::on_dispatched(std::uint64_t step, double now) {
   if (const auto it = in_flight_.find(step); it != in_flight_.end()) it->second = now;
 }

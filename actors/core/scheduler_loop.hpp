@@ -210,6 +210,9 @@ class scheduler_loop {
   overlap_mode overlap() const { return overlap_; }
   /// Steps sent to the executor whose results have not come back.
   std::size_t num_steps_in_flight() const { return in_flight_.size(); }
+  /// The step in flight sent earliest and when, seconds (the executor's
+  /// hang check: the scheduler actor fails it once step_timeout has passed).
+  std::optional<std::pair<std::uint64_t, double>> oldest_step_in_flight() const;
   /// Smoothed executor round trip of a step, seconds (0 before the first).
   double step_time_s() const { return step_time_ewma_s_; }
   /// The live request `id` goes by, if any.

@@ -1,5 +1,6 @@
 // Health: a step running too long reports the engine unhealthy while it
-// runs; a failed executor or KV manager does so for good.
+// runs; a failed executor or KV manager does so for good; the oldest step
+// in flight, which the scheduler actor's hang check times.
 
 #include <gtest/gtest.h>
 
@@ -23,6 +24,29 @@ TEST(LoopHealth, AStepRunningPastTheLimitIsReportedStuckUntilItReturns) {
   const engine_stats after = d.loop.stats(32.0);
   EXPECT_TRUE(after.healthy);
   EXPECT_EQ(after.health_detail, "");
+}
+
+// The scheduler actor's hang check times the step in flight sent earliest
+// (when it went to the executor, after its drafts), and the next one once
+// that one is answered.
+TEST(LoopHealth, TheOldestStepInFlightIsTheOneSentEarliest) {
+  loop_driver d;
+  EXPECT_FALSE(d.loop.oldest_step_in_flight());
+  d.submit("a", 100);
+  const std::optional<planned_step> first = d.plan();
+  ASSERT_TRUE(first);
+  d.loop.on_dispatched(first->step.id, 2.0);
+  d.now = 1.0;
+  d.submit("b", 100);
+  const std::optional<planned_step> second = d.plan();
+  ASSERT_TRUE(second);
+  ASSERT_EQ(second->next, after_planning::run);
+  d.loop.on_dispatched(second->step.id, 3.0);
+  EXPECT_EQ(d.loop.oldest_step_in_flight(), std::make_pair(first->step.id, 2.0));
+  d.complete(first->step);
+  EXPECT_EQ(d.loop.oldest_step_in_flight(), std::make_pair(second->step.id, 3.0));
+  d.complete(second->step);
+  EXPECT_FALSE(d.loop.oldest_step_in_flight());
 }
 
 TEST(LoopHealth, AFailedStepFailsTheEngineForGood) {
