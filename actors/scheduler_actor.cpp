@@ -135,7 +135,11 @@ void on_hang_check(self_ptr self, std::uint64_t check) {
   if (check != state.hang_check) return;  // superseded
   state.hang_check_armed = false;
   const double timeout_s = std::chrono::duration<double>(state.setup.step_timeout).count();
-  if (const auto oldest = state.loop->oldest_step_in_flight(); oldest && oldest->second + timeout_s <= state.now()) {
+  // A step still waiting for its drafts has not reached the executor (its
+  // round has a timeout of its own).
+  const auto waits_for_drafts = [&](std::uint64_t step) { return state.drafting && step == state.drafting_step; };
+  if (const auto oldest = state.loop->oldest_step_in_flight();
+      oldest && !waits_for_drafts(oldest->first) && oldest->second + timeout_s <= state.now()) {
     state.busy_blocks.erase(oldest->first);
     fail_engine(self,
                 state.loop->on_step_failed(
@@ -144,7 +148,8 @@ void on_hang_check(self_ptr self, std::uint64_t check) {
   }
   // The next dispatch arms it when no step is left in flight.
   if (const auto next = state.loop->oldest_step_in_flight()) {
-    const double left_s = std::max(0.0, next->second + timeout_s - state.now());
+    const double left_s =
+        waits_for_drafts(next->first) ? timeout_s : std::max(0.0, next->second + timeout_s - state.now());
     arm_hang_check(self, std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(left_s)));
   }
 }

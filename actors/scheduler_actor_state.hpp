@@ -38,6 +38,7 @@ struct scheduler_state {
   bool hang_check_armed = false;
   std::uint64_t hang_check = 0;
   bool drafting = false;   ///< a taken step waits for its drafts: nothing else may be dispatched before it
+  std::uint64_t drafting_step = 0;  ///< that step, while `drafting` (the hang check leaves it to the draft timeout)
   draft_ahead_book ahead;  ///< answers of rounds drafted ahead, until the steps they are for
   bool ahead_in_flight = false;
   /// A taken step whose drafts wait for the ahead round in flight (it may

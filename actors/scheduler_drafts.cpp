@@ -98,6 +98,7 @@ void fill_drafts(self_ptr self, scheduled_step step) {
     return drafts_done(self, std::move(step));
   }
   state.drafting = true;
+  state.drafting_step = step.id;
   if (state.ahead_in_flight) {
     state.awaiting_ahead = std::make_shared<scheduled_step>(std::move(step));
     state.awaiting_since = state.now();
