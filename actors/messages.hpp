@@ -170,6 +170,7 @@ CAF_ADD_ATOM(troupe, troupe::atom, abort, "abort")
 CAF_ADD_ATOM(troupe, troupe::atom, priority, "priority")
 CAF_ADD_ATOM(troupe, troupe::atom, shard, "shard")
 CAF_ADD_ATOM(troupe, troupe::atom, tokenize, "tokenize")
+CAF_ADD_ATOM(troupe, troupe::atom, hang_check, "hangcheck")
 CAF_END_TYPE_ID_BLOCK(troupe)
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::submission_ptr)
@@ -254,9 +255,8 @@ using scheduler_actor = caf::typed_actor<
     /// Internal: re-check timeouts and idle work.
     caf::reacts_to<atom::tick>,
     /// Internal: the executor's hang check, due when the oldest step in
-    /// flight has run step_timeout (its number: a check superseded by a
-    /// later-armed one does nothing).
-    caf::reacts_to<atom::tick, std::uint64_t>,
+    /// flight has run step_timeout.
+    caf::reacts_to<atom::hang_check>,
     /// The intake restarted output shard `index` as this actor (a
     /// detokenizer_actor): the requests streamed by the dead one fail.
     caf::reacts_to<atom::shard, std::int32_t, caf::actor>>;

@@ -127,12 +127,11 @@ void dispatch(self_ptr self, scheduled_step step) {
 // unanswered, and otherwise waits for the next oldest.
 void arm_hang_check(self_ptr self, caf::timespan delay) {
   self->state.hang_check_armed = true;
-  self->delayed_send(self, delay, atom::tick_v, ++self->state.hang_check);
+  self->delayed_send(self, delay, atom::hang_check_v);
 }
 
-void on_hang_check(self_ptr self, std::uint64_t check) {
+void on_hang_check(self_ptr self) {
   auto& state = self->state;
-  if (check != state.hang_check) return;  // superseded
   state.hang_check_armed = false;
   const double timeout_s = std::chrono::duration<double>(state.setup.step_timeout).count();
   // A step still waiting for its drafts has not reached the executor (its
@@ -371,7 +370,7 @@ scheduler_actor::behavior_type scheduler_behavior(self_ptr self, scheduler_setup
       },
       [self](atom::drain, double seconds) { return drain(self, seconds); },
       [self](atom::tick) { on_tick(self); },
-      [self](atom::tick, std::uint64_t check) { on_hang_check(self, check); },
+      [self](atom::hang_check) { on_hang_check(self); },
       [self](atom::shard, std::int32_t index, const caf::actor& replacement) {
         replace_shard(self, index, replacement);
       },

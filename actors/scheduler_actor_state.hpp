@@ -32,11 +32,10 @@ struct scheduler_state {
   std::chrono::steady_clock::time_point start;
   std::unordered_map<drain_id, caf::typed_response_promise<bool>> drains;  ///< drains the loop has not answered
   bool tick_scheduled = false;
-  /// The hang check armed (step_timeout after the oldest step in flight was
-  /// sent), and its number: steps go to the executor without a CAF timeout,
-  /// which CAF 0.17 would keep in its clock until due (reply_timeout.hpp).
+  /// The hang check is armed (step_timeout after the oldest step in flight
+  /// was sent): steps go to the executor without a CAF timeout, which CAF
+  /// would keep in its clock until due (reply_timeout.hpp).
   bool hang_check_armed = false;
-  std::uint64_t hang_check = 0;
   bool drafting = false;   ///< a taken step waits for its drafts: nothing else may be dispatched before it
   std::uint64_t drafting_step = 0;  ///< that step, while `drafting` (the hang check leaves it to the draft timeout)
   draft_ahead_book ahead;  ///< answers of rounds drafted ahead, until the steps they are for

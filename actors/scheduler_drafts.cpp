@@ -26,8 +26,7 @@ void drafts_done(self_ptr self, scheduled_step step) {
 void ask_drafter(self_ptr self, scheduled_step step, double since) {
   auto& state = self->state;
   // Abandoned while it waited for the round drafted ahead: nothing to draft for.
-  if (!state.loop->healthy() || !state.loop->core().has_step_in_flight(step.id))
-    return drafts_done(self, std::move(step));
+  if (!state.loop->drafting_pays(step.id)) return drafts_done(self, std::move(step));
   std::vector<draft_ahead_book::ahead_drafts> hits = state.ahead.take(step);
   state.loop->on_drafts_ahead(0, static_cast<std::int32_t>(hits.size()));
   std::int32_t deepest = 0;
@@ -58,9 +57,7 @@ void ask_drafter(self_ptr self, scheduled_step step, double since) {
         release_reply_timeout(self, reply_id);
         self->state.loop->on_draft_round(reply->num_drafted(), reply->steps, self->state.now() - since);
         // A step abandoned meanwhile (or after the engine failed) has no sequences to draft for.
-        const scheduler_loop& loop = *self->state.loop;
-        if (!loop.healthy() || !loop.core().has_step_in_flight(pending->id))
-          return drafts_done(self, std::move(*pending));
+        if (!self->state.loop->drafting_pays(pending->id)) return drafts_done(self, std::move(*pending));
         for (const drafted& out : reply->sequences) {
           const std::string problem =
               self->state.loop->set_drafts(*pending, out.sequence_index, out.drafts, out.probs, out.parents);

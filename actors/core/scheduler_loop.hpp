@@ -165,6 +165,9 @@ class scheduler_loop {
   /// only, as one planned across the failure does (take_step): a swap-out
   /// among them is its victim's only K/V copy; it counts as in flight again.
   bool settle_drafted(scheduled_step& step, double now);
+  /// False once taken step `step` was abandoned (or the engine failed):
+  /// drafts for it would be for nothing (settle_drafted then says what runs).
+  bool drafting_pays(std::uint64_t step) const { return healthy_ && core_.has_step_in_flight(step); }
   /// Step `step` (taken earlier) went to the executor at `now`: its round
   /// trip is timed from here, so that the wait for its drafts counts as
   /// draft time (on_draft_round), not as messaging between serial steps

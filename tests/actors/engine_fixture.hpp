@@ -6,18 +6,32 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "model/make_model.hpp"
 #include "tests/temp_dir.hpp"
 #include "troupe/engine.hpp"
 
 namespace troupe::testing {
+
+/// Polls the engine's stats until `condition` holds or `timeout` passed; returns the last.
+template <class Condition>
+engine_stats wait_for_stats(engine& running, Condition condition, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  engine_stats stats = running.stats();
+  while (!condition(stats) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    stats = running.stats();
+  }
+  return stats;
+}
 
 /// The directory of a tiny llama (f32, built-in tokenizer), created on first use.
 inline const std::filesystem::path& tiny_model_dir() {

@@ -25,17 +25,7 @@ using testing::text_request;
 using testing::tiny_engine_config;
 using namespace std::chrono_literals;
 
-// Polls the engine's stats until `condition` holds or `timeout` passed; returns the last.
-template <class Condition>
-engine_stats wait_for_stats(engine& running, Condition condition, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  engine_stats stats = running.stats();
-  while (!condition(stats) && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(10ms);
-    stats = running.stats();
-  }
-  return stats;
-}
+using testing::wait_for_stats;
 
 // Every device block free again and nothing left in the swap pool, as at `idle`.
 void expect_pool_idle(engine& running, const engine_stats& idle) {

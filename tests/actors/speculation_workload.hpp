@@ -141,14 +141,12 @@ inline std::vector<std::shared_ptr<recording_sink>> submit_workload(engine& runn
 /// The engine's stats once every KV block is free and the swap pool empty
 /// again, as at `idle`, or after 10 s.
 inline engine_stats stats_once_idle(engine& running, const engine_stats& idle) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  engine_stats stats = running.stats();
-  while ((stats.kv_blocks_free != idle.kv_blocks_free || stats.host_kv_cache_usage > 0) &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    stats = running.stats();
-  }
-  return stats;
+  return wait_for_stats(
+      running,
+      [&](const engine_stats& stats) {
+        return stats.kv_blocks_free == idle.kv_blocks_free && stats.host_kv_cache_usage == 0;
+      },
+      std::chrono::seconds(10));
 }
 
 }  // namespace troupe::testing
