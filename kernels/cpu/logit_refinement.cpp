@@ -38,25 +38,36 @@ float exact_dot(const float* x, const void* row, dtype type, std::int64_t hidden
   return total;
 }
 
+// (a, id ia) ranks above (b, id ib): the larger logit, the lower id among
+// equal ones, NaN below every number (a broken row's NaN never crowds out a
+// logit that could win).
+bool ranks_above(float a, std::int64_t ia, float b, std::int64_t ib) {
+  const bool a_nan = a != a, b_nan = b != b;
+  if (a_nan || b_nan) return !a_nan || (b_nan && ia < ib);
+  return a > b || (a == b && ia < ib);
+}
+
 }  // namespace
 
 void refine_logit_row(const float* x, const void* table, dtype table_type, std::int64_t table_stride,
                       std::int64_t hidden, std::int64_t vocab, int candidates, float* logits, std::int32_t* ids,
                       float* values) {
   // One pass keeping the best `candidates` seen; a new entry displaces the
-  // current minimum (the latest-indexed of equal minima) only when larger.
+  // current weakest (the lowest ranked, ranks_above) only when it ranks above
+  // it, which a later id does only with a larger logit.
   int weakest = 0;
   for (int c = 0; c < candidates; ++c) {
     ids[c] = c;
     values[c] = logits[c];
-    if (!(values[c] > values[weakest])) weakest = c;
+    if (ranks_above(values[weakest], ids[weakest], values[c], c)) weakest = c;
   }
   for (std::int64_t v = candidates; v < vocab; ++v) {
-    if (!(logits[v] > values[weakest])) continue;
+    const float bar = values[weakest];
+    if (!(logits[v] > bar || (bar != bar && logits[v] == logits[v]))) continue;
     ids[weakest] = static_cast<std::int32_t>(v);
     values[weakest] = logits[v];
     for (int c = 0; c < candidates; ++c) {
-      if (values[c] < values[weakest] || (values[c] == values[weakest] && ids[c] > ids[weakest])) weakest = c;
+      if (ranks_above(values[weakest], ids[weakest], values[c], ids[c])) weakest = c;
     }
   }
   const std::size_t row_bytes = static_cast<std::size_t>(table_stride) * dtype_size(table_type);

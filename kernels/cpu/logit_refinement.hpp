@@ -14,10 +14,11 @@
 namespace troupe::cpu {
 
 /// Overwrites the `candidates` largest entries of `logits` [vocab] (ties: the
-/// lower id first) with the exact dot product of `x` [hidden] (f32) and row v
+/// lower id first; NaN below every number) with the exact dot product of `x` [hidden] (f32) and row v
 /// of `table` ([vocab][hidden] of `table_type`, rows `table_stride` elements
 /// apart), accumulated in f32. Every other entry is left as it is.
-/// `candidates` in [1, vocab]; `ids` and `values` hold `candidates` entries of scratch.
+/// `candidates` in [1, vocab]; `ids` and `values` hold `candidates` entries
+/// of scratch, `ids` the candidates' ids on return.
 void refine_logit_row(const float* x, const void* table, dtype table_type, std::int64_t table_stride,
                       std::int64_t hidden, std::int64_t vocab, int candidates, float* logits, std::int32_t* ids,
                       float* values);

@@ -149,6 +149,8 @@ class cuda_backend final : public backend {
   void attention(const step_plan& plan, tensor_view q, const kv_cache& cache, int layer, tensor_view out) override;
   void silu_mul(tensor_view gate_up, tensor_view out) override;
   void gather_logits_rows(const step_plan& plan, tensor_view x, tensor_view out) override;
+  void refine_logits(tensor_view x, tensor_view table, int candidates, tensor_view logits) override;
+  bool supports_logit_refinement() const override { return true; }
   sample_result sample(const step_plan& plan, tensor_view logits) override;
 
   /// The compute stream every op is enqueued on.

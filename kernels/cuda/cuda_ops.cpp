@@ -9,6 +9,7 @@
 #include "kernels/cuda/cuda_backend_impl.hpp"
 #include "kernels/cuda/cuda_step_plan.hpp"
 #include "kernels/cuda/gather.hpp"
+#include "kernels/cuda/logit_refinement.hpp"
 #include "kernels/cuda/rms_norm.hpp"
 #include "kernels/cuda/rope_kv.hpp"
 
@@ -91,6 +92,29 @@ void cuda_backend::gather_logits_rows(const step_plan& plan, tensor_view x, tens
   require(x.rows >= p.num_tokens(), "gather_logits_rows", "x has fewer rows than the step has tokens");
   require_shape(out, p.num_logits_rows(), x.cols, "gather_logits_rows", "out");
   launch_row_gather(gather_rows(p.logits_indices, p.num_logits_rows(), x, out), compute_.get());
+}
+
+void cuda_backend::refine_logits(tensor_view x, tensor_view table, int candidates, tensor_view logits) {
+  require_bf16(x, "refine_logits", "x");
+  require_bf16(table, "refine_logits", "table");
+  require(logits.type == dtype::f32 && (logits.data != nullptr || logits.element_count() == 0), "refine_logits",
+          "logits must be f32");
+  require(logits.rows == x.rows && table.rows == logits.cols && table.cols == x.cols, "refine_logits",
+          "x must be [L, H], table [V, H] and logits [L, V]");
+  require(candidates >= 1 && candidates <= logits.cols && candidates <= max_refined_candidates, "refine_logits",
+          "candidates must be in [1, V] and at most " + std::to_string(max_refined_candidates));
+  refine_logits_params params;
+  params.x = x.data;
+  params.x_stride = row_stride(x);
+  params.table = table.data;
+  params.table_stride = row_stride(table);
+  params.logits = static_cast<float*>(logits.data);
+  params.logits_stride = row_stride(logits);
+  params.rows = x.rows;
+  params.hidden = x.cols;
+  params.vocab = logits.cols;
+  params.candidates = candidates;
+  launch_refine_logits(params, compute_.get());
 }
 
 void cuda_backend::rms_norm(tensor_view x, tensor_view weight, float eps, tensor_view out) {

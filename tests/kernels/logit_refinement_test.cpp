@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 
@@ -97,6 +98,30 @@ TEST(LogitRefinement, EqualLogitsKeepTheLowerIdsAsCandidates) {
       EXPECT_NEAR(logits[v], c.exact[v], 1e-4) << "id " << v;
     else
       EXPECT_EQ(logits[v], 3.0f) << "id " << v;
+  }
+}
+
+// A broken row's NaN logits must not take the places of numbers: before
+// NaN ranked below everything, NaNs among the first ids blocked every later
+// logit from becoming a candidate.
+TEST(LogitRefinement, NanLogitsRankBelowEveryNumber) {
+  random_source rng;
+  const refinement_case c = make_case(rng, 200, 16, dtype::f32);
+  std::vector<float> logits = rng.floats(200, -4.0f, 4.0f);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (std::size_t v : {0, 3, 7, 150}) logits[v] = nan;
+  std::vector<float> numbers = logits;
+  for (float& value : numbers) value = value != value ? -std::numeric_limits<float>::infinity() : value;
+  const std::vector<float> before = logits;
+  refine(c, dtype::f32, 8, logits);
+  const std::vector<std::int32_t> chosen = largest_ids(numbers, 8);
+  for (std::size_t v = 0; v < logits.size(); ++v) {
+    if (std::find(chosen.begin(), chosen.end(), static_cast<std::int32_t>(v)) != chosen.end())
+      EXPECT_NEAR(logits[v], c.exact[v], 1e-4) << "id " << v;
+    else if (before[v] != before[v])
+      EXPECT_TRUE(logits[v] != logits[v]) << "id " << v << " was NaN and not a candidate";
+    else
+      EXPECT_EQ(logits[v], before[v]) << "id " << v << " was not a candidate";
   }
 }
 

@@ -215,6 +215,11 @@ template <class T>
 T __shfl_sync(unsigned, T v, int source, int = 32) {
   return emu::shfl_from(v, source);
 }
+inline unsigned __float_as_uint(float v) {
+  unsigned bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return bits;
+}
 
 namespace nvcuda::wmma {
 struct matrix_a {};

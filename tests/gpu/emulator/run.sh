@@ -10,7 +10,9 @@
 # With it the script also links $build/troupe_emulated, the `troupe` CLI on
 # the emulated GPU (`--device cuda`, and `auto` picks it): for example
 #   TROUPE_BIN=$build/troupe_emulated .venv/bin/pytest tests/e2e
-# runs the end-to-end suite with the engine on the CUDA backend.
+# runs the end-to-end suite with the engine on the CUDA backend; and
+# $build/speculative_cuda_tests_emulated, tests/actors/speculative_cuda_test.cpp
+# (speculation through a CUDA engine) on it.
 # Shapes follow TROUPE_GPU_TESTS_QUICK=1, which this script sets: the
 # emulator runs a kernel thousands of times slower than a GPU.
 set -euo pipefail
@@ -41,7 +43,7 @@ done
 # Verify groups run on the host over the CPU sampler and its ISA tables
 # (flags as in kernels/CMakeLists.txt); quantised layers are packed from the
 # CPU quantiser's codes.
-for name in sampler cpu_features quantized_weights quantized_reference round_to_nearest; do
+for name in sampler cpu_features quantized_weights quantized_reference round_to_nearest logit_refinement; do
   g++ "${flags[@]}" -c "$repo_root/kernels/cpu/$name.cpp" -o "$build/obj/c_$name.o"
 done
 isa_flags=(-ffp-contract=off)
@@ -80,5 +82,13 @@ if [ -n "${TROUPE_EMULATOR_LIBS:-}" ]; then
       "$l/actors/libtroupe_actors_core.a" "$l/memory/libtroupe_memory.a" "$l/constraints/libtroupe_constraints.a" \
       "${libs[@]}" -Wl,--end-group \
       -lcaf_core -lspdlog -lfmt -pthread
+  # Speculation through a CUDA engine (tests/actors/speculative_cuda_test.cpp),
+  # run as $build/speculative_cuda_tests_emulated [--gtest_filter=...].
+  g++ "${flags[@]}" -I"$repo_root/api" -c "$repo_root/tests/actors/speculative_cuda_test.cpp" \
+      -o "$build/speculative_cuda_test.o"
+  g++ -o "$build/speculative_cuda_tests_emulated" "$build/speculative_cuda_test.o" "$build"/obj/[khc]_*.o \
+      "$build"/obj/emu_*.o -Wl,--start-group "$l/api/libtroupe_engine.a" "$l/actors/libtroupe_actors.a" \
+      "$l/actors/libtroupe_actors_core.a" "$l/memory/libtroupe_memory.a" "$l/constraints/libtroupe_constraints.a" \
+      "${libs[@]}" -Wl,--end-group -lcaf_core -lspdlog -lfmt -lgtest -lgtest_main -pthread
 fi
 TROUPE_GPU_TESTS_QUICK=1 "$build/gpu_tests_emulated" --gtest_filter="${1:-*}"
