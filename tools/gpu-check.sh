@@ -175,9 +175,10 @@ fi
 # sanitizers this does not fit one 10-minute command: run
 # `--stages env,bench` as a call of its own.
 # Runs `troupe bench` on the random bf16 checkpoint of preset $1 (made on
-# first use) as stage $2 with quantization $3, under the bench timeout.
+# first use) as stage $2 with quantization $3 and LM head format $4 (auto
+# when absent), under the bench timeout.
 bench_preset() {
-  local preset="$1" stage="$2" quantization="$3"
+  local preset="$1" stage="$2" quantization="$3" head="${4:-auto}"
   local model_dir="$work/models/$preset"
   if run_stage "$stage" "$(timeout_for bench 280)" bash -c '
       set -e
@@ -186,6 +187,7 @@ bench_preset() {
       shift 4
       exec "$@"' make-model "$bin/troupe" "$model_dir" "$preset" "$repo_root" \
       "$bin/troupe" bench --model "$model_dir" --device cuda --quantization "$quantization" \
+      --lm-head-quantization "$head" \
       ${TROUPE_BENCH_ARGS:---batches 1,8,32,128 --prompt-len 2048 --decode-prompt-len 256 --decode-tokens 32}; then
     row "${stage//-/ }" ok "$stage_seconds" "$(grep -E '^\| decode, batch 1 ' "$logs/$stage.log")"
   else
@@ -197,11 +199,15 @@ if wants bench; then
   for preset in ${TROUPE_BENCH_PRESETS:-1b 8b}; do bench_preset "$preset" "bench-$preset" none; done
 fi
 # The quantised linear layers (fused GEMV for decode, expanded bf16 slabs
-# through cuBLASLt for prefill) on the same random weights.
+# through cuBLASLt for prefill) on the same random weights. The 1b shape's
+# head is tied, so beside 4- and 5-bit layers it is int4 with its best
+# logits rescored (logit_refinement.cu); int4 runs once more with an int8
+# head to time the rescoring against the bytes it saves.
 if wants qbench; then
   for preset in ${TROUPE_QBENCH_PRESETS:-1b}; do
     for format in ${TROUPE_QBENCH_FORMATS:-int8 int4 int4_asym int4_nl int5_asym}; do
       bench_preset "$preset" "bench-$preset-$format" "$format"
+      if [ "$format" = int4 ]; then bench_preset "$preset" "bench-$preset-int4-head-int8" int4 int8; fi
     done
   done
 fi

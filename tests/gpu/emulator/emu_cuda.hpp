@@ -1,7 +1,8 @@
 #pragma once
 // A small CPU emulator for the CUDA kernels (force-included before each
 // transformed .cu, see transform.py). Every CUDA thread of a block is a
-// fiber (ucontext) on the calling OS thread; blocks run one after another.
+// fiber (ucontext) on the calling OS thread; blocks run one after another,
+// and launches from several OS threads take turns, a whole grid at a time.
 // __syncthreads and warp-synchronous operations switch fibers, and the order
 // in which runnable fibers resume is shuffled at every barrier, so a missing
 // barrier tends to change results. A barrier no fiber can pass aborts with
@@ -19,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <random>
 #include <vector>
 
@@ -137,8 +139,17 @@ inline bool release(block_run& run) {
   return false;
 }
 
+/// Held for a whole launch: the fiber scheduler and the kernels' shared
+/// memory (function statics) are one per process, and an engine launches
+/// from more than one OS thread (a drafter on its own stream).
+inline std::mutex& launch_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
 template <class Kernel, class Params>
 void launch(Kernel kernel, dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t, Params params) {
+  const std::lock_guard<std::mutex> one_launch_at_a_time(launch_mutex());
   const int n = static_cast<int>(block.x * block.y * block.z);
   if (n % 32 != 0) {
     std::fprintf(stderr, "emu: block size not a multiple of 32\n");
