@@ -167,7 +167,7 @@ std::vector<knob_spec> engine_knobs() {
               "block formats (Q8_0, Q6_K, Q2_K/Q3_K) as int8, others as none"),
           text("lm_head_quantization", "auto", {"auto", "none", "int8", "int4", "int4_asym", "int5_asym", "int4_nl"},
                "the LM head's format at load: auto keeps an unquantised model's head; beside 4- or 5-bit layers it is "
-               "int4 when the head is tied to the embeddings (its 64 best logits a row rescored "
+               "int4 when the head is tied to the embeddings on the cpu (its 64 best logits a row rescored "
                "exactly from them), else int8; an untied int4 head reads fewer bytes per token at some cost "
                "in agreement with bf16"),
           text("speculative", "off", {"off", "ngram", "draft", "layerskip"},

@@ -153,9 +153,13 @@ class backend {
   /// the exact x[l, :] · table[v, :] (x [L, H]); the rest stay. Throws
   /// std::logic_error unless supports_logit_refinement().
   virtual void refine_logits(tensor_view x, tensor_view table, int candidates, tensor_view logits);
-  /// True when refine_logits runs on this backend (llama_model then gives a
-  /// tied model a 4-bit head by default, docs/operations.md).
+  /// True when refine_logits runs on this backend (llama_model then rescores
+  /// a tied head of fewer than 8 bits).
   virtual bool supports_logit_refinement() const { return false; }
+  /// True when the rescoring is known to cost less than the bytes a 4-bit
+  /// head saves over an int8 one, so that `auto` gives a tied head beside 4-
+  /// or 5-bit layers int4 (docs/operations.md).
+  virtual bool logit_refinement_pays() const { return supports_logit_refinement(); }
   /// Samples every logits row (f32 [L, V]) per plan's batch.sampling and
   /// verifies its batch.verify groups (see sampling.hpp, speculative.hpp).
   virtual sample_result sample(const step_plan& plan, tensor_view logits) = 0;

@@ -100,7 +100,7 @@ std::int64_t grown(std::int64_t needed, std::int64_t current) {
 }  // namespace
 
 bool lm_head_refinable(const model_config& config, const backend& device) {
-  return config.tie_word_embeddings && device.supports_logit_refinement();
+  return config.tie_word_embeddings && device.logit_refinement_pays();
 }
 
 llama_model::llama_model(const model_config& config, const model_weights& weights, backend& backend,
@@ -112,10 +112,10 @@ llama_model::llama_model(const model_config& config, const model_weights& weight
   geometry_.head_dim = static_cast<int>(config.head_dim);
   geometry_.scale = 1.0f / std::sqrt(static_cast<float>(config.head_dim));
   geometry_.rope = config.rope;
-  const bool refinable = lm_head_refinable(config, backend);
-  const weight_quantization head = lm_head.value_or(*lm_head_quantization(quantization, "auto", refinable));
+  const weight_quantization head =
+      lm_head.value_or(*lm_head_quantization(quantization, "auto", lm_head_refinable(config, backend)));
   const int head_bits = quantization_code_bits(head);
-  refine_head_ = refinable && head_bits > 0 && head_bits < 8;
+  refine_head_ = config.tie_word_embeddings && backend.supports_logit_refinement() && head_bits > 0 && head_bits < 8;
   if (head_rows < 0 || head_rows > config.vocab_size)
     throw std::invalid_argument("an LM head of " + std::to_string(head_rows) + " rows: the vocabulary has " +
                                 std::to_string(config.vocab_size) + " ids");

@@ -16,9 +16,11 @@
 
 namespace troupe {
 
-/// True when a 4-bit LM head of a model described by `config` would have its
-/// best logits rescored exactly on `device`: the head is tied to the
-/// embeddings and the backend supports it.
+/// True when `auto` gives a model described by `config` a 4-bit LM head
+/// whose best logits are rescored exactly on `device` (beside 4- or 5-bit
+/// layers): the head is tied to the embeddings and the backend's rescoring
+/// is known to cost less than the bytes the head saves
+/// (backend::logit_refinement_pays).
 bool lm_head_refinable(const model_config& config, const backend& device);
 
 class llama_model;
@@ -36,8 +38,8 @@ class llama_model {
   /// `quantization` converts the linear layers at load and `lm_head` the
   /// LM head (nullopt: lm_head_quantization(quantization, "auto",
   /// lm_head_refinable(config, backend))); embeddings keep their type. A
-  /// 4-bit head tied to the embeddings has its best logits rescored exactly
-  /// from them where the backend can (backend::refine_logits).
+  /// head of fewer than 8 bits tied to the embeddings has its best logits
+  /// rescored exactly from them where the backend can (backend::refine_logits).
   /// `head_rows` > 0 keeps only the head's first `head_rows` rows (at most
   /// vocab_size; a drafter's frequent ids): logits rows are then that wide.
   llama_model(const model_config& config, const model_weights& weights, backend& backend,

@@ -199,15 +199,17 @@ if wants bench; then
   for preset in ${TROUPE_BENCH_PRESETS:-1b 8b}; do bench_preset "$preset" "bench-$preset" none; done
 fi
 # The quantised linear layers (fused GEMV for decode, expanded bf16 slabs
-# through cuBLASLt for prefill) on the same random weights. The 1b shape's
-# head is tied, so beside 4- and 5-bit layers it is int4 with its best
-# logits rescored (logit_refinement.cu); int4 runs once more with an int8
-# head to time the rescoring against the bytes it saves.
+# through cuBLASLt for prefill) on the same random weights, each with the
+# int8 head `auto` gives on CUDA. int4 runs once more with an int4 head,
+# rescored (the 1b shape's head is tied; logit_refinement.cu), to time the
+# rescoring against the bytes it saves: where it wins, the CUDA backend's
+# logit_refinement_pays can turn `auto` to it. Six runs of up to 280 s may
+# not fit one 10-minute call: split TROUPE_QBENCH_FORMATS across calls.
 if wants qbench; then
   for preset in ${TROUPE_QBENCH_PRESETS:-1b}; do
     for format in ${TROUPE_QBENCH_FORMATS:-int8 int4 int4_asym int4_nl int5_asym}; do
       bench_preset "$preset" "bench-$preset-$format" "$format"
-      if [ "$format" = int4 ]; then bench_preset "$preset" "bench-$preset-int4-head-int8" int4 int8; fi
+      if [ "$format" = int4 ]; then bench_preset "$preset" "bench-$preset-int4-head-int4" int4 int4; fi
     done
   done
 fi

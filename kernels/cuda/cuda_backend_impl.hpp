@@ -151,6 +151,9 @@ class cuda_backend final : public backend {
   void gather_logits_rows(const step_plan& plan, tensor_view x, tensor_view out) override;
   void refine_logits(tensor_view x, tensor_view table, int candidates, tensor_view logits) override;
   bool supports_logit_refinement() const override { return true; }
+  /// Not yet timed on a GPU against the int4 head's saving (tools/gpu-check.sh
+  /// qbench runs both heads), so `auto` keeps an int8 head here.
+  bool logit_refinement_pays() const override { return false; }
   sample_result sample(const step_plan& plan, tensor_view logits) override;
 
   /// The compute stream every op is enqueued on.

@@ -1,6 +1,7 @@
 // The per-layer ops: argument checks, then one kernel (or cuBLASLt call)
 // enqueued on the compute stream.
 
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -101,6 +102,7 @@ void cuda_backend::refine_logits(tensor_view x, tensor_view table, int candidate
           "logits must be f32");
   require(logits.rows == x.rows && table.rows == logits.cols && table.cols == x.cols, "refine_logits",
           "x must be [L, H], table [V, H] and logits [L, V]");
+  require(logits.cols <= std::numeric_limits<std::int32_t>::max(), "refine_logits", "the vocabulary exceeds int32 ids");
   require(candidates >= 1 && candidates <= logits.cols && candidates <= max_refined_candidates, "refine_logits",
           "candidates must be in [1, V] and at most " + std::to_string(max_refined_candidates));
   refine_logits_params params;

@@ -10,6 +10,9 @@ constexpr int refine_threads = 256;
 constexpr int refine_warps = refine_threads / 32;
 /// Entries each thread keeps of its own slice of the row, best first.
 constexpr int kept_per_thread = 8;
+/// Logits a thread loads before ranking them, so that as many loads are in
+/// flight rather than one at a time.
+constexpr int loads_in_flight = 4;
 
 /// (logit, id) as one integer that orders candidates: a larger logit first,
 /// the lower id among equal ones (−0 equal to +0), NaN below every number.
@@ -48,9 +51,17 @@ __device__ __forceinline__ void fill_kept(const float* row, std::int64_t vocab, 
                                           unsigned long long (&kept)[kept_per_thread]) {
 #pragma unroll
   for (int i = 0; i < kept_per_thread; ++i) kept[i] = 0;
-  for (std::int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
-    const unsigned long long key = rank_key(row[v], v);
-    if (key < below) keep(kept, key);
+  const std::int64_t stride = blockDim.x;
+  for (std::int64_t v = threadIdx.x; v < vocab; v += loads_in_flight * stride) {
+    float logits[loads_in_flight];
+#pragma unroll
+    for (int j = 0; j < loads_in_flight; ++j) logits[j] = v + j * stride < vocab ? row[v + j * stride] : 0.0f;
+#pragma unroll
+    for (int j = 0; j < loads_in_flight; ++j) {
+      if (v + j * stride >= vocab) break;
+      const unsigned long long key = rank_key(logits[j], v + j * stride);
+      if (key < below) keep(kept, key);
+    }
   }
 }
 

@@ -134,13 +134,22 @@ TEST_F(LogitRefinement, TiesAtTheThresholdKeepTheLowerIds) {
                    });
 }
 
-// NaNs rank below every number; −0 and +0 are equal (the lower id first).
+// NaNs rank below every number, −inf included, and among themselves the
+// lower id first; −0 and +0 are equal (the lower id first).
 TEST_F(LogitRefinement, NansRankLastAndSignedZerosAreEqual) {
   check_refinement(gpu(), {.rows = 2, .vocab = 600, .hidden = 32, .candidates = 16},
                    [](std::int64_t, std::int64_t id, std::mt19937_64&) {
                      if (id % 5 == 0) return std::numeric_limits<float>::quiet_NaN();
                      if (id % 7 == 0) return -1.0f;
                      return id % 2 == 0 ? -0.0f : 0.0f;
+                   });
+  // Fewer numbers than candidates: the NaNs of the lowest ids fill the rest.
+  check_refinement(gpu(), {.rows = 1, .vocab = 300, .hidden = 32, .candidates = 16},
+                   [](std::int64_t, std::int64_t id, std::mt19937_64&) {
+                     if (id == 250) return -std::numeric_limits<float>::infinity();
+                     if (id % 40 == 7) return static_cast<float>(id);
+                     return id % 2 == 0 ? std::numeric_limits<float>::quiet_NaN()
+                                        : -std::numeric_limits<float>::quiet_NaN();
                    });
 }
 

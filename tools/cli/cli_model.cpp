@@ -22,8 +22,9 @@ void add_model_flags(CLI::App& command, model_flags& flags) {
       ->check(CLI::IsMember(quantization_choices()));
   command
       .add_option("--lm-head-quantization", flags.lm_head_quantization,
-                  "the LM head's format: auto (int4 beside 4- or 5-bit layers when tied to the embeddings, its best "
-                  "logits rescored exactly; else int8 when the layers are quantised), none, int8, int4, int4_asym, "
+                  "the LM head's format: auto (int4 beside 4- or 5-bit layers when tied to the embeddings on the "
+                  "cpu, its best logits rescored exactly; else int8 when the layers are quantised), none, int8, int4, "
+                  "int4_asym, "
                   "int5_asym or int4_nl")
       ->check(CLI::IsMember(quantization_choices()));
 }
