@@ -185,10 +185,11 @@ loaded_engine_model load_engine_model(const engine_config& config) {
   device_options.threads = config.threads;
   device_options.batch_invariant = config.batch_invariant;
   resources->device = make_backend(device, device_options);
-  resources->model = std::make_unique<llama_model>(
-      model, loaded.weights->weights(), *resources->device, quantization,
-      lm_head_quantization(quantization, config.lm_head_quantization, lm_head_refinable(model, *resources->device))
-          .value());
+  resources->model =
+      std::make_unique<llama_model>(model, loaded.weights->weights(), *resources->device, quantization,
+                                    lm_head_quantization(quantization, config.lm_head_quantization,
+                                                         lm_head_rescored_by_default(model, *resources->device))
+                                        .value());
   const dtype kv_type = default_kv_type(model.torch_dtype, *resources->device);
   const std::size_t block_bytes = resources->model->kv_block_bytes(config.block_size, kv_type);
   const kv_pool_sizes pools = size_pools(config, block_bytes, loaded.max_model_len, device);

@@ -99,7 +99,7 @@ std::int64_t grown(std::int64_t needed, std::int64_t current) {
 
 }  // namespace
 
-bool lm_head_refinable(const model_config& config, const backend& device) {
+bool lm_head_rescored_by_default(const model_config& config, const backend& device) {
   return config.tie_word_embeddings && device.logit_refinement_pays();
 }
 
@@ -113,7 +113,7 @@ llama_model::llama_model(const model_config& config, const model_weights& weight
   geometry_.scale = 1.0f / std::sqrt(static_cast<float>(config.head_dim));
   geometry_.rope = config.rope;
   const weight_quantization head =
-      lm_head.value_or(*lm_head_quantization(quantization, "auto", lm_head_refinable(config, backend)));
+      lm_head.value_or(*lm_head_quantization(quantization, "auto", lm_head_rescored_by_default(config, backend)));
   const int head_bits = quantization_code_bits(head);
   refine_head_ = config.tie_word_embeddings && backend.supports_logit_refinement() && head_bits > 0 && head_bits < 8;
   if (head_rows < 0 || head_rows > config.vocab_size)

@@ -21,7 +21,7 @@ namespace troupe {
 /// layers): the head is tied to the embeddings and the backend's rescoring
 /// is known to cost less than the bytes the head saves
 /// (backend::logit_refinement_pays).
-bool lm_head_refinable(const model_config& config, const backend& device);
+bool lm_head_rescored_by_default(const model_config& config, const backend& device);
 
 class llama_model;
 
@@ -37,7 +37,7 @@ class llama_model {
   /// into its mapping). Throws std::runtime_error on unusable weights.
   /// `quantization` converts the linear layers at load and `lm_head` the
   /// LM head (nullopt: lm_head_quantization(quantization, "auto",
-  /// lm_head_refinable(config, backend))); embeddings keep their type. A
+  /// lm_head_rescored_by_default(config, backend))); embeddings keep their type. A
   /// head of fewer than 8 bits tied to the embeddings has its best logits
   /// rescored exactly from them where the backend can (backend::refine_logits).
   /// `head_rows` > 0 keeps only the head's first `head_rows` rows (at most

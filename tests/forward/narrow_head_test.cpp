@@ -53,7 +53,7 @@ TEST_P(NarrowHead, LogitsAreTheFullHeadsForTheFirstIds) {
 // an id the other did not (the same 4-bit codes, 64 candidates a row).
 TEST(NarrowHeadRows, ARescoredFourBitHeadPicksTheExactWinnerAmongItsIds) {
   auto f = fixture_model::load("llama_bf16");  // tied embeddings
-  ASSERT_TRUE(lm_head_refinable(f.ckpt.config(), *f.device));
+  ASSERT_TRUE(lm_head_rescored_by_default(f.ckpt.config(), *f.device));
   const std::int64_t vocab = f.model->vocab_size();
   const std::int64_t width = vocab / 3;
   const auto four_bit = [&](std::optional<weight_quantization> head, std::int64_t rows) {

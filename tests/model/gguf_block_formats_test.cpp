@@ -146,7 +146,7 @@ TEST(KQuantGguf, StreamedWeightBytesCountTheLayersAModelRuns) {
   const std::size_t head = first.linear_weight_bytes() + second.linear_weight_bytes() - model.linear_weight_bytes();
   const model_config& c = model.config();
   const weight_quantization head_format =
-      lm_head_quantization(opened.quantization, "auto", lm_head_refinable(c, *device)).value();
+      lm_head_quantization(opened.quantization, "auto", lm_head_rescored_by_default(c, *device)).value();
   // An int4 head is quantised at load, to block factors.
   EXPECT_EQ(
       head,

@@ -40,11 +40,11 @@ loaded_model load_model(const model_flags& flags) {
   const std::string device = resolve_device(flags.device);
   quantized_checkpoint opened = open_for_quantization(dir, flags.quantization, true);  // kernels on both backends
   loaded_model loaded{dir, std::move(opened.weights), make_backend(device, flags.threads), nullptr, nullptr};
-  loaded.model =
-      std::make_unique<llama_model>(loaded.ckpt.config(), loaded.ckpt.weights(), *loaded.device, opened.quantization,
-                                    lm_head_quantization(opened.quantization, flags.lm_head_quantization,
-                                                         lm_head_refinable(loaded.ckpt.config(), *loaded.device))
-                                        .value());
+  loaded.model = std::make_unique<llama_model>(
+      loaded.ckpt.config(), loaded.ckpt.weights(), *loaded.device, opened.quantization,
+      lm_head_quantization(opened.quantization, flags.lm_head_quantization,
+                           lm_head_rescored_by_default(loaded.ckpt.config(), *loaded.device))
+          .value());
   loaded.quantization = opened.quantization;
   if (model_has_tokenizer(dir)) loaded.tokenizer = load_model_tokenizer(dir);
   return loaded;
