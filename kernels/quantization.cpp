@@ -16,6 +16,8 @@ std::string_view quantization_name(weight_quantization format) {
       return "int5_asym";
     case weight_quantization::int4_nl:
       return "int4_nl";
+    case weight_quantization::int6:
+      return "int6";
   }
   return "?";
 }
@@ -32,6 +34,8 @@ int quantization_code_bits(weight_quantization format) {
       return 4;
     case weight_quantization::int5_asym:
       return 5;
+    case weight_quantization::int6:
+      return 6;
   }
   return 0;
 }
@@ -40,7 +44,8 @@ namespace {
 
 constexpr weight_quantization all_formats[] = {weight_quantization::none,      weight_quantization::int8,
                                                weight_quantization::int4,      weight_quantization::int4_asym,
-                                               weight_quantization::int5_asym, weight_quantization::int4_nl};
+                                               weight_quantization::int5_asym, weight_quantization::int4_nl,
+                                               weight_quantization::int6};
 
 }  // namespace
 
@@ -69,6 +74,7 @@ bool quantization_group_offsets(weight_quantization format) {
 
 float stored_code_value(weight_quantization format, int code, float scale, float offset) {
   if (format == weight_quantization::int4_nl) return scale * static_cast<float>(int4_nl_levels[code & 0x0f]);
+  if (format == weight_quantization::int6) return scale * static_cast<float>(code - 32);
   return scale * static_cast<float>(code) + (quantization_group_offsets(format) ? offset : -8.0f * scale);
 }
 

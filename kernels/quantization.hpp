@@ -14,7 +14,8 @@ namespace troupe {
 /// How linear-layer weights are stored and multiplied. The 4- and 5-bit
 /// formats hold a scale (and offset) per group of 32 inputs: f16 each, or
 /// where the backend keeps block factors (the CPU, kernels/README.md) a byte
-/// code under an f16 factor per 256 inputs.
+/// code under an f16 factor per 256 inputs. int6 holds a scale per 16
+/// inputs, always as block factors.
 enum class weight_quantization : std::uint8_t {
   none = 0,       ///< the checkpoint's type (bf16, f16 or f32)
   int8 = 1,       ///< int8, one f32 scale per output row (symmetric)
@@ -22,6 +23,10 @@ enum class weight_quantization : std::uint8_t {
   int4_asym = 3,  ///< int4, f16 scale and f16 offset per group of 32 inputs
   int5_asym = 4,  ///< 5-bit codes 0..31, f16 scale and f16 offset per group of 32 inputs
   int4_nl = 5,    ///< 4-bit codes naming int4_nl_levels, one f16 scale per group of 32 inputs
+  /// 6-bit codes 0..63, w = scale · (code − 32), a scale per 16 inputs: a
+  /// signed byte under an f16 factor per 256 inputs (GGUF Q6_K as stored;
+  /// 6.5625 bits a weight). The CUDA backend holds it as int8.
+  int6 = 6,
 };
 
 /// int4_nl's 16 levels: w = scale · int4_nl_levels[code]. They are GGUF
@@ -30,7 +35,7 @@ enum class weight_quantization : std::uint8_t {
 inline constexpr std::int8_t int4_nl_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                                    1,    13,   25,  38,  53,  69,  89,  113};
 
-/// "none", "int8", "int4", "int4_asym", "int5_asym", "int4_nl".
+/// "none", "int8", "int4", "int4_asym", "int5_asym", "int4_nl", "int6".
 std::string_view quantization_name(weight_quantization format);
 
 /// Parses a quantization_name() string.
@@ -43,17 +48,18 @@ std::vector<std::string> quantization_choices();
 /// quantization_choices() as "auto, none, int8, ..." for messages.
 std::string quantization_choices_text();
 
-/// Bits per code of `format` (0 for none): 8, 4, 4, 5, 4.
+/// Bits per code of `format` (0 for none): 8, 4, 4, 5, 4, 6.
 int quantization_code_bits(weight_quantization format);
 
 /// True for the formats with an f16 offset per group beside the scale
 /// (int4_asym, int5_asym: w = scale · code + offset).
 bool quantization_group_offsets(weight_quantization format);
 
-/// The weight a 4- or 5-bit `code` of `format` stands for in a group of
+/// The weight a 4-, 5- or 6-bit `code` of `format` stands for in a group of
 /// `scale` (and, for the formats with group offsets, `offset`, else
 /// ignored): scale · (code − 8) for int4, scale · int4_nl_levels[code] for
-/// int4_nl, scale · code + offset for int4_asym / int5_asym.
+/// int4_nl, scale · code + offset for int4_asym / int5_asym, scale · (code −
+/// 32) for int6.
 float stored_code_value(weight_quantization format, int code, float scale, float offset);
 
 /// The LM head's format for linear layers in `layers` and the choice

@@ -245,6 +245,66 @@ class gguf_k_source final : public stored_code_source {
   ggml_type type_;
 };
 
+// Q6_K as int6: each 16-weight sub-block is a group of scale d · s.
+class gguf_q6_k_source final : public stored_code_source {
+ public:
+  gguf_q6_k_source(const gguf_tensor& tensor, std::int64_t rope_heads) : rows_(tensor, rope_heads) {}
+
+  weight_quantization format() const override { return weight_quantization::int6; }
+
+  bool has_block_factors() const override { return true; }
+
+  // d with the sixteen int8 sub-block scales as they are.
+  void read_block_factors(std::int64_t first, std::int64_t count, std::uint16_t* block_scales, std::uint16_t*,
+                          std::uint8_t* scale_codes, std::uint8_t*) const override {
+    for (std::int64_t i = 0; i < count; ++i) {
+      const std::byte* block = rows_.row(static_cast<std::uint64_t>(first + i));
+      for (std::uint64_t b = 0; b < rows_.row_length / 256; ++b, block += block_bytes, scale_codes += 16) {
+        std::memcpy(block_scales++, block + 208, 2);
+        std::memcpy(scale_codes, block + 192, 16);
+      }
+    }
+  }
+
+  void read_codes(std::int64_t first, std::int64_t count, std::uint8_t* codes) const override {
+    for (std::int64_t i = 0; i < count; ++i) {
+      const std::byte* block = rows_.row(static_cast<std::uint64_t>(first + i));
+      for (std::uint64_t b = 0; b < rows_.row_length / 256; ++b, block += block_bytes, codes += 256)
+        unpack_codes(block, codes);
+    }
+  }
+
+  void read_rows(std::int64_t, std::int64_t, std::uint8_t*, std::uint16_t*, std::uint16_t*) const override {
+    throw std::logic_error(
+        "read_rows: a Q6_K matrix has a scale per 16 inputs, which f16 scales per 32 cannot hold; "
+        "read it with read_codes and read_block_factors");
+  }
+
+ private:
+  // A block: 128 bytes of low nibbles, 64 bytes of high bit pairs, 16 int8 scales, f16 d.
+  static constexpr std::uint64_t block_bytes = 210;
+
+  // The 256 codes of one block in input order. Each half of 128 weights
+  // reads 64 bytes of nibbles and 32 of bit pairs: quarter j (weights
+  // 32 j + l) takes nibble j / 2 of byte 32 (j % 2) + l and bit pair j of
+  // byte l (gguf_dequantize's Q6_K).
+  static void unpack_codes(const std::byte* block, std::uint8_t* codes) {
+    std::uint8_t low[64], high[32];
+    for (int half = 0; half < 2; ++half, codes += 128) {
+      std::memcpy(low, block + 64 * half, 64);
+      std::memcpy(high, block + 128 + 32 * half, 32);
+      for (int j = 0; j < 4; ++j) {
+        for (int l = 0; l < 32; ++l) {
+          const int nibble = (low[32 * (j % 2) + l] >> (4 * (j / 2))) & 0x0f;
+          codes[32 * j + l] = static_cast<std::uint8_t>(nibble | ((high[l] >> (2 * j)) & 3) << 4);
+        }
+      }
+    }
+  }
+
+  gguf_rows rows_;
+};
+
 }  // namespace
 
 std::optional<weight_quantization> gguf_stored_code_format(ggml_type type) {
@@ -253,6 +313,7 @@ std::optional<weight_quantization> gguf_stored_code_format(ggml_type type) {
   if (type == ggml_type::q4_1 || type == ggml_type::q4_k) return weight_quantization::int4_asym;
   if (type == ggml_type::q5_0 || type == ggml_type::q5_1 || type == ggml_type::q5_k)
     return weight_quantization::int5_asym;
+  if (type == ggml_type::q6_k) return weight_quantization::int6;
   return std::nullopt;
 }
 
@@ -260,10 +321,12 @@ std::shared_ptr<const stored_code_source> gguf_stored_code_source(const gguf_ten
   if (!gguf_stored_code_format(tensor.type) || tensor.dims.size() != 2)
     throw std::runtime_error("tensor '" + tensor.name + "': a " + std::string(ggml_type_name(tensor.type)) +
                              " tensor of " + std::to_string(tensor.dims.size()) +
-                             " dimensions is not a Q4_0 / Q4_1 / Q4_K / Q5_0 / Q5_1 / Q5_K / IQ4_NL / IQ4_XS matrix");
+                             " dimensions is not a Q4_0 / Q4_1 / Q4_K / Q5_0 / Q5_1 / Q5_K / IQ4_NL / IQ4_XS / Q6_K "
+                             "matrix");
   if (tensor.type == ggml_type::q4_k || tensor.type == ggml_type::q5_k)
     return std::make_shared<gguf_k_source>(tensor, rope_heads);
   if (tensor.type == ggml_type::iq4_xs) return std::make_shared<gguf_iq4_xs_source>(tensor, rope_heads);
+  if (tensor.type == ggml_type::q6_k) return std::make_shared<gguf_q6_k_source>(tensor, rope_heads);
   return std::make_shared<gguf_block_source>(tensor, rope_heads);
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-// GGUF matrices whose blocks already are troupe's int4 / int5 groups, served
+// GGUF matrices whose blocks already are troupe's int4 / int5 / int6 groups, served
 // to the backend in that form (kernels/stored_code_source.hpp) rather than expanded:
 //   Q4_0 (f16 d, 32 codes q): x = d · (q − 8)  -> int4, scale d;
 //   Q4_1 (f16 d, f16 m, 32 codes q): x = d · q + m  -> int4_asym, scale d, offset m;
@@ -10,11 +10,15 @@
 //   (Q5_0's offset −16 d);
 //   IQ4_NL (f16 d, 32 codes naming 16 int8 levels): x = d · level[q]  -> int4_nl;
 //   IQ4_XS (256 weights: f16 d, eight sub-blocks of 32 with 6-bit scale s):
-//   x = d · (s − 32) · level[q]  -> int4_nl, one group a sub-block.
+//   x = d · (s − 32) · level[q]  -> int4_nl, one group a sub-block;
+//   Q6_K (256 weights: f16 d, sixteen sub-blocks of 16 with int8 scale s,
+//   6-bit codes q): x = d·s · (q − 32)  -> int6, d and s as its block
+//   factors (read_codes and read_block_factors only).
 // Q4_0 / Q4_1 / Q5_1 / IQ4_NL codes and scales are copied bit for bit, and
 // Q5_0's offset is exact, so the weights are exactly the file's. The K
-// formats' and IQ4_XS's codes are too; their products are rounded once to
-// f16 (relative error at most 2^-11, far inside the 4-bit step).
+// formats', IQ4_XS's and Q6_K's codes and block factors are too; read_rows
+// rounds the 4- and 5-bit formats' products once to f16 (relative error at
+// most 2^-11, far inside the 4-bit step).
 
 #include <cstdint>
 #include <memory>
@@ -27,14 +31,16 @@ namespace troupe {
 
 /// The format whose groups `type`'s blocks are: int4 for Q4_0, int4_asym
 /// for Q4_1 and Q4_K, int5_asym for Q5_0, Q5_1 and Q5_K, int4_nl for IQ4_NL
-/// and IQ4_XS, nullopt for every other type.
+/// and IQ4_XS, int6 for Q6_K, nullopt for every other type.
 std::optional<weight_quantization> gguf_stored_code_format(ggml_type type);
 
-/// A reader of the 2-D Q4_0 / Q4_1 / Q4_K / Q5_0 / Q5_1 / Q5_K / IQ4_NL / IQ4_XS `tensor`
-/// (rows in HF order, see gguf_rows for `rope_heads`). The tensor's mapping
-/// must outlive it. Throws std::runtime_error naming the tensor for another
-/// type or shape; read_rows throws one for a block whose scale or offset
-/// is beyond f16's range (Q4_K, Q5_K, Q5_0, IQ4_XS).
+/// A reader of the 2-D Q4_0 / Q4_1 / Q4_K / Q5_0 / Q5_1 / Q5_K / IQ4_NL /
+/// IQ4_XS / Q6_K `tensor` (rows in HF order, see gguf_rows for
+/// `rope_heads`). The tensor's mapping must outlive it. Throws
+/// std::runtime_error naming the tensor for another type or shape;
+/// read_rows throws one for a block whose scale or offset is beyond f16's
+/// range (Q4_K, Q5_K, Q5_0, IQ4_XS), and std::logic_error for Q6_K, whose
+/// scales per 16 inputs it cannot hold.
 std::shared_ptr<const stored_code_source> gguf_stored_code_source(const gguf_tensor& tensor, std::int64_t rope_heads);
 
 }  // namespace troupe

@@ -66,9 +66,11 @@ class llama_model {
   std::int64_t logits_width() const { return logits_width_; }
   /// The formats decoder layer `layer` (an index into the checkpoint's
   /// layers) holds its q, k, v, o, gate, up and down projections in: the
-  /// model's quantization, or int8 for a projection stored in more bits than
-  /// the layers kept as stored (a GGUF Q4_K_M's Q6_K ones beside its Q4_K
-  /// layers; a stack of q/k/v or gate/up then runs as one linear per format).
+  /// model's quantization, a projection kept in codes of another format in
+  /// theirs (a GGUF Q4_K_M's Q6_K ones as int6 beside its Q4_K layers), or
+  /// int8 for one stored in codes troupe does not keep (Q8_0, Q2_K, Q3_K)
+  /// beside layers kept as stored; a stack of q/k/v or gate/up then runs as
+  /// one linear per format.
   std::array<weight_quantization, 7> projection_formats(int layer) const;
   /// Bytes of the linear weights one step reads: the projections of the
   /// layers it runs and the LM head, as the backend holds them

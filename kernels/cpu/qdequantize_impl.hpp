@@ -19,23 +19,30 @@ inline vf load_codes_as_float(const std::uint8_t* p) {
 
 /// One weight row dequantised to bf16 in natural order (k < cols): scale ·
 /// code + offset, with int8's and int4_nl's bytes biased by 128 (offset
-/// −128 · scale) and int4's codes by 8.
+/// −128 · scale), int4's codes by 8 and int6's by 32.
 template <qformat F>
 inline void dequantize_row(const quantized_matrix& w, std::int64_t n, std::uint16_t* out) {
   const std::int64_t groups = w.padded_cols / quant_group;
   const std::uint8_t* codes = w.codes + n * (w.padded_cols / quant_superblock) * superblock_code_bytes(F);
   for (std::int64_t sb = 0; sb * quant_superblock < w.cols; ++sb) {
-    // Scale and offset of each of a 64-byte vector's positions (lane = group).
-    float scale[64], offset[64];
-    for (int q = 0; q < 64; ++q) {
-      const std::int64_t g = n * groups + sb * groups_per_superblock + q / 4;
-      if constexpr (F == qformat::int8) {
-        scale[q] = w.row_scales[n];
-        offset[q] = -128.0f * w.row_scales[n];
-      } else {
-        scale[q] = scalar_group_scale(w, g);
-        const float zero_code = F == qformat::int4_nl ? 128.0f : 8.0f;
-        offset[q] = has_group_offsets(F) ? scalar_group_offset(w, g) : -zero_code * scale[q];
+    // Scale and offset of each of a 64-byte vector's positions (lane = group);
+    // int6's for vectors 0-3 and 4-7 (its half groups).
+    constexpr int halves_with_scales = half_group_scales(F) ? 2 : 1;
+    float scale[halves_with_scales][64], offset[halves_with_scales][64];
+    for (int half = 0; half < halves_with_scales; ++half) {
+      for (int q = 0; q < 64; ++q) {
+        const std::int64_t g = n * groups + sb * groups_per_superblock + q / 4;
+        if constexpr (F == qformat::int8) {
+          scale[half][q] = w.row_scales[n];
+          offset[half][q] = -128.0f * w.row_scales[n];
+        } else if constexpr (half_group_scales(F)) {
+          scale[half][q] = scalar_half_group_scale(w, g, half);
+          offset[half][q] = -32.0f * scale[half][q];
+        } else {
+          scale[half][q] = scalar_group_scale(w, g);
+          const float zero_code = F == qformat::int4_nl ? 128.0f : 8.0f;
+          offset[half][q] = has_group_offsets(F) ? scalar_group_offset(w, g) : -zero_code * scale[half][q];
+        }
       }
     }
     alignas(64) std::uint8_t expanded[quant_superblock];
@@ -47,7 +54,8 @@ inline void dequantize_row(const quantized_matrix& w, std::int64_t n, std::uint1
     for (int r = 0; r < 8; ++r) {
       std::uint16_t values[64];
       for (int q = 0; q < 64; q += W)
-        store_bf16(values + q, fma(load_codes_as_float(bytes + 64 * r + q), load(scale + q), load(offset + q)));
+        store_bf16(values + q, fma(load_codes_as_float(bytes + 64 * r + q), load(scale[r / 4 % halves_with_scales] + q),
+                                   load(offset[r / 4 % halves_with_scales] + q)));
       // Lane j of vector r holds input features 32 j + 4 r .. + 3.
       for (int j = 0; j < 16; ++j) {
         const std::int64_t k = sb * quant_superblock + 32 * j + 4 * r;

@@ -36,21 +36,22 @@ constexpr int tile_activation_rows = 4;
 
 /// Weight rows the tiles read expanded, the tile's (or pass's) first row
 /// first: `codes` one byte a code [rows][padded_cols] (int8: the matrix's
-/// own rows); for 4- and 5-bit formats `scales` and, with group offsets,
-/// `offsets` in f32 [rows][groups], so that a tile loads each superblock's
-/// (a block-factored matrix's products made once per block of rows, not
-/// again for every tile of activation rows).
+/// own rows); for 4-, 5- and 6-bit formats `scales` (int6: of the groups'
+/// first halves) and, with group offsets, `offsets` (int6: the second
+/// halves' scales) in f32 [rows][groups], so that a tile loads each
+/// superblock's (a block-factored matrix's products made once per block of
+/// rows, not again for every tile of activation rows).
 struct expanded_rows {
   const std::uint8_t* codes = nullptr;
   const float* scales = nullptr;
   const float* offsets = nullptr;
 };
 
-/// Weight rows [n0, n0 + count) of a 4- or 5-bit matrix as one byte a code
-/// (0..31, or int4_nl's biased levels) in int8's layout: `codes`
+/// Weight rows [n0, n0 + count) of a 4-, 5- or 6-bit matrix as one byte a
+/// code (0..63, or int4_nl's biased levels) in int8's layout: `codes`
 /// [count][padded_cols], byte p of a superblock the code of interleaved
-/// position p; their group scales (and offsets) in f32 into `scales`
-/// (`offsets`) [count][groups].
+/// position p; their group scales (and offsets; int6: the second halves'
+/// scales) in f32 into `scales` (`offsets`) [count][groups].
 template <qformat F>
 void expand_rows(const quantized_matrix& w, std::int64_t n0, std::int64_t count, std::uint8_t* codes, float* scales,
                  float* offsets) {
@@ -61,6 +62,8 @@ void expand_rows(const quantized_matrix& w, std::int64_t n0, std::int64_t count,
       expand_superblock_codes<F>(row, sb, codes + i * w.padded_cols + sb * quant_superblock);
     for (std::int64_t g0 = 0; g0 < groups; g0 += lanes) {
       qstore(scales + i * groups + g0, group_scales_at<F>(w, (n0 + i) * groups + g0));
+      if constexpr (half_group_scales(F))
+        qstore(offsets + i * groups + g0, group_scales_at<F, 1>(w, (n0 + i) * groups + g0));
       if constexpr (has_group_offsets(F))
         qstore(offsets + i * groups + g0, group_offsets_at(w, (n0 + i) * groups + g0));
     }
@@ -92,12 +95,25 @@ template <qformat F, bool Expanded>
     for (int h = 0; h < halves; ++h) {
       const std::int64_t g0 = sb * groups_per_superblock + h * lanes;
       vi dot[R][C];
+      // int6: the first halves' sums start at their int6_starts (int6_half_dots).
 #pragma GCC unroll 4
       for (int j = 0; j < C; ++j) {
-        const vi initial = initial_dot<F>(x.code_sums + (m0 + j) * groups + g0);
+        const vi initial = half_group_scales(F) ? load_codes(x.int6_starts + (m0 + j) * 2 * groups + g0)
+                                                : initial_dot<F>(x.code_sums + (m0 + j) * groups + g0);
 #pragma GCC unroll 4
         for (int i = 0; i < R; ++i) dot[i][j] = initial;
       }
+      // Folds the tile's integer sums into acc, times each weight row's `scales`.
+      const auto fold = [&](const qf* scales) __attribute__((always_inline)) {
+#pragma GCC unroll 4
+        for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 4
+          for (int j = 0; j < C; ++j) {
+            const qf x_scale = qload(x.scales + (m0 + j) * groups + g0);
+            acc[i][j] = qfma(to_float(dot[i][j]), nibbles ? qmul(x_scale, scales[i]) : x_scale, acc[i][j]);
+          }
+        }
+      };
       const std::int64_t x_offset = sb * quant_superblock + h * vector_bytes;
       if constexpr (nibbles && !Expanded) {
         // Packed vector p holds vector p (low nibbles) and p + 4 (high).
@@ -132,9 +148,24 @@ template <qformat F, bool Expanded>
           }
         }
       } else {
-        static_assert(Expanded, "int8 tiles read the matrix as its own expansion");
+        static_assert(Expanded, "int8 and int6 tiles read expanded rows");
 #pragma GCC unroll 8
         for (int r = 0; r < 8; ++r) {
+          if constexpr (half_group_scales(F)) {
+            if (r == 4) {
+              // The first halves done: folded with their scales, and the second halves' sums begun.
+              qf low_scales[R];
+#pragma GCC unroll 4
+              for (int i = 0; i < R; ++i) low_scales[i] = qload(rows.scales + i * groups + g0);
+              fold(low_scales);
+#pragma GCC unroll 4
+              for (int j = 0; j < C; ++j) {
+                const vi initial = load_codes(x.int6_starts + (m0 + j) * 2 * groups + groups + g0);
+#pragma GCC unroll 4
+                for (int i = 0; i < R; ++i) dot[i][j] = initial;
+              }
+            }
+          }
           vi wv[R];
 #pragma GCC unroll 4
           for (int i = 0; i < R; ++i) {
@@ -149,17 +180,15 @@ template <qformat F, bool Expanded>
           }
         }
       }
+      qf scales[R];
 #pragma GCC unroll 4
       for (int i = 0; i < R; ++i) {
-        qf scale = qzero();
-        if constexpr (nibbles && Expanded) scale = qload(rows.scales + i * groups + g0);
-        if constexpr (nibbles && !Expanded) scale = group_scales_at<F>(w, (n0 + i) * groups + g0);
-#pragma GCC unroll 4
-        for (int j = 0; j < C; ++j) {
-          const qf x_scale = qload(x.scales + (m0 + j) * groups + g0);
-          acc[i][j] = qfma(to_float(dot[i][j]), nibbles ? qmul(x_scale, scale) : x_scale, acc[i][j]);
-        }
+        scales[i] = qzero();
+        if constexpr (half_group_scales(F)) scales[i] = qload(rows.offsets + i * groups + g0);  // second halves'
+        if constexpr (nibbles && Expanded && !half_group_scales(F)) scales[i] = qload(rows.scales + i * groups + g0);
+        if constexpr (nibbles && !Expanded) scales[i] = group_scales_at<F>(w, (n0 + i) * groups + g0);
       }
+      fold(scales);
     }
   }
   static_assert(C == 4, "the tile finishes through finished_dots4 and qsum4");
@@ -210,14 +239,16 @@ void qgemm_pass(const qgemv_args& args, std::int64_t m0, std::int64_t n_begin, s
   const std::int64_t groups = args.weights->padded_cols / quant_group;
   float result[R][C];
   std::int64_t n = n_begin;
-  for (; n + R <= n_end; n += R) {
+  // int6 tiles read expanded rows only; without them its rows take the GEMV (the same bits).
+  const bool tiles = expanded.codes != nullptr || !half_group_scales(F);
+  for (; tiles && n + R <= n_end; n += R) {
     if (expanded.codes != nullptr) {
       const std::int64_t row = n - n_begin;
       const expanded_rows at = {expanded.codes + row * args.weights->padded_cols,
                                 expanded.scales != nullptr ? expanded.scales + row * groups : nullptr,
                                 expanded.offsets != nullptr ? expanded.offsets + row * groups : nullptr};
       qgemm_tile<F, true>(*args.weights, *args.x, n, m0, result, at);
-    } else if constexpr (F != qformat::int8) {
+    } else if constexpr (F != qformat::int8 && !half_group_scales(F)) {
       qgemm_tile<F, false>(*args.weights, *args.x, n, m0, result, expanded);
     }
     for (int j = 0; j < C; ++j) {
@@ -253,7 +284,7 @@ void qgemm_passes(const qgemv_args& args, std::int64_t m_tiled) {
     // The block's codes, then its scales (and offsets) in f32.
     const std::int64_t groups = args.weights->padded_cols / quant_group;
     auto* scales = reinterpret_cast<float*>(args.code_scratch + quant_code_scratch_bytes);
-    float* offsets = has_group_offsets(F) ? scales + block * groups : nullptr;
+    float* offsets = has_group_offsets(F) || half_group_scales(F) ? scales + block * groups : nullptr;
     const expanded_rows rows = {args.code_scratch, scales, offsets};
     for (std::int64_t first = args.n_begin; first < args.n_end; first += block) {
       const std::int64_t last = args.n_end < first + block ? args.n_end : first + block;

@@ -2,8 +2,8 @@
 // Quantised GEMV (up to 8 activation rows; more run the tiles of
 // qgemm_impl.hpp): int8 activations (per group of 32, quantised on the fly
 // by quantize_row_impl.hpp) times int8 (per output row), int4, int5 or
-// int4_nl (per group of 32) weights, integer dot products per group, f32
-// accumulation across groups.
+// int4_nl (per group of 32) or int6 (per half group of 16) weights, integer
+// dot products per group (int6: per half), f32 accumulation across groups.
 // Included only by the ISA units. Layouts: isa_kernels.hpp.
 //
 // Each 64-byte vector of a superblock carries 16 groups in its 32-bit lanes
@@ -23,11 +23,12 @@ constexpr std::int64_t groups_per_superblock = quant_superblock / quant_group;
 // inline functions one ISA's unit could compile for the whole program.
 
 /// Bytes of one row's codes per superblock: a byte a weight for int8, a
-/// nibble for int4 / int4_asym, and for int5_asym the nibbles (as int4)
-/// followed by a 64-byte plane of the codes' fifth bits.
+/// nibble for int4 / int4_asym, and for int5_asym (int6) the nibbles (as
+/// int4) followed by a 64-byte (128-byte) plane of the codes' higher bits.
 constexpr std::int64_t superblock_code_bytes(qformat format) {
-  return format == qformat::int8 ? quant_superblock
-                                 : quant_superblock / 2 + (format == qformat::int5_asym ? quant_superblock / 8 : 0);
+  if (format == qformat::int8) return quant_superblock;
+  if (format == qformat::int6) return quant_superblock / 2 + quant_superblock / 4;
+  return quant_superblock / 2 + (format == qformat::int5_asym ? quant_superblock / 8 : 0);
 }
 
 /// True for the formats with an f16 offset per group (w = scale · code + offset).
@@ -55,14 +56,18 @@ template <class Fn>
       return fn.template operator()<qformat::int5_asym>();
     case qformat::int4_nl:
       return fn.template operator()<qformat::int4_nl>();
+    case qformat::int6:
+      return fn.template operator()<qformat::int6>();
   }
 }
 
-/// The 4- or 5-bit code at interleaved position p (< 512) of a superblock
-/// whose codes start at `superblock` (layout: quantized_matrix::codes); for
-/// int4_nl the level's index.
+/// The 4-, 5- or 6-bit code at interleaved position p (< 512) of a
+/// superblock whose codes start at `superblock` (layout:
+/// quantized_matrix::codes); for int4_nl the level's index.
 inline int packed_code(const std::uint8_t* superblock, qformat format, std::int64_t p) {
   const int nibble = p < 256 ? superblock[p % 256] & 0x0f : superblock[p % 256] >> 4;
+  if (format == qformat::int6)
+    return nibble | ((superblock[quant_superblock / 2 + p % 128] >> (2 * (p / 128))) & 3) << 4;
   if (format != qformat::int5_asym) return nibble;
   return nibble | ((superblock[quant_superblock / 2 + p / 8] >> (p % 8)) & 1) << 4;
 }
@@ -72,6 +77,13 @@ inline int packed_code(const std::uint8_t* superblock, qformat format, std::int6
 inline int byte_code(const std::uint8_t* superblock, qformat format, std::int64_t p) {
   const int code = packed_code(superblock, format, p);
   return format == qformat::int4_nl ? int4_nl_biased_levels[code] : code;
+}
+
+/// The scale of half `half` of int6 group g: quantized_reference.cpp's
+/// half_group_scale, in this ISA's namespace.
+inline float scalar_half_group_scale(const quantized_matrix& w, std::int64_t g, int half) {
+  const auto code = static_cast<std::int8_t>(w.scale_codes[int6_scale_code_index(g, half)]);
+  return half_to_float(w.block_scales[g / groups_per_factor_block]) * static_cast<float>(code);
 }
 
 /// Group g's scale (g counted over the matrix), block-factored or f16 as
@@ -95,9 +107,12 @@ constexpr int max_rows_per_pass = 8;
 
 /// The scales of groups [g, g + lanes) of `w` (a matrix of format F; g
 /// counted over the matrix, a multiple of lanes), block-factored or f16 as
-/// `w` holds them.
-template <qformat F>
+/// `w` holds them; for int6 the scales of their halves `Half`.
+template <qformat F, int Half = 0>
 [[gnu::always_inline]] inline qf group_scales_at(const quantized_matrix& w, std::int64_t g) {
+  if constexpr (half_group_scales(F))
+    return block_factored<true>(w.block_scales + g / groups_per_factor_block,
+                                w.scale_codes + int6_scale_code_index(g, Half));
   if (w.block_scales != nullptr)
     return block_factored<signed_scale_codes(F)>(w.block_scales + g / groups_per_factor_block, w.scale_codes + g);
   return load_halfs(w.group_scales + g);
@@ -147,10 +162,10 @@ template <qformat F>
   }
 }
 
-/// The codes of the eight vectors of superblock `sb` (half `h`) of a 4- or
-/// 5-bit weight row starting at `row`, one byte each, into `wv`: packed
+/// The codes of the eight vectors of superblock `sb` (half `h`) of a 4-, 5-
+/// or 6-bit weight row starting at `row`, one byte each, into `wv`: packed
 /// vector p holds vector p (low nibbles) and p + 4 (high); int5_asym adds
-/// the fifth bits, int4_nl looks its levels up.
+/// the fifth bits, int6 the fifth and sixth, int4_nl looks its levels up.
 template <qformat F>
 [[gnu::always_inline]] inline void unpack_codes(const std::uint8_t* row, std::int64_t sb, int h, vi* wv) {
   const std::uint8_t* superblock = row + sb * superblock_code_bytes(F);
@@ -168,6 +183,35 @@ template <qformat F>
   if constexpr (F == qformat::int4_nl) {
 #pragma GCC unroll 8
     for (int r = 0; r < 8; ++r) wv[r] = biased_levels(wv[r]);
+  }
+  if constexpr (F == qformat::int6) {
+    // Vector r's fifth and sixth bits: the plane's vector r % 2, bits 2 (r / 2) and up.
+    const std::uint8_t* plane = superblock + quant_superblock / 2 + h * vector_bytes;
+    const vi even = load_codes(plane), odd = load_codes(plane + 64);
+    wv[0] = bytes_or(wv[0], high_code_bits<0>(even));
+    wv[1] = bytes_or(wv[1], high_code_bits<0>(odd));
+    wv[2] = bytes_or(wv[2], high_code_bits<1>(even));
+    wv[3] = bytes_or(wv[3], high_code_bits<1>(odd));
+    wv[4] = bytes_or(wv[4], high_code_bits<2>(even));
+    wv[5] = bytes_or(wv[5], high_code_bits<2>(odd));
+    wv[6] = bytes_or(wv[6], high_code_bits<3>(even));
+    wv[7] = bytes_or(wv[7], high_code_bits<3>(odd));
+  }
+}
+
+/// int6's integer dot products of one activation row with the unpacked
+/// vectors `wv` of a superblock (half): vectors 0-3 (each group's first 16
+/// inputs) into `low`, 4-7 into `high`, each started at its half's
+/// int6_starts (`starts`, the first halves'; the second halves' `groups`
+/// on) so that it comes out as Σ (code − 32) · x code; two chains.
+[[gnu::always_inline]] inline void int6_half_dots(const vi* wv, const std::int8_t* xc, const std::int32_t* starts,
+                                                  std::int64_t groups, vi& low, vi& high) {
+  low = load_codes(starts);
+  high = load_codes(starts + groups);
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {
+    low = dot_nibbles(low, wv[r], load_codes(xc + 64 * r));
+    high = dot_nibbles(high, wv[r + 4], load_codes(xc + 64 * (r + 4)));
   }
 }
 
@@ -194,6 +238,20 @@ template <qformat F, int MR>
         for (int r = 0; r < 8; ++r) wv[r] = load_codes(base + 64 * r);
       }
       const std::int64_t g0 = sb * groups_per_superblock + h * lanes;
+      if constexpr (half_group_scales(F)) {
+        const qf low_scale = group_scales_at<F, 0>(w, n * groups + g0),
+                 high_scale = group_scales_at<F, 1>(w, n * groups + g0);
+#pragma GCC unroll 8
+        for (int i = 0; i < mr; ++i) {
+          vi low, high;
+          int6_half_dots(wv, x.codes + (m0 + i) * x.padded_cols + sb * quant_superblock + h * vector_bytes,
+                         x.int6_starts + (m0 + i) * 2 * groups + g0, groups, low, high);
+          const qf x_scale = qload(x.scales + (m0 + i) * groups + g0);
+          acc[i] = qfma(to_float(low), qmul(x_scale, low_scale), acc[i]);
+          acc[i] = qfma(to_float(high), qmul(x_scale, high_scale), acc[i]);
+        }
+        continue;
+      }
       qf scale = qzero(), offset = qzero();
       if constexpr (nibbles) scale = group_scales_at<F>(w, n * groups + g0);
       if constexpr (has_group_offsets(F)) offset = group_offsets_at(w, n * groups + g0);
@@ -243,12 +301,22 @@ inline void qgemv_row(const quantized_matrix& w, const quantized_rows& x, std::i
     for (std::int64_t g = 0; g < groups; ++g) {
       // Group g of a superblock sits at lane g % 16 of each of its 8 vectors.
       const std::int64_t base = g / groups_per_superblock * quant_superblock + 4 * (g % groups_per_superblock);
+      const float x_scale = x.scales[(m0 + i) * groups + g];
+      if constexpr (half_group_scales(F)) {
+        // Vectors 0-3 hold the group's first 16 inputs; codes stand for code − 32.
+        int halves[2] = {x.int6_starts[(m0 + i) * 2 * groups + g], x.int6_starts[(m0 + i) * 2 * groups + groups + g]};
+        for (int r = 0; r < 8; ++r) {
+          for (int t = 0; t < 4; ++t) halves[r / 4] += weight_code(w, n, base + 64 * r + t) * xc[base + 64 * r + t];
+        }
+        for (int half = 0; half < 2; ++half)
+          acc += static_cast<float>(halves[half]) * (x_scale * scalar_half_group_scale(w, n * groups + g, half));
+        continue;
+      }
       int dot = 0;
       for (int r = 0; r < 8; ++r) {
         for (int t = 0; t < 4; ++t) dot += weight_code(w, n, base + 64 * r + t) * xc[base + 64 * r + t];
       }
       if constexpr (F == qformat::int4) dot -= 8 * x.code_sums[(m0 + i) * groups + g];  // codes stand for code − 8
-      const float x_scale = x.scales[(m0 + i) * groups + g];
       if constexpr (F == qformat::int8) {
         acc += static_cast<float>(dot) * x_scale;
       } else {
@@ -263,7 +331,7 @@ inline void qgemv_row(const quantized_matrix& w, const quantized_rows& x, std::i
 
 #endif
 
-/// The 512 codes of superblock `sb` of a 4- or 5-bit weight row starting at
+/// The 512 codes of superblock `sb` of a 4-, 5- or 6-bit weight row starting at
 /// `row` as one byte each in interleaved order (int4_nl's biased levels):
 /// unpack_codes' vectors stored, where the ISA has vectors.
 template <qformat F>

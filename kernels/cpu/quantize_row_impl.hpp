@@ -24,8 +24,8 @@ inline std::int64_t interleaved_position(std::int64_t k) {
 
 /// Quantises group g of the row (inputs at or past `cols` are zeros): the
 /// reference the vector paths match bit for bit.
-inline void quantize_group(const float* x, std::int64_t cols, std::int64_t g, std::int8_t* codes, float* scales,
-                           float* sums, std::int32_t* code_sums) {
+inline void quantize_group(const float* x, std::int64_t cols, std::int64_t g, std::int64_t groups, std::int8_t* codes,
+                           float* scales, float* sums, std::int32_t* code_sums, std::int32_t* int6_starts) {
   float values[quant_group];
   float amax = 0.0f;
   for (std::int64_t t = 0; t < quant_group; ++t) {
@@ -37,17 +37,20 @@ inline void quantize_group(const float* x, std::int64_t cols, std::int64_t g, st
   // 0 where 127 / amax overflows (0 < amax < 127 / FLT_MAX): such a group codes as zeros.
   const float quotient = amax > 0.0f ? 127.0f / amax : 0.0f;
   const float inverse = quotient <= __FLT_MAX__ ? quotient : 0.0f;
-  int sum = 0;
+  int sum = 0, low_sum = 0;
   for (std::int64_t t = 0; t < quant_group; ++t) {
     // A non-finite input (NaN, or ±inf times a zero inverse) codes as 0; every finite one is within ±127.
     const float scaled = values[t] * inverse;
     const int code = (scaled < 0.0f ? -scaled : scaled) < 128.0f ? static_cast<int>(__builtin_rintf(scaled)) : 0;
     sum += code;
+    low_sum += t < quant_group / 2 ? code : 0;
     codes[interleaved_position(g * quant_group + t)] = static_cast<std::int8_t>(code);
   }
   scales[g] = amax / 127.0f;
   sums[g] = scales[g] * static_cast<float>(sum);
   code_sums[g] = sum;
+  int6_starts[g] = -32 * low_sum;
+  int6_starts[groups + g] = -32 * (sum - low_sum);
 }
 
 #if defined(__AVX512F__) || defined(__AVX2__)
@@ -55,8 +58,9 @@ inline void quantize_group(const float* x, std::int64_t cols, std::int64_t g, st
 // In their own namespace, apart from qgemv_impl.hpp's vector helpers (whose
 // vi is 256 bits wide in the plain AVX-512 unit). Each vector path provides:
 // vi (W int32 lanes), magnitude, inverse_of_amax, to_codes,
-// to_float, store_ints, store_bytes, pack_codes, transpose_codes and
-// byte_sums (the groups' amax: simd.hpp's combine_transpose).
+// to_float, store_ints, store_bytes, pack_codes, transpose_codes,
+// byte_sums4, int_add and times_minus_32 (the groups' amax: simd.hpp's
+// combine_transpose).
 namespace row_quantization {
 
 #if defined(__AVX512F__)
@@ -107,13 +111,16 @@ inline void transpose_codes(vi* rows) {
   }
 }
 
-/// Lane g: the sum of the int8 codes in 32-bit lane g of the 8 vectors.
-inline vi byte_sums(const vi* rows) {
+/// Lane g: the sum of the int8 codes in 32-bit lane g of the 4 vectors from `rows`.
+inline vi byte_sums4(const vi* rows) {
   const vi ones = _mm512_set1_epi8(1);
-  vi pair_sums = _mm512_maddubs_epi16(ones, rows[0]);  // 8 pair sums of at most 256 fit int16
-  for (int v = 1; v < 8; ++v) pair_sums = _mm512_add_epi16(pair_sums, _mm512_maddubs_epi16(ones, rows[v]));
+  vi pair_sums = _mm512_maddubs_epi16(ones, rows[0]);  // 4 pair sums of at most 256 fit int16
+  for (int v = 1; v < 4; ++v) pair_sums = _mm512_add_epi16(pair_sums, _mm512_maddubs_epi16(ones, rows[v]));
   return _mm512_madd_epi16(pair_sums, _mm512_set1_epi16(1));
 }
+inline vi int_add(vi a, vi b) { return _mm512_add_epi32(a, b); }
+/// −32 · v per 32-bit lane.
+inline vi times_minus_32(vi v) { return _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(v, 5)); }
 
 #else  // AVX2
 
@@ -158,13 +165,16 @@ inline void transpose_codes(vi* rows) {
   }
 }
 
-/// Lane g: the sum of the int8 codes in 32-bit lane g of the 8 vectors.
-inline vi byte_sums(const vi* rows) {
+/// Lane g: the sum of the int8 codes in 32-bit lane g of the 4 vectors from `rows`.
+inline vi byte_sums4(const vi* rows) {
   const vi ones = _mm256_set1_epi8(1);
-  vi pair_sums = _mm256_maddubs_epi16(ones, rows[0]);  // 8 pair sums of at most 256 fit int16
-  for (int v = 1; v < 8; ++v) pair_sums = _mm256_add_epi16(pair_sums, _mm256_maddubs_epi16(ones, rows[v]));
+  vi pair_sums = _mm256_maddubs_epi16(ones, rows[0]);  // 4 pair sums of at most 256 fit int16
+  for (int v = 1; v < 4; ++v) pair_sums = _mm256_add_epi16(pair_sums, _mm256_maddubs_epi16(ones, rows[v]));
   return _mm256_madd_epi16(pair_sums, _mm256_set1_epi16(1));
 }
+inline vi int_add(vi a, vi b) { return _mm256_add_epi32(a, b); }
+/// −32 · v per 32-bit lane.
+inline vi times_minus_32(vi v) { return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(v, 5)); }
 
 #endif
 
@@ -176,8 +186,9 @@ inline vf load_inputs(const float* x, std::int64_t k, std::int64_t cols) {
 
 /// Quantises the W groups from group `first` (a multiple of W), one vector
 /// lane a group, as quantize_group does each.
-inline void quantize_groups(const float* x, std::int64_t cols, std::int64_t first, std::int8_t* codes, float* scales,
-                            float* sums, std::int32_t* code_sums) {
+inline void quantize_groups(const float* x, std::int64_t cols, std::int64_t first, std::int64_t groups,
+                            std::int8_t* codes, float* scales, float* sums, std::int32_t* code_sums,
+                            std::int32_t* int6_starts) {
   constexpr int parts = quant_group / W;  // vectors a group
   const std::int64_t start = first * quant_group;
   vf maxima[W];
@@ -205,10 +216,13 @@ inline void quantize_groups(const float* x, std::int64_t cols, std::int64_t firs
                        4 * (first % (quant_superblock / quant_group));
   for (int v = 0; v < 8; ++v) store_bytes(lanes + 64 * v, rows[v]);
   const vf scale = div(amax, set1(127.0f));
-  const vi sum = byte_sums(rows);
+  // Vectors 0-3 hold each group's first 16 inputs.
+  const vi low_sum = byte_sums4(rows), high_sum = byte_sums4(rows + 4), sum = int_add(low_sum, high_sum);
   store(scales + first, scale);
   store(sums + first, mul(scale, to_float(sum)));
   store_ints(code_sums + first, sum);
+  store_ints(int6_starts + first, times_minus_32(low_sum));
+  store_ints(int6_starts + groups + first, times_minus_32(high_sum));
 }
 
 }  // namespace row_quantization
@@ -217,15 +231,17 @@ inline void quantize_groups(const float* x, std::int64_t cols, std::int64_t firs
 
 /// Quantises one activation row of `cols` inputs, zero-padded to
 /// `padded_cols` (a multiple of quant_superblock): codes in interleaved
-/// order, and per group its scale, scale · Σ codes and Σ codes.
+/// order, and per group its scale, scale · Σ codes, Σ codes and −32 · Σ
+/// codes of each half (int6_starts: the first halves', then the second's).
 inline void quantize_row(const float* x, std::int64_t cols, std::int64_t padded_cols, std::int8_t* codes, float* scales,
-                         float* sums, std::int32_t* code_sums) {
+                         float* sums, std::int32_t* code_sums, std::int32_t* int6_starts) {
+  const std::int64_t groups = padded_cols / quant_group;
 #if defined(__AVX512F__) || defined(__AVX2__)
-  for (std::int64_t g = 0; g < padded_cols / quant_group; g += W)
-    row_quantization::quantize_groups(x, cols, g, codes, scales, sums, code_sums);
+  for (std::int64_t g = 0; g < groups; g += W)
+    row_quantization::quantize_groups(x, cols, g, groups, codes, scales, sums, code_sums, int6_starts);
 #else
-  for (std::int64_t g = 0; g < padded_cols / quant_group; ++g)
-    quantize_group(x, cols, g, codes, scales, sums, code_sums);
+  for (std::int64_t g = 0; g < groups; ++g)
+    quantize_group(x, cols, g, groups, codes, scales, sums, code_sums, int6_starts);
 #endif
 }
 

@@ -12,9 +12,15 @@
 namespace troupe::cpu {
 
 float group_scale(const quantized_matrix& w, std::int64_t g) {
+  if (half_group_scales(w.format)) return half_group_scale(w, g, 0);
   if (w.block_scales == nullptr) return f16_to_float(w.group_scales[g]);
   const int code =
       signed_scale_codes(w.format) ? static_cast<std::int8_t>(w.scale_codes[g]) : static_cast<int>(w.scale_codes[g]);
+  return f16_to_float(w.block_scales[g / groups_per_factor_block]) * static_cast<float>(code);
+}
+
+float half_group_scale(const quantized_matrix& w, std::int64_t g, int half) {
+  const auto code = static_cast<std::int8_t>(w.scale_codes[int6_scale_code_index(g, half)]);
   return f16_to_float(w.block_scales[g / groups_per_factor_block]) * static_cast<float>(code);
 }
 
@@ -29,6 +35,8 @@ float dequantized_weight(const quantized_matrix& w, std::int64_t n, std::int64_t
   if (w.format == qformat::int8) return w.row_scales[n] * static_cast<float>(code - 128);
   const std::int64_t group = n * (w.padded_cols / quant_group) + k / quant_group;
   const auto format = static_cast<weight_quantization>(w.format);
+  if (half_group_scales(w.format))
+    return stored_code_value(format, code, half_group_scale(w, group, static_cast<int>(k % quant_group / 16)), 0.0f);
   return stored_code_value(format, code, group_scale(w, group), group_offset(w, group));
 }
 
@@ -41,6 +49,7 @@ reference_rows quantize_rows_reference(const float* x, std::int64_t m, std::int6
   out.scales.assign(static_cast<std::size_t>(m * groups), 0.0f);
   out.sums.assign(static_cast<std::size_t>(m * groups), 0.0f);
   out.code_sums.assign(static_cast<std::size_t>(m * groups), 0);
+  out.int6_starts.assign(static_cast<std::size_t>(m * 2 * groups), 0);
   for (std::int64_t r = 0; r < m; ++r) {
     for (std::int64_t g = 0; g < groups; ++g) {
       float amax = 0.0f;
@@ -49,17 +58,20 @@ reference_rows quantize_rows_reference(const float* x, std::int64_t m, std::int6
       // 0 where 127 / amax overflows (0 < amax < 127 / FLT_MAX): such a group codes as zeros.
       const float quotient = amax > 0.0f ? 127.0f / amax : 0.0f;
       const float inverse = quotient <= std::numeric_limits<float>::max() ? quotient : 0.0f;
-      int sum = 0;
+      int sum = 0, low_sum = 0;
       for (std::int64_t k = g * quant_group; k < std::min(cols, (g + 1) * quant_group); ++k) {
         // A non-finite input (NaN, or ±inf times a zero inverse) codes as 0.
         const float scaled = x[r * stride + k] * inverse;
         const int code = std::fabs(scaled) < 128.0f ? static_cast<int>(std::rint(scaled)) : 0;
         out.codes[static_cast<std::size_t>(r * padded_cols + interleaved_position(k))] = static_cast<std::int8_t>(code);
         sum += code;
+        low_sum += k % quant_group < 16 ? code : 0;
       }
       out.scales[static_cast<std::size_t>(r * groups + g)] = amax / 127.0f;
       out.sums[static_cast<std::size_t>(r * groups + g)] = amax / 127.0f * static_cast<float>(sum);
       out.code_sums[static_cast<std::size_t>(r * groups + g)] = sum;
+      out.int6_starts[static_cast<std::size_t>(r * 2 * groups + g)] = -32 * low_sum;
+      out.int6_starts[static_cast<std::size_t>(r * 2 * groups + groups + g)] = -32 * (sum - low_sum);
     }
   }
   return out;

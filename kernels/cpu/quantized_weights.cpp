@@ -60,10 +60,25 @@ void store_int5_group(const std::uint8_t* codes, std::int64_t g, std::uint8_t* s
   }
 }
 
+// Group `g` of an int6 superblock: the low four bits as int4, bits 4-5 of
+// codes[t] at bits 2 (p / 128) .. + 1 of byte 256 + p % 128, p = 64 (t / 4)
+// + 4g + t % 4.
+void store_int6_group(const std::uint8_t* codes, std::int64_t g, std::uint8_t* superblock) {
+  store_int4_group(codes, g, superblock);
+  std::uint8_t* plane = superblock + quant_superblock / 2;
+  for (int t = 0; t < quant_group; ++t) {
+    const std::int64_t p = 64 * (t / 4) + 4 * g + t % 4;
+    const int shift = 2 * static_cast<int>(p / 128);
+    std::uint8_t& byte = plane[p % 128];
+    byte = static_cast<std::uint8_t>((byte & ~(3u << shift)) | ((codes[t] >> 4) & 3u) << shift);
+  }
+}
+
 }  // namespace
 
 std::int64_t superblock_bytes(weight_quantization format) {
   if (format == weight_quantization::int8) return quant_superblock;
+  if (format == weight_quantization::int6) return quant_superblock / 2 + quant_superblock / 4;
   return quant_superblock / 2 + (format == weight_quantization::int5_asym ? quant_superblock / 8 : 0);
 }
 
@@ -72,6 +87,8 @@ void store_group(const std::uint8_t* codes, const quantized_layout& layout, std:
   std::uint8_t* superblock = row + sb * superblock_bytes(layout.format);
   if (layout.format == weight_quantization::int5_asym) {
     store_int5_group(codes, g, superblock);
+  } else if (layout.format == weight_quantization::int6) {
+    store_int6_group(codes, g, superblock);
   } else if (nibble_codes(layout.format)) {
     store_int4_group(codes, g, superblock);
   } else {
@@ -108,11 +125,12 @@ quantized_layout padded_layout_for(weight_quantization format, std::int64_t rows
 
 quantized_layout layout_for(weight_quantization format, std::int64_t rows, std::int64_t cols, bool block_factors) {
   quantized_layout layout = padded_layout_for(format, rows, cols, quant_superblock, 64);
-  if (!block_factors) return layout;
+  if (!block_factors && format != weight_quantization::int6) return layout;  // int6 has no other
   if (!nibble_codes(format)) throw std::invalid_argument("layout_for: int8 holds no block factors");
   constexpr std::size_t alignment = 64;
   const auto blocks = static_cast<std::size_t>(rows * layout.groups / groups_per_factor_block);
-  const auto groups = static_cast<std::size_t>(rows * layout.groups);
+  // A scale code a group; int6's a half group.
+  const auto groups = static_cast<std::size_t>(rows * layout.groups * (format == weight_quantization::int6 ? 2 : 1));
   const bool offsets = quantization_group_offsets(format);
   layout.block_factors = true;
   layout.block_scales_at = layout.scales_at;  // the first free byte after the codes
@@ -160,7 +178,8 @@ quantized_matrix view_of(const quantized_layout& layout, const void* buffer) {
 void pack_stored_code_rows(const std::uint8_t* codes, const std::uint16_t* scales, const std::uint16_t* offsets,
                            std::int64_t count, const quantized_layout& layout, void* buffer, std::int64_t first_row) {
   if (!nibble_codes(layout.format) || layout.cols % quant_group != 0)
-    throw std::invalid_argument("pack_stored_code_rows: needs an int4 or int5 layout with whole groups of 32 inputs");
+    throw std::invalid_argument(
+        "pack_stored_code_rows: needs an int4, int5 or int6 layout with whole groups of 32 inputs");
   auto* bytes = static_cast<std::uint8_t*>(buffer);
   const std::int64_t groups = layout.cols / quant_group;
   for (std::int64_t i = 0; i < count; ++i) {
@@ -188,10 +207,18 @@ void pack_block_factor_rows(const std::uint16_t* block_scales, const std::uint16
   auto* bytes = static_cast<std::uint8_t*>(buffer);
   const std::int64_t blocks = layout.cols / block, groups = layout.cols / quant_group;
   const std::int64_t row_blocks = layout.groups / groups_per_factor_block;
+  const bool half_groups = layout.format == weight_quantization::int6;
   for (std::int64_t i = 0; i < count; ++i) {
     const std::int64_t n = first_row + i;
     std::copy_n(block_scales + i * blocks, blocks,
                 reinterpret_cast<std::uint16_t*>(bytes + layout.block_scales_at) + n * row_blocks);
+    if (half_groups) {
+      // Input order (half group h: inputs 16 h ..) to each superblock's first halves, then second halves.
+      std::uint8_t* row = bytes + layout.scale_codes_at + 2 * n * layout.groups;
+      for (std::int64_t h = 0; h < 2 * groups; ++h)
+        row[int6_scale_code_index(h / 2, static_cast<int>(h % 2))] = scale_codes[i * 2 * groups + h];
+      continue;
+    }
     std::copy_n(scale_codes + i * groups, groups, bytes + layout.scale_codes_at + n * layout.groups);
     if (!quantization_group_offsets(layout.format)) continue;
     std::copy_n(block_offsets + i * blocks, blocks,
@@ -214,7 +241,8 @@ void pack_source_rows(const stored_code_source& source, std::int64_t begin, std:
   pack_stored_code_rows(codes.data(), nullptr, nullptr, count, layout, buffer, to_row);
   const std::int64_t blocks = layout.cols / stored_code_factor_block;
   std::vector<std::uint16_t> block_scales(static_cast<std::size_t>(count * blocks)), block_offsets(block_scales.size());
-  std::vector<std::uint8_t> scale_codes(static_cast<std::size_t>(count * groups)), offset_codes(scale_codes.size());
+  const std::int64_t scales = layout.format == weight_quantization::int6 ? layout.cols / int6_scale_group : groups;
+  std::vector<std::uint8_t> scale_codes(static_cast<std::size_t>(count * scales)), offset_codes(scale_codes.size());
   source.read_block_factors(begin, count, block_scales.data(), block_offsets.data(), scale_codes.data(),
                             offset_codes.data());
   pack_block_factor_rows(block_scales.data(), block_offsets.data(), scale_codes.data(), offset_codes.data(), count,
@@ -229,6 +257,7 @@ int stored_code(const quantized_matrix& w, std::int64_t n, std::int64_t k) {
   const std::uint8_t* superblock =
       w.codes + static_cast<std::size_t>((n * (w.padded_cols / quant_superblock) + sb) * superblock_bytes(format));
   const int nibble = p < 256 ? superblock[p % 256] & 0x0f : superblock[p % 256] >> 4;
+  if (format == weight_quantization::int6) return nibble | ((superblock[256 + p % 128] >> (2 * (p / 128))) & 3) << 4;
   const int fifth = format == weight_quantization::int5_asym ? (superblock[256 + p / 8] >> (p % 8)) & 1 : 0;
   return nibble | fifth << 4;
 }

@@ -31,6 +31,19 @@ inline vi low_nibbles(vi v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0f))
 inline vi high_nibbles(vi v) { return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0f)); }
 inline vi int_zero() { return _mm512_setzero_si512(); }
 inline vi int_add(vi a, vi b) { return _mm512_add_epi32(a, b); }
+inline vi int_sub(vi a, vi b) { return _mm512_sub_epi32(a, b); }
+inline vi bytes_or(vi a, vi b) { return _mm512_or_si512(a, b); }
+/// Bits 2 Pair and 2 Pair + 1 of each byte of `plane` moved to bits 4 and 5
+/// (int6's fifth and sixth code bits; the 16-bit shifts carry bits across
+/// bytes only outside the mask).
+template <int Pair>
+inline vi high_code_bits(vi plane) {
+  const vi mask = _mm512_set1_epi8(0x30);
+  if constexpr (Pair == 0) return _mm512_and_si512(_mm512_slli_epi16(plane, 4), mask);
+  if constexpr (Pair == 1) return _mm512_and_si512(_mm512_slli_epi16(plane, 2), mask);
+  if constexpr (Pair == 2) return _mm512_and_si512(plane, mask);
+  return _mm512_and_si512(_mm512_srli_epi16(plane, 2), mask);
+}
 /// −(v << shift) per 32-bit lane.
 template <int Shift>
 inline vi negated_shifted(vi v) {
@@ -115,6 +128,16 @@ inline vi low_nibbles(vi v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0f))
 inline vi high_nibbles(vi v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0f)); }
 inline vi int_zero() { return _mm256_setzero_si256(); }
 inline vi int_add(vi a, vi b) { return _mm256_add_epi32(a, b); }
+inline vi int_sub(vi a, vi b) { return _mm256_sub_epi32(a, b); }
+inline vi bytes_or(vi a, vi b) { return _mm256_or_si256(a, b); }
+template <int Pair>
+inline vi high_code_bits(vi plane) {
+  const vi mask = _mm256_set1_epi8(0x30);
+  if constexpr (Pair == 0) return _mm256_and_si256(_mm256_slli_epi16(plane, 4), mask);
+  if constexpr (Pair == 1) return _mm256_and_si256(_mm256_slli_epi16(plane, 2), mask);
+  if constexpr (Pair == 2) return _mm256_and_si256(plane, mask);
+  return _mm256_and_si256(_mm256_srli_epi16(plane, 2), mask);
+}
 template <int Shift>
 inline vi negated_shifted(vi v) {
   return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(v, Shift));

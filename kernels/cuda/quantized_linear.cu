@@ -242,6 +242,7 @@ void launch_quantized_gemv(const quantized_gemv_params& params, cudaStream_t str
       return launch_gemv_rows<weight_quantization::int4_nl>(params, stream);
     case weight_quantization::int5_asym:
       return launch_gemv_rows<weight_quantization::int5_asym>(params, stream);
+    case weight_quantization::int6:  // held as int8 (prepare_quantized_linear)
     case weight_quantization::none:
       break;
   }
@@ -261,6 +262,7 @@ void launch_dequantize(const dequantize_params& params, cudaStream_t stream) {
       return launch_dequantize_rows<weight_quantization::int4_nl>(params, stream);
     case weight_quantization::int5_asym:
       return launch_dequantize_rows<weight_quantization::int5_asym>(params, stream);
+    case weight_quantization::int6:  // held as int8 (prepare_quantized_linear)
     case weight_quantization::none:
       break;
   }

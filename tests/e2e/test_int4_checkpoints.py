@@ -47,9 +47,9 @@ def greedy(server, prompt="The quick brown fox"):
     return reply.json()["choices"][0]["text"]
 
 
-@pytest.mark.parametrize("model,expected", [(Q4_0, "int4"), (Q4_K_M, "int4_asym (4 of 14 projections int8)"),
+@pytest.mark.parametrize("model,expected", [(Q4_0, "int4"), (Q4_K_M, "int4_asym (4 of 14 projections int6)"),
                                             (AWQ, "int4_asym"), (Q5_0, "int5_asym"),
-                                            (Q5_K_M, "int5_asym (2 of 14 projections int8)"),
+                                            (Q5_K_M, "int5_asym (2 of 14 projections int6)"),
                                             (IQ4_NL, "int4_nl"), (IQ4_XS, "int4_nl")])
 def test_stored_4_and_5_bit_checkpoints_run_as_stored_by_default(model, expected):
     server = LiveServer(["--model", str(model), "--threads", "1"])

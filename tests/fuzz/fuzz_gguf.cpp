@@ -4,11 +4,11 @@
 // the model and generation configs, every tensor the forward pass reads
 // converted (dequantised, RoPE rows put back) and, as a quantised model's
 // load reads its matrices, the first and last rows of each through its
-// 4-bit source (Q4_0 / Q4_1 / Q4_K) and its on-demand row source, the
-// embedded tokenizer built and run on a short text, and the chat templates
-// collected. Each stage may
-// refuse the file with std::runtime_error (naming the file and the key or
-// tensor); nothing else may escape.
+// stored-code source (the 4- and 5-bit types, IQ4_*, Q6_K) and its
+// on-demand row source, the embedded tokenizer built and run on a short
+// text, and the chat templates collected. Each stage may refuse the file
+// with std::runtime_error (naming the file and the key or tensor); nothing
+// else may escape.
 
 #include <cstddef>
 #include <cstdint>
@@ -67,17 +67,23 @@ void read_end_rows(const troupe::gguf_tensor& tensor, std::int64_t rope_heads) {
   if (!troupe::gguf_stored_code_format(tensor.type) || cols % troupe::stored_code_group != 0) return;
   std::vector<std::uint8_t> codes(static_cast<std::size_t>(cols));
   std::vector<std::uint16_t> scales(static_cast<std::size_t>(cols / troupe::stored_code_group)), offsets(scales.size());
-  const auto int4 = troupe::gguf_stored_code_source(tensor, rope_heads);
-  if (int4->has_block_factors()) {  // before read_rows, which refuses blocks whose f16 products overflow
+  const auto stored = troupe::gguf_stored_code_source(tensor, rope_heads);
+  // int6 (Q6_K) has a scale per 16 inputs, and read_rows refuses it as a caller's mistake.
+  const bool int6 = stored->format() == troupe::weight_quantization::int6;
+  if (stored->has_block_factors()) {  // before read_rows, which refuses blocks whose f16 products overflow
     const std::int64_t blocks = cols / troupe::stored_code_factor_block;
+    const std::int64_t groups = cols / (int6 ? troupe::int6_scale_group : troupe::stored_code_group);
     std::vector<std::uint16_t> block_scales(static_cast<std::size_t>(blocks)), block_offsets(block_scales.size());
-    std::vector<std::uint8_t> scale_codes(scales.size()), offset_codes(scales.size());
-    int4->read_block_factors(rows - 1, 1, block_scales.data(), block_offsets.data(), scale_codes.data(),
-                             offset_codes.data());
-    int4->read_codes(rows - 1, 1, codes.data());
+    std::vector<std::uint8_t> scale_codes(static_cast<std::size_t>(groups)), offset_codes(scale_codes.size());
+    for (const std::int64_t row : {std::int64_t{0}, rows - 1}) {
+      stored->read_block_factors(row, 1, block_scales.data(), block_offsets.data(), scale_codes.data(),
+                                 offset_codes.data());
+      stored->read_codes(row, 1, codes.data());
+    }
   }
-  int4->read_rows(0, 1, codes.data(), scales.data(), offsets.data());
-  int4->read_rows(rows - 1, 1, codes.data(), scales.data(), offsets.data());
+  if (int6) return;
+  stored->read_rows(0, 1, codes.data(), scales.data(), offsets.data());
+  stored->read_rows(rows - 1, 1, codes.data(), scales.data(), offsets.data());
 }
 
 // As checkpoint::open_gguf: Llama's q and k rows come back from llama.cpp's RoPE order.

@@ -1,6 +1,6 @@
 // Block-factored weights: int4_asym / int5_asym (GGUF Q4_K / Q5_K kept
-// exactly, u8 scale codes), int4_nl (IQ4_XS, s8 codes) and int4 (s8 codes,
-// quantised at load): the layout's size, the weights it holds, the int4
+// exactly, u8 scale codes), int4_nl (IQ4_XS, s8 codes), int6 (Q6_K, s8
+// codes per 16 inputs) and int4 (s8 codes, quantised at load): the layout's size, the weights it holds, the int4
 // quantiser, the quantised GEMV, its tiles and the dequantised panels at
 // every dispatch level, and the CPU backend choosing the layout only where
 // every part of a linear has factors or is quantised by it.
@@ -29,7 +29,8 @@ using test::random_source;
 using test::run_qgemv;
 
 constexpr weight_quantization block_formats[] = {weight_quantization::int4_asym, weight_quantization::int5_asym,
-                                                 weight_quantization::int4_nl, weight_quantization::int4};
+                                                 weight_quantization::int4_nl, weight_quantization::int4,
+                                                 weight_quantization::int6};
 
 // Per row and 512 inputs: 16 scale codes and two f16 factors (20 bytes)
 // where f16 group scales take 32, and as many again for offsets where the
@@ -38,6 +39,7 @@ constexpr weight_quantization block_formats[] = {weight_quantization::int4_asym,
 TEST(QuantizedBlockFactors, LayoutTakesTwentyBytesARowPer512InputsForEachFactorKind) {
   const std::int64_t rows = 64, cols = 4096, superblocks = cols / 512;
   for (auto format : block_formats) {
+    if (format == weight_quantization::int6) continue;  // its own test below
     const cpu::quantized_layout plain = cpu::layout_for(format, rows, cols);
     const cpu::quantized_layout factored = cpu::layout_for(format, rows, cols, true);
     const auto codes = static_cast<std::size_t>(rows) * plain.row_code_bytes;
@@ -60,6 +62,22 @@ TEST(QuantizedBlockFactors, LayoutTakesTwentyBytesARowPer512InputsForEachFactorK
   EXPECT_THROW(cpu::pack_block_factor_rows(nullptr, nullptr, nullptr, nullptr, 2, partial, buffer.data(), 0),
                std::invalid_argument)
       << "288 inputs are not whole blocks of 256";
+}
+
+// int6 is always block-factored: per row and 512 inputs 384 bytes of codes
+// (6 bits each), 32 scale codes and two f16 factors (6.5625 bits a weight,
+// as GGUF Q6_K), and it is quantised to nearest too.
+TEST(QuantizedBlockFactors, Int6TakesThirtySixBytesARowPer512InputsBesideItsCodes) {
+  const std::int64_t rows = 64, cols = 4096, superblocks = cols / 512;
+  for (bool asked : {false, true}) {
+    const cpu::quantized_layout layout = cpu::layout_for(weight_quantization::int6, rows, cols, asked);
+    EXPECT_TRUE(layout.block_factors);
+    EXPECT_EQ(layout.row_code_bytes, static_cast<std::size_t>(superblocks * 384));
+    EXPECT_EQ(layout.total_bytes, static_cast<std::size_t>(rows * superblocks * (384 + 36)));
+    std::vector<float> w(static_cast<std::size_t>(rows * cols), 0.5f);
+    std::vector<std::uint8_t> buffer(layout.total_bytes);
+    EXPECT_NO_THROW(cpu::quantize_rows(w.data(), dtype::f32, rows, layout, buffer.data(), 0));
+  }
 }
 
 // int4 quantised to nearest with block factors: each group's scale a

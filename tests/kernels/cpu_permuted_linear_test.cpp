@@ -2,8 +2,8 @@
 // act-order, stored_code_source::input_permutation): linear() gathers x to match,
 // bit for bit the same as the unpermuted codes on gathered activations,
 // and stacked parts whose permutations differ are requantised correctly;
-// kept codes stacked with a finer part go into int8 (a Q4_K_M file's
-// q/k beside its Q6_K v).
+// kept codes stacked with a finer part go into int8 (a Q4_0 file's q/k
+// beside its Q8_0 v).
 
 #include <gtest/gtest.h>
 

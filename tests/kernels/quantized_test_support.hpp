@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/cpu/cpu_features.hpp"
@@ -34,13 +35,14 @@ inline quantized_buffer quantize(const std::vector<float>& w, weight_quantizatio
   return q;
 }
 
-/// Random 4- or 5-bit codes with block factors, as a GGUF file holds them
-/// (int4_asym / int5_asym: Q4_K / Q5_K; int4_nl: IQ4_XS; int4: as the
-/// backend quantises at load): every code value, block factors of both
-/// signs in f16, and scale codes over the whole byte: u8 0..255 beside
-/// offsets, s8 −128..127 without (so a kernel that widened one kind as the
-/// other would read 200 as −56). read_rows gives the products rounded to
-/// f16, as the GGUF sources do.
+/// Random 4-, 5- or 6-bit codes with block factors, as a GGUF file holds
+/// them (int4_asym / int5_asym: Q4_K / Q5_K; int4_nl: IQ4_XS; int6: Q6_K,
+/// a scale code per 16 inputs; int4: as the backend quantises at load):
+/// every code value, block factors of both signs in f16, and scale codes
+/// over the whole byte: u8 0..255 beside offsets, s8 −128..127 without (so
+/// a kernel that widened one kind as the other would read 200 as −56).
+/// read_rows gives the products rounded to f16, as the GGUF sources do
+/// (int6: refused, as its contract says).
 class block_factored_codes final : public stored_code_source {
  public:
   block_factored_codes(std::mt19937_64& engine, weight_quantization format, std::int64_t rows, std::int64_t cols)
@@ -54,7 +56,7 @@ class block_factored_codes final : public stored_code_source {
       block_scales_.push_back(float_to_f16(factor(engine)));
       block_offsets_.push_back(offsets ? float_to_f16(factor(engine)) : std::uint16_t{0});
     }
-    for (std::int64_t i = 0; i < rows * cols / stored_code_group; ++i) {
+    for (std::int64_t i = 0; i < rows * cols / scale_inputs(); ++i) {
       scale_codes_.push_back(factor_code(engine));
       offset_codes_.push_back(offsets ? factor_code(engine) : 0);
     }
@@ -65,6 +67,7 @@ class block_factored_codes final : public stored_code_source {
 
   void read_rows(std::int64_t first, std::int64_t count, std::uint8_t* codes, std::uint16_t* scales,
                  std::uint16_t* offsets) const override {
+    if (format_ == weight_quantization::int6) throw std::logic_error("read_rows: int6 has a scale per 16 inputs");
     const std::int64_t groups = cols_ / stored_code_group;
     std::copy_n(codes_.begin() + first * cols_, count * cols_, codes);
     for (std::int64_t g = first * groups; g < (first + count) * groups; ++g) {
@@ -80,7 +83,7 @@ class block_factored_codes final : public stored_code_source {
   void read_block_factors(std::int64_t first, std::int64_t count, std::uint16_t* block_scales,
                           std::uint16_t* block_offsets, std::uint8_t* scale_codes,
                           std::uint8_t* offset_codes) const override {
-    const std::int64_t blocks = cols_ / stored_code_factor_block, groups = cols_ / stored_code_group;
+    const std::int64_t blocks = cols_ / stored_code_factor_block, groups = cols_ / scale_inputs();
     const auto byte = [](int code) { return static_cast<std::uint8_t>(code); };  // s8 as two's complement
     std::copy_n(block_scales_.begin() + first * blocks, count * blocks, block_scales);
     std::transform(scale_codes_.begin() + first * groups, scale_codes_.begin() + (first + count) * groups, scale_codes,
@@ -94,18 +97,23 @@ class block_factored_codes final : public stored_code_source {
   /// Weight (n, k) from the exact products (`f16_products` false) or from
   /// read_rows' f16 ones, in double.
   double weight(std::int64_t n, std::int64_t k, bool f16_products = false) const {
-    const std::int64_t g = (n * cols_ + k) / stored_code_group;
+    const std::int64_t g = (n * cols_ + k) / scale_inputs();
     const auto rounded = [&](float v) { return f16_products ? f16_to_float(float_to_f16(v)) : v; };
     const int code = codes_[static_cast<std::size_t>(n * cols_ + k)];
+    if (format_ == weight_quantization::int6) return static_cast<double>(scale(g)) * (code - 32);
     if (format_ == weight_quantization::int4) return static_cast<double>(rounded(scale(g))) * (code - 8);
     if (format_ == weight_quantization::int4_nl) return static_cast<double>(rounded(scale(g))) * int4_nl_levels[code];
     return static_cast<double>(rounded(scale(g))) * code + rounded(offset(g));
   }
 
  private:
-  // Group g's products in f32 (exact: an f16 times a byte).
+  // Inputs per scale code: 16 for int6, a group of 32 for the others.
+  std::int64_t scale_inputs() const {
+    return format_ == weight_quantization::int6 ? int6_scale_group : stored_code_group;
+  }
+  // Scale g's products in f32 (exact: an f16 times a byte).
   float scale(std::int64_t g) const {
-    return f16_to_float(block_scales_[static_cast<std::size_t>(g / 8)]) *
+    return f16_to_float(block_scales_[static_cast<std::size_t>(g * scale_inputs() / stored_code_factor_block)]) *
            static_cast<float>(scale_codes_[static_cast<std::size_t>(g)]);
   }
   float offset(std::int64_t g) const {
@@ -137,6 +145,7 @@ inline cpu::quantized_rows activation_row(const cpu::quantized_rows& all, std::i
   one.scales += i * groups;
   one.sums += i * groups;
   one.code_sums += i * groups;
+  one.int6_starts += i * 2 * groups;
   return one;
 }
 
@@ -153,7 +162,7 @@ inline double magnitude(const cpu::quantized_matrix& w, const cpu::reference_row
 
 /// qgemv at `level` of m activation rows by weight rows [n_begin, w.rows):
 /// out [m][w.rows], NaN where nothing was written. `code_scratch`: give the
-/// GEMM tiles room to expand 4- and 5-bit codes, as the backend does.
+/// GEMM tiles room to expand 4-, 5- and 6-bit codes, as the backend does.
 inline std::vector<float> run_qgemv(cpu::isa_level level, const cpu::quantized_matrix& w, const cpu::quantized_rows& x,
                                     std::int64_t m, std::int64_t n_begin, const float* bias = nullptr,
                                     bool code_scratch = true) {

@@ -1,12 +1,12 @@
 // GGUF files in llama.cpp's Q4_K_M and Q5_K_M mixes (tests/fixtures/gguf/
 // README.md). Q4_K_M: its Q4_K matrices load as int4_asym groups without
-// expanding (codes as stored, each sub-block's d·s and −dmin·m rounded once
-// to f16), its Q6_K matrices are expanded, the model runs like the whole
-// file expanded, and a Q4_K block whose products leave f16's range is
-// refused by name. Q5_K_M: its Q5_K matrices as int5_asym the same way,
+// expanding (codes and block factors as stored; read_rows' f16 products
+// refuse a block beyond f16's range, by name), its Q6_K matrices as int6
+// (codes and factors as stored too), and the model runs like the whole
+// file expanded. Q5_K_M: its Q5_K matrices as int5_asym beside int6 ones,
 // run like the file expanded to bf16. IQ4_XS and IQ4_NL (llama-quantize's):
-// kept as int4_nl, run like the file expanded.
-// Opened for a quantised model (open_for_quantization
+// kept as int4_nl, run like the file expanded. (The Q6_K source itself:
+// gguf_q6_k_test.cpp.) Opened for a quantised model (open_for_quantization
 // on the cpu), layer matrices in the other block formats are expanded only
 // as the backend prepares them (host_tensor::rows).
 
@@ -40,12 +40,11 @@ std::int64_t rope_heads_of(const model_config& config, const std::string& name) 
   return 0;
 }
 
-// Each kept Q4_K / Q5_K / IQ4_XS weight is the file's exactly: its block
-// factors (d, −dmin and the 6-bit scales and mins; IQ4_XS's d and signed
-// s − 32) kept as they are, as the CPU backend packs them. A code, fifth
-// bit or scale read from the wrong place is off by a whole step. The
-// file's Q6_K matrices are expanded at open (checkpoint::open without
-// on-demand rows).
+// Each kept Q4_K / Q5_K / IQ4_XS / Q6_K weight is the file's exactly: its
+// block factors (d, −dmin and the 6-bit scales and mins; IQ4_XS's d and
+// signed s − 32; Q6_K's d and int8 scales per 16) kept as they are, as the
+// CPU backend packs them. A code, fifth bit or scale read from the wrong
+// place is off by a whole step. The file's Q6_K matrices are kept as int6.
 void expect_k_codes_kept(const std::filesystem::path& file, ggml_type kept_type, weight_quantization format,
                          int kept_per_layer, int q6_k_matrices) {
   const checkpoint kept = checkpoint::open(file, {.show_progress = false, .keep_stored_codes = true});
@@ -55,16 +54,11 @@ void expect_k_codes_kept(const std::filesystem::path& file, ggml_type kept_type,
     const auto name = gguf_hf_tensor_name(tensor.name);
     if (!name || !name->ends_with("_proj.weight")) continue;
     const host_tensor* loaded = kept.find_tensor(*name);
-    if (tensor.type == ggml_type::q6_k) {
-      EXPECT_EQ(loaded->stored_codes, nullptr) << *name;
-      EXPECT_NE(loaded->data, nullptr) << *name;
-      ++q6_k;
-      continue;
-    }
-    ASSERT_EQ(tensor.type, kept_type) << *name;
+    const bool six_bits = tensor.type == ggml_type::q6_k;
+    ASSERT_EQ(tensor.type, six_bits ? ggml_type::q6_k : kept_type) << *name;
     ASSERT_NE(loaded->stored_codes, nullptr) << *name;
     EXPECT_EQ(loaded->data, nullptr) << *name << ": nothing is expanded at load";
-    EXPECT_EQ(loaded->stored_codes->format(), format);
+    EXPECT_EQ(loaded->stored_codes->format(), six_bits ? weight_quantization::int6 : format) << *name;
     const gguf_rows rows(tensor, rope_heads_of(kept.config(), *name));
     const testing::packed_weights packed(*loaded);
     ASSERT_TRUE(packed.block_factored()) << *name;
@@ -75,6 +69,10 @@ void expect_k_codes_kept(const std::filesystem::path& file, ggml_type kept_type,
         ASSERT_EQ(packed.at(static_cast<std::int64_t>(n), static_cast<std::int64_t>(k)), expected[k])
             << *name << " [" << n << ", " << k << "]";
       }
+    }
+    if (six_bits) {  // int6 has no read_rows (scales per 16)
+      ++q6_k;
+      continue;
     }
     // read_rows (f16 group scales, CUDA's layout): the same codes as
     // read_codes, and each weight within the f16 rounding of its group's
@@ -101,7 +99,7 @@ void expect_k_codes_kept(const std::filesystem::path& file, ggml_type kept_type,
   EXPECT_EQ(q6_k, q6_k_matrices);
 }
 
-TEST(KQuantGguf, Q4_KMatricesKeepTheirCodesAndExpandTheQ6_KOnes) {
+TEST(KQuantGguf, Q4_KAndQ6_KMatricesKeepTheirCodes) {
   expect_k_codes_kept(q4_k_m, ggml_type::q4_k, weight_quantization::int4_asym, 5, 4);  // Q6_K v, down of both layers
 }
 
@@ -111,31 +109,45 @@ TEST(KQuantGguf, IQ4_XSMatricesKeepTheirCodesAsInt4Nl) {
 }
 
 // Q5_K_M: Q6_K attn_v and ffn_down of layer 0 only.
-TEST(KQuantGguf, Q5_KMatricesKeepTheirFiveBitCodesAndExpandTheQ6_KOnes) {
+TEST(KQuantGguf, Q5_KAndQ6_KMatricesKeepTheirCodes) {
   const checkpoint kept = checkpoint::open(q5_k_m, {.show_progress = false, .keep_stored_codes = true});
   ASSERT_EQ(kept.config().num_hidden_layers, 2);
   expect_k_codes_kept(q5_k_m, ggml_type::q5_k, weight_quantization::int5_asym, 6, 2);
 }
 
-// `auto` keeps the Q4_K matrices as int4_asym and runs the Q6_K ones (v,
-// down) as int8, q and k beside v staying int4_asym (llama_model's
+// `auto` keeps the Q4_K matrices as int4_asym and the Q6_K ones (v, down)
+// as int6, q and k beside v staying int4_asym (llama_model's
 // projection_format; q/k/v split in two linears); `none` runs the whole file
 // expanded to bf16. Measured max |Δlogit| / max |logit| on this random model
-// (int8 activations and LM head on the quantised side): 0.0269 with the
-// Q4_K block factors kept exactly, the CPU's layout (0.0261 with the
-// products rounded to f16, 0.0254 with the whole q/k/v as int8; the
-// reference is itself the file rounded to bf16); rounding the Q6_K matrices
-// to int4_asym instead gave 0.20, and the whole file requantised to int8 0.039.
+// (int8 activations and LM head on the quantised side; the reference is
+// itself the file rounded to bf16): 0.0228 with the Q4_K block factors and
+// the Q6_K codes and factors kept exactly, the CPU's layouts. Before int6,
+// with v and down expanded and run as int8: 0.0269 (0.0261 with the Q4_K
+// products rounded to f16, 0.0254 with the whole q/k/v as int8); rounding
+// the Q6_K matrices to int4_asym instead gave 0.20, and the whole file
+// requantised to int8 0.039.
 TEST(KQuantGguf, NativeQ4_KRunsLikeTheExpandedFile) {
   EXPECT_LE(testing::error_against_expanded(q4_k_m, weight_quantization::int4_asym), 0.04);
+  const quantized_checkpoint opened = open_for_quantization(q4_k_m, "auto", true, {.show_progress = false});
+  backend_options options;
+  options.threads = 2;
+  const auto device = make_backend("cpu", options);
+  const llama_model model(opened.weights.config(), opened.weights.weights(), *device, opened.quantization);
+  using enum weight_quantization;
+  for (int i = 0; i < 2; ++i)
+    EXPECT_EQ(model.projection_formats(i),
+              (std::array{int4_asym, int4_asym, int6, int4_asym, int4_asym, int4_asym, int6}))
+        << i;
+  EXPECT_EQ(describe_linear_formats(model, opened.quantization), "int4_asym (4 of 14 projections int6)");
   // No int4 kernels (cuda): expanded, run as stored.
   EXPECT_EQ(open_for_quantization(q4_k_m, "auto", false, {.show_progress = false}).quantization,
             weight_quantization::none);
 }
 
 // The bytes a step reads are the backend's own weights: the Q4_K_M file's
-// kept matrices at 4.625 bits a weight (block factors), and a
-// layer-skipping drafter over the same weights counts only its layers.
+// kept matrices at 4.625 bits a weight (block factors), its Q6_K ones as
+// int6, and a layer-skipping drafter over the same weights counts only its
+// layers.
 TEST(KQuantGguf, StreamedWeightBytesCountTheLayersAModelRuns) {
   const quantized_checkpoint opened = open_for_quantization(q4_k_m, "auto", true, {.show_progress = false});
   const auto device = make_backend("cpu", backend_options{});
@@ -151,23 +163,24 @@ TEST(KQuantGguf, StreamedWeightBytesCountTheLayersAModelRuns) {
   EXPECT_EQ(
       head,
       cpu::layout_for(head_format, c.vocab_size, c.hidden_size, head_format == weight_quantization::int4).total_bytes);
-  // Layer 1 (Q4_K but for its Q6_K v and down): q/k, o and gate/up block-factored, v and down int8.
+  // Layer 1 (Q4_K but for its Q6_K v and down): q/k, o and gate/up block-factored, v and down int6.
   const std::int64_t h = c.hidden_size, f = c.intermediate_size, q = c.num_attention_heads * c.head_dim,
                      kv = c.num_key_value_heads * c.head_dim;
   using enum weight_quantization;
   const std::size_t layer =
-      cpu::layout_for(int4_asym, q + kv, h, true).total_bytes + cpu::layout_for(int8, kv, h).total_bytes +
+      cpu::layout_for(int4_asym, q + kv, h, true).total_bytes + cpu::layout_for(int6, kv, h, true).total_bytes +
       cpu::layout_for(int4_asym, h, q, true).total_bytes + cpu::layout_for(int4_asym, 2 * f, h, true).total_bytes +
-      cpu::layout_for(int8, h, f).total_bytes;
+      cpu::layout_for(int6, h, f, true).total_bytes;
   EXPECT_EQ(second.linear_weight_bytes() - head, layer);
 }
 
-// `auto` keeps the Q5_K matrices as int5_asym and runs the Q6_K ones (layer
-// 0's v and down) as int8. Measured max |Δlogit| / max |logit| against the
-// file expanded to bf16: 0.0250 with the block factors kept exactly (0.0290
-// with the products rounded to f16; 0.0251 with layer 0's whole q/k/v as
-// int8; the whole file as int8, before int5_asym existed: 0.0304). No int5
-// kernels (cuda): expanded.
+// `auto` keeps the Q5_K matrices as int5_asym and the Q6_K ones (layer 0's
+// v and down) as int6. Measured max |Δlogit| / max |logit| against the
+// file expanded to bf16: 0.0231 with the block factors kept exactly. Before
+// int6, with v and down expanded and run as int8: 0.0250 (0.0290 with the
+// products rounded to f16; 0.0251 with layer 0's whole q/k/v as int8; the
+// whole file as int8, before int5_asym existed: 0.0304). No int5 kernels
+// (cuda): expanded.
 TEST(KQuantGguf, NativeQ5_KRunsLikeTheExpandedFile) {
   EXPECT_LE(testing::error_against_expanded(q5_k_m, weight_quantization::int5_asym), 0.04);
   const quantized_checkpoint opened = open_for_quantization(q5_k_m, "auto", true, {.show_progress = false});
@@ -178,9 +191,9 @@ TEST(KQuantGguf, NativeQ5_KRunsLikeTheExpandedFile) {
   const std::array<weight_quantization, 7> first = model.projection_formats(0), second = model.projection_formats(1);
   using enum weight_quantization;
   // Layer 0's v and down are Q6_K; its q and k stay int5_asym beside v (q/k/v split in two linears).
-  EXPECT_EQ(first, (std::array{int5_asym, int5_asym, int8, int5_asym, int5_asym, int5_asym, int8}));
+  EXPECT_EQ(first, (std::array{int5_asym, int5_asym, int6, int5_asym, int5_asym, int5_asym, int6}));
   EXPECT_EQ(second, (std::array{int5_asym, int5_asym, int5_asym, int5_asym, int5_asym, int5_asym, int5_asym}));
-  EXPECT_EQ(describe_linear_formats(model, opened.quantization), "int5_asym (2 of 14 projections int8)");
+  EXPECT_EQ(describe_linear_formats(model, opened.quantization), "int5_asym (2 of 14 projections int6)");
   EXPECT_EQ(open_for_quantization(q5_k_m, "auto", false, {.show_progress = false}).quantization,
             weight_quantization::none);
 }
@@ -189,8 +202,8 @@ TEST(KQuantGguf, NativeQ5_KRunsLikeTheExpandedFile) {
 // int8 from their exact values) against the file expanded at open (to bf16,
 // then int8): measured max |Δlogit| / max |logit| 0.0148 (codes that the
 // bf16 rounding moved across an int8 step), the same greedy
-// continuation. In the Q4_K_M file the Q6_K matrices are streamed beside the
-// kept Q4_K ones.
+// continuation. (The Q4_K_M file's Q6_K matrices are kept beside its Q4_K
+// ones, as int6, not streamed.)
 TEST(KQuantGguf, BlockFormatsNotKeptAreExpandedOnlyAsTheBackendPreparesThem) {
   const auto q8_0 = fixtures / "llama_tiny_q8_0.gguf";
   const quantized_checkpoint streamed = open_for_quantization(q8_0, "auto", true, {.show_progress = false});
@@ -220,8 +233,9 @@ TEST(KQuantGguf, BlockFormatsNotKeptAreExpandedOnlyAsTheBackendPreparesThem) {
   const quantized_checkpoint mixed = open_for_quantization(q4_k_m, "auto", true, {.show_progress = false});
   const layer_weights& layer0 = mixed.weights.weights().layers[0];
   EXPECT_NE(layer0.q_proj->stored_codes, nullptr);
-  EXPECT_NE(layer0.v_proj->rows, nullptr);
-  EXPECT_EQ(layer0.v_proj->stored_bits, 6);
+  ASSERT_NE(layer0.v_proj->stored_codes, nullptr);
+  EXPECT_EQ(layer0.v_proj->stored_codes->format(), weight_quantization::int6);
+  EXPECT_EQ(layer0.v_proj->rows, nullptr);
 }
 
 // IQ4's 16 levels are int8 values on a non-linear grid, int4_nl's: `auto`

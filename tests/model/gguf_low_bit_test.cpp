@@ -6,7 +6,7 @@
 // `auto` they run as int8 (rounding them to int4_asym put the logits 0.14-0.21
 // of the largest logit off the expanded file's); the Q3_K_M file's Q4_K
 // and Q5_K matrices stay as stored, the 2- to 3-bit projections run as
-// int8, as a Q4_K_M file's Q6_K ones do.
+// int8.
 
 #include <gtest/gtest.h>
 

@@ -232,13 +232,18 @@ void bench_quantized(const bench_arguments& args) {
   q4_k.stored_codes = gguf_stored_code_source(q4_k_file, 0);
   for (std::int64_t m : {1, 8, 32, 64, 128, 512}) {
     for (auto format : {weight_quantization::none, weight_quantization::int8, weight_quantization::int4,
-                        weight_quantization::int4_asym, weight_quantization::int5_asym, weight_quantization::int4_nl}) {
-      // Codes plus an f16 scale (and for int4_asym / int5_asym an f16 offset) per 32 inputs.
+                        weight_quantization::int4_asym, weight_quantization::int5_asym, weight_quantization::int4_nl,
+                        weight_quantization::int6}) {
+      // Codes plus an f16 scale (and for int4_asym / int5_asym an f16 offset)
+      // per 32 inputs; int4 and int6, quantised here, as block factors: a
+      // byte per 32 (int6: per 16) inputs and an f16 per 256.
       const bool offsets = quantization_group_offsets(format);
       const int bits = quantization_code_bits(format);
-      const double bytes_per_weight = format == weight_quantization::none   ? 2.0
-                                      : format == weight_quantization::int8 ? 1.0
-                                                                            : bits / 8.0 + (offsets ? 4.0 : 2.0) / 32.0;
+      double bytes_per_weight = bits / 8.0 + (offsets ? 4.0 : 2.0) / 32.0;
+      if (format == weight_quantization::none) bytes_per_weight = 2.0;
+      if (format == weight_quantization::int8) bytes_per_weight = 1.0;
+      if (format == weight_quantization::int4) bytes_per_weight = 0.5 + 1.0 / 32.0 + 2.0 / 256.0;
+      if (format == weight_quantization::int6) bytes_per_weight = 0.75 + 1.0 / 16.0 + 2.0 / 256.0;
       const double bytes = bytes_per_weight * static_cast<double>(n * k);
       const std::vector<host_tensor> copies(static_cast<std::size_t>(m > 32 ? 1 : copies_for(bytes)), tensor);
       const bool both = m >= 64 && format != weight_quantization::none;
