@@ -81,10 +81,10 @@ struct engine_config {
   double step_timeout_s;                   ///< a step unanswered this long fails the engine, seconds
   bool batch_invariant;              ///< bitwise batch-independent numerics (slower prefill; see docs/operations.md)
   std::string tool_call_parser;      ///< tool-call format: auto (from the chat template), none or a family
-  std::string
-      quantization;  ///< weight-only quantisation at load: auto | none | int8 | int4 | int4_asym | int5_asym | int4_nl
+  std::string quantization;  ///< weight-only quantisation at load: auto | none | int8 | int4 | int4_asym | int5_asym |
+                             ///< int4_nl | int6
   std::string lm_head_quantization;  ///< the LM head's format at load: auto | none | int8 | int4 | int4_asym |
-                                     ///< int5_asym | int4_nl
+                                     ///< int5_asym | int4_nl | int6
   std::string speculative;           ///< speculative decoding proposer: off | ngram | draft | layerskip
   std::string draft_model;           ///< draft: HF directory (empty: the demo draft with the demo model)
   std::string draft_quantization;    ///< draft: its weights' format at load: auto (quantization's) | none | int8 | ...

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 // The scalar references of quantized_weights.hpp: the weights a layout
 // holds, decoded one at a time, activation rows quantised by the kernels'
@@ -12,7 +13,8 @@
 namespace troupe::cpu {
 
 float group_scale(const quantized_matrix& w, std::int64_t g) {
-  if (half_group_scales(w.format)) return half_group_scale(w, g, 0);
+  if (half_group_scales(w.format))
+    throw std::logic_error("group_scale: an int6 group has two scales (half_group_scale)");
   if (w.block_scales == nullptr) return f16_to_float(w.group_scales[g]);
   const int code =
       signed_scale_codes(w.format) ? static_cast<std::int8_t>(w.scale_codes[g]) : static_cast<int>(w.scale_codes[g]);

@@ -88,8 +88,8 @@ void pack_source_rows(const stored_code_source& source, std::int64_t begin, std:
                       const quantized_layout& layout, void* buffer, std::int64_t to_row);
 
 /// Group g's scale (g counted over the whole matrix, n · groups + group in
-/// the row; f32): block-factored or f16 as the matrix holds it. For int6,
-/// the scale of its first half (half_group_scale).
+/// the row; f32): block-factored or f16 as the matrix holds it. Throws
+/// std::logic_error for int6, whose groups have two (half_group_scale).
 float group_scale(const quantized_matrix& w, std::int64_t g);
 
 /// The scale of half `half` (0: its first 16 inputs) of group g of an int6

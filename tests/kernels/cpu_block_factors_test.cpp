@@ -7,10 +7,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <random>
 #include <stdexcept>
 #include <vector>
 
@@ -78,6 +80,92 @@ TEST(QuantizedBlockFactors, Int6TakesThirtySixBytesARowPer512InputsBesideItsCode
     std::vector<std::uint8_t> buffer(layout.total_bytes);
     EXPECT_NO_THROW(cpu::quantize_rows(w.data(), dtype::f32, rows, layout, buffer.data(), 0));
   }
+}
+
+// int6 quantised to nearest: each half group of 16 takes the byte nearest
+// its own scale (its first weight of largest magnitude on code 0) over the
+// block's f16 factor (the largest own scale / 127, rounded up where that is
+// an f16 subnormal), or the next byte toward zero where that leaves its
+// codes less squared error, and each weight its nearest code under the
+// chosen scale. Recomputed here for every half group; a zero row stays zero
+// and a row whose factor is subnormal keeps its weights.
+TEST(QuantizedBlockFactors, Int6QuantisedToNearestTakesTheLesserErrorOfTwoBytes) {
+  random_source rng;
+  SCOPED_TRACE(rng.trace());
+  const std::int64_t rows = 8, cols = 600;  // a partial factor block and superblock at the end
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  std::vector<float> w(static_cast<std::size_t>(rows * cols));
+  for (float& v : w) v = normal(rng.engine());
+  for (std::int64_t i = 0; i < rows * cols; i += 89) w[static_cast<std::size_t>(i)] *= 8.0f;  // outliers
+  for (std::int64_t k = 0; k < cols; ++k) {
+    w[static_cast<std::size_t>(k)] = 0.0f;                             // row 0: zero
+    w[static_cast<std::size_t>(cols + k)] = 1e-6f * ((k % 7) - 3.0f);  // row 1: a subnormal factor
+  }
+  test::quantized_buffer q;
+  q.layout = cpu::layout_for(weight_quantization::int6, rows, cols);
+  q.bytes.assign(q.layout.total_bytes, 0);
+  cpu::quantize_rows(w.data(), dtype::f32, rows, q.layout, q.bytes.data(), 0);
+  const cpu::quantized_matrix view = q.view();
+  const std::int64_t groups = view.padded_cols / cpu::quant_group, blocks = view.padded_cols / 256;
+  // The squared error of a half group's values under scale d · byte, and the weights it gives.
+  const auto coded = [](const float* values, float scale, float* out) {
+    double error = 0.0;
+    for (int t = 0; t < 16; ++t) {
+      const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
+      const int code = std::clamp(static_cast<int>(std::nearbyint(values[t] * inverse)) + 32, 0, 63);
+      out[t] = scale * static_cast<float>(code - 32);
+      error += std::pow(static_cast<double>(values[t]) - out[t], 2.0);
+    }
+    return error;
+  };
+  double tiny_error = 0.0, tiny_size = 0.0;
+  bool took_other = false, negative = false;
+  for (std::int64_t n = 0; n < rows; ++n) {
+    for (std::int64_t block = 0; block < blocks; ++block) {
+      float values[16][16] = {}, own[16], largest = 0.0f;
+      for (int h = 0; h < 16; ++h) {
+        float extreme = 0.0f;
+        for (int t = 0; t < 16; ++t) {
+          const std::int64_t k = block * 256 + h * 16 + t;
+          values[h][t] = k < cols ? w[static_cast<std::size_t>(n * cols + k)] : 0.0f;
+          extreme = std::fabs(values[h][t]) > std::fabs(extreme) ? values[h][t] : extreme;
+        }
+        own[h] = extreme / -32.0f;
+        largest = std::max(largest, std::fabs(own[h]));
+      }
+      std::uint16_t factor = float_to_f16(largest / 127.0f);
+      if (factor < 0x0400 && f16_to_float(factor) * 127.0f < largest) ++factor;
+      ASSERT_EQ(view.block_scales[n * blocks + block], factor) << "row " << n << " block " << block;
+      const float d = f16_to_float(factor);
+      for (int h = 0; h < 16; ++h) {
+        const std::int64_t g = n * groups + block * 8 + h / 2;
+        const int got = static_cast<std::int8_t>(view.scale_codes[cpu::int6_scale_code_index(g, h % 2)]);
+        const int nearest = d > 0.0f ? std::clamp(static_cast<int>(std::nearbyint(own[h] / d)), -127, 127) : 0;
+        const int other = nearest > 0 ? nearest - 1 : nearest < 0 ? nearest + 1 : own[h] > 0.0f ? 1 : -1;
+        float nearest_weights[16], other_weights[16];
+        const double nearest_error = coded(values[h], d * static_cast<float>(nearest), nearest_weights);
+        const double other_error = coded(values[h], d * static_cast<float>(other), other_weights);
+        const bool take_other = other_error < nearest_error;
+        ASSERT_EQ(got, take_other ? other : nearest) << "row " << n << " half group " << block * 16 + h;
+        took_other |= take_other && n > 1;
+        negative |= got < 0;
+        for (int t = 0; t < 16; ++t) {
+          const std::int64_t k = block * 256 + h * 16 + t;
+          if (k >= cols) continue;
+          const float want = (take_other ? other_weights : nearest_weights)[t];
+          ASSERT_EQ(cpu::dequantized_weight(view, n, k), want) << "row " << n << " col " << k;
+          if (n == 0) ASSERT_EQ(want, 0.0f);
+          if (n == 1) {
+            tiny_error += std::pow(static_cast<double>(want) - values[h][t], 2.0);
+            tiny_size += std::pow(static_cast<double>(values[h][t]), 2.0);
+          }
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(took_other) << "some half group errs less with the byte toward zero";
+  EXPECT_TRUE(negative) << "scales of both signs";
+  EXPECT_LT(tiny_error, 0.001 * tiny_size);
 }
 
 // int4 quantised to nearest with block factors: each group's scale a
