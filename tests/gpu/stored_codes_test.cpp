@@ -84,9 +84,11 @@ TEST(CudaStoredCodes, DeviceLayoutHoldsTheCodesAsStored) {
 }
 
 /// max |Δlogit| / max |logit| between the CUDA and CPU backends on the same
-/// stored codes: 0.011-0.021 over these files in the emulator on 2026-12-06
-/// (bf16 activations on CUDA, int8 ones on the CPU), so about 1.4× the largest.
-constexpr double stored_codes_bound = 0.03;
+/// stored codes: 0.011-0.026 over these files in the emulator on 2026-12-07
+/// (bf16 activations on CUDA, int8 ones on the CPU; the K-quant files' Q6_K
+/// parts int6 on the CPU, int8 on CUDA: 0.0256 and 0.0233 for Q4_K_M and
+/// Q5_K_M, 0.021 at most when both ran them as int8), so about 1.4× the largest.
+constexpr double stored_codes_bound = 0.036;
 /// The same for bf16 weights on both backends: 0.0052 for the Q8_0 file
 /// expanded on demand in the emulator on 2026-12-06, about 1.5× that.
 constexpr double unquantised_bound = 0.008;
