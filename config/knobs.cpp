@@ -159,15 +159,16 @@ std::vector<knob_spec> engine_knobs() {
                "how tool calls are read out of chat output: auto detects the format from the chat template "
                "(restart to change)"),
           text(
-              "quantization", "auto", {"auto", "none", "int8", "int4", "int4_asym", "int5_asym", "int4_nl", "int6"},
+              "quantization", "auto",
+              {"auto", "none", "int8", "int4", "int4_asym", "int5_asym", "int4_nl", "int6", "int4_g16"},
               "weight-only quantisation of the linear layers at load (cpu and cuda; round to nearest): int8 per output "
               "row, int4 per group of 32 inputs, int4_nl 4-bit codes on IQ4_NL's 16 levels per group of 32, "
-              "int5_asym 5-bit codes per group of 32, int6 6-bit codes per 16 (cpu; cuda holds it as int8); "
-              "embeddings keep their type. auto: a checkpoint stored in 4 to 6 bits (GGUF "
-              "Q4_0/Q4_1/Q4_K/Q5_0/Q5_1/Q5_K/IQ4_NL/IQ4_XS/Q6_K, AWQ, GPTQ) runs as stored and other GGUF "
-              "block formats (Q8_0, Q2_K/Q3_K) as int8, others as none"),
+              "int5_asym 5-bit codes per group of 32, int6 6-bit codes and int4_g16 4-bit codes with a scale per 16 "
+              "(cpu; cuda holds them as int8); embeddings keep their type. auto: a checkpoint stored in 3 to 6 bits "
+              "(GGUF Q3_K/Q4_0/Q4_1/Q4_K/Q5_0/Q5_1/Q5_K/IQ4_NL/IQ4_XS/Q6_K, AWQ, GPTQ) runs as stored and other "
+              "GGUF block formats (Q8_0, Q2_K) as int8, others as none"),
           text("lm_head_quantization", "auto",
-               {"auto", "none", "int8", "int4", "int4_asym", "int5_asym", "int4_nl", "int6"},
+               {"auto", "none", "int8", "int4", "int4_asym", "int5_asym", "int4_nl", "int6", "int4_g16"},
                "the LM head's format at load: auto keeps an unquantised model's head; beside 4- to 6-bit layers it is "
                "int4 when the head is tied to the embeddings on the cpu (its 64 best logits a row rescored "
                "exactly from them), else int8; an untied int4 head reads fewer bytes per token at some cost "
@@ -179,7 +180,7 @@ std::vector<knob_spec> engine_knobs() {
                "speculative draft: Hugging Face directory of a smaller model with the target's tokenizer (empty: "
                "the built-in demo draft, when serving the built-in demo model)"),
           text("draft_quantization", "auto",
-               {"auto", "none", "int8", "int4", "int4_asym", "int5_asym", "int4_nl", "int6"},
+               {"auto", "none", "int8", "int4", "int4_asym", "int5_asym", "int4_nl", "int6", "int4_g16"},
                "speculative draft: weight-only quantisation of the draft model at load, as knob quantization does "
                "for the target (auto: the same setting as the target's, so a quantised target drafts with a "
                "quantised draft); its LM head follows lm_head_quantization's auto rule"),

@@ -18,6 +18,8 @@ std::string_view quantization_name(weight_quantization format) {
       return "int4_nl";
     case weight_quantization::int6:
       return "int6";
+    case weight_quantization::int4_g16:
+      return "int4_g16";
   }
   return "?";
 }
@@ -31,6 +33,7 @@ int quantization_code_bits(weight_quantization format) {
     case weight_quantization::int4:
     case weight_quantization::int4_asym:
     case weight_quantization::int4_nl:
+    case weight_quantization::int4_g16:
       return 4;
     case weight_quantization::int5_asym:
       return 5;
@@ -45,7 +48,7 @@ namespace {
 constexpr weight_quantization all_formats[] = {weight_quantization::none,      weight_quantization::int8,
                                                weight_quantization::int4,      weight_quantization::int4_asym,
                                                weight_quantization::int5_asym, weight_quantization::int4_nl,
-                                               weight_quantization::int6};
+                                               weight_quantization::int6,      weight_quantization::int4_g16};
 
 }  // namespace
 
@@ -72,9 +75,15 @@ bool quantization_group_offsets(weight_quantization format) {
   return format == weight_quantization::int4_asym || format == weight_quantization::int5_asym;
 }
 
+bool quantization_half_group_scales(weight_quantization format) {
+  return format == weight_quantization::int6 || format == weight_quantization::int4_g16;
+}
+
+int half_group_code_offset(weight_quantization format) { return format == weight_quantization::int6 ? 32 : 8; }
+
 float stored_code_value(weight_quantization format, int code, float scale, float offset) {
   if (format == weight_quantization::int4_nl) return scale * static_cast<float>(int4_nl_levels[code & 0x0f]);
-  if (format == weight_quantization::int6) return scale * static_cast<float>(code - 32);
+  if (quantization_half_group_scales(format)) return scale * static_cast<float>(code - half_group_code_offset(format));
   return scale * static_cast<float>(code) + (quantization_group_offsets(format) ? offset : -8.0f * scale);
 }
 

@@ -8,12 +8,12 @@ namespace troupe {
 
 namespace {
 
-// int6 (GGUF Q6_K): its scales per 16 inputs come only as block factors,
+// int6 and int4_g16 (GGUF Q6_K, Q3_K): their scales per 16 inputs come only as block factors,
 // block_scales[h / 16] · scale_codes[h], each product exact in f32 (an f16
 // times a byte), as a kernel holding the factors makes it.
-void decode_int6_rows(const stored_code_source& source, std::int64_t first, std::int64_t count, std::int64_t cols,
-                      float* out) {
-  const std::int64_t groups = cols / int6_scale_group, blocks = cols / stored_code_factor_block;
+void decode_half_group_rows(const stored_code_source& source, std::int64_t first, std::int64_t count, std::int64_t cols,
+                            float* out) {
+  const std::int64_t groups = cols / half_scale_group, blocks = cols / stored_code_factor_block;
   std::vector<std::uint8_t> codes(static_cast<std::size_t>(count * cols));
   std::vector<std::uint8_t> scale_codes(static_cast<std::size_t>(count * groups));
   std::vector<std::uint16_t> block_scales(static_cast<std::size_t>(count * blocks));
@@ -22,13 +22,13 @@ void decode_int6_rows(const stored_code_source& source, std::int64_t first, std:
   const std::span<const std::int32_t> permutation = source.input_permutation();
   for (std::int64_t i = 0; i < count; ++i) {
     for (std::int64_t j = 0; j < cols; ++j) {
-      const auto h = static_cast<std::size_t>(i * groups + j / int6_scale_group);
+      const auto h = static_cast<std::size_t>(i * groups + j / half_scale_group);
       const float factor =
           f16_to_float(block_scales[static_cast<std::size_t>(i * blocks + j / stored_code_factor_block)]);
       const float scale = factor * static_cast<float>(static_cast<std::int8_t>(scale_codes[h]));
       const std::int64_t k = permutation.empty() ? j : permutation[static_cast<std::size_t>(j)];
       out[i * cols + k] =
-          stored_code_value(weight_quantization::int6, codes[static_cast<std::size_t>(i * cols + j)], scale, 0.0f);
+          stored_code_value(source.format(), codes[static_cast<std::size_t>(i * cols + j)], scale, 0.0f);
     }
   }
 }
@@ -38,7 +38,7 @@ void decode_int6_rows(const stored_code_source& source, std::int64_t first, std:
 void decode_stored_code_rows(const stored_code_source& source, std::int64_t first, std::int64_t count,
                              std::int64_t cols, float* out) {
   const weight_quantization format = source.format();
-  if (format == weight_quantization::int6) return decode_int6_rows(source, first, count, cols, out);
+  if (quantization_half_group_scales(format)) return decode_half_group_rows(source, first, count, cols, out);
   const std::int64_t groups = cols / stored_code_group;
   std::vector<std::uint8_t> codes(static_cast<std::size_t>(count * cols));
   std::vector<std::uint16_t> scales(static_cast<std::size_t>(count * groups)), offsets(scales.size());

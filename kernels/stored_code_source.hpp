@@ -2,7 +2,8 @@
 // A linear weight that its checkpoint already stores as 4-bit (or 5-bit)
 // codes in groups of 32 inputs (GGUF Q4_0 / Q4_1 / Q4_K, AWQ, GPTQ; GGUF
 // Q5_0 / Q5_1 / Q5_K; GGUF IQ4_NL / IQ4_XS), or as 6-bit codes in groups
-// of 16 under a factor per 256 (GGUF Q6_K, int6): the loader hands the
+// of 16 under a factor per 256 (GGUF Q6_K, int6; GGUF Q3_K's 3-bit codes as
+// int4_g16): the loader hands the
 // backend this reader instead of float data, and the backend repacks the
 // codes and scales into its own layout a few rows at a time, so nothing is
 // expanded to floats and no precision is lost. GPTQ act-order checkpoints
@@ -25,23 +26,26 @@ class stored_code_source {
   /// int4: w = scale · (code − 8); int4_asym and int5_asym (5-bit codes,
   /// GGUF Q5_0 / Q5_1 / Q5_K): w = scale · code + offset; int4_nl (GGUF
   /// IQ4_NL / IQ4_XS): w = scale · int4_nl_levels[code]; int6 (GGUF Q6_K):
-  /// w = scale · (code − 32), a scale per 16 inputs, read only through
-  /// read_codes and read_block_factors.
+  /// w = scale · (code − 32), and int4_g16 (GGUF Q3_K): w = scale · (code −
+  /// 8), a scale per 16 inputs, read only through read_codes and
+  /// read_block_factors.
   virtual weight_quantization format() const = 0;
 
   /// Writes rows [first, first + count) of the matrix: `codes` [count][cols]
   /// (0..15, or 0..31 for int5_asym, one per byte, in input order), `scales`
   /// [count][cols / 32] and, for int4_asym / int5_asym, `offsets`
   /// [count][cols / 32] (f16 bits; untouched for int4 and int4_nl). An int6
-  /// source, whose scales are per 16 inputs, throws std::logic_error.
+  /// or int4_g16 source, whose scales are per 16 inputs, throws
+  /// std::logic_error.
   virtual void read_rows(std::int64_t first, std::int64_t count, std::uint8_t* codes, std::uint16_t* scales,
                          std::uint16_t* offsets) const = 0;
 
   /// True where the checkpoint stores each group's scale (and offset) as
   /// a small integer under a factor shared by 8 groups (GGUF Q4_K / Q5_K:
-  /// d · s and −dmin · m; IQ4_XS: d · (s − 32)) or, for int6, by 16 groups
-  /// of 16 (GGUF Q6_K: d · s); read_block_factors then gives them exactly,
-  /// where read_rows rounds each product to f16. Always true for int6.
+  /// d · s and −dmin · m; IQ4_XS: d · (s − 32)) or, for int6 and int4_g16,
+  /// by 16 groups of 16 (GGUF Q6_K: d · s; Q3_K: d · (s − 32));
+  /// read_block_factors then gives them exactly, where read_rows rounds each
+  /// product to f16. Always true for int6 and int4_g16.
   virtual bool has_block_factors() const { return false; }
 
   /// Rows [first, first + count) of the factors of read_rows' scales and
@@ -50,7 +54,7 @@ class stored_code_source {
   /// `block_scales`, `block_offsets` f16 [count][cols / 256]; `scale_codes`,
   /// `offset_codes` [count][cols / 32], u8 for int4_asym / int5_asym and
   /// s8 (two's complement) for int4 / int4_nl, whose offsets are untouched.
-  /// int6: `scale_codes` s8 [count][cols / 16], the scale of inputs
+  /// int6, int4_g16: `scale_codes` s8 [count][cols / 16], the scale of inputs
   /// [16 h, 16 h + 16) of a row block_scales[h / 16] · scale_codes[h].
   /// Throws std::logic_error unless has_block_factors(). (Inline, so that
   /// the class keeps no key function and every library that reads a source
@@ -82,14 +86,15 @@ inline constexpr std::int64_t stored_code_group = 32;
 /// Inputs per block of a stored_code_source's block factors (8 groups).
 inline constexpr std::int64_t stored_code_factor_block = 256;
 
-/// Inputs per scale of an int6 source (GGUF Q6_K): 16 scales a factor block.
-inline constexpr std::int64_t int6_scale_group = 16;
+/// Inputs per scale of an int6 or int4_g16 source (GGUF Q6_K, Q3_K): 16
+/// scales a factor block.
+inline constexpr std::int64_t half_scale_group = 16;
 
 /// Rows [first, first + count) of `source`, a matrix of `cols` inputs, as
 /// f32 [count][cols] with every weight at its natural input position
 /// (input_permutation undone): scale · code + offset, offset −8 · scale for
-/// int4; scale · int4_nl_levels[code] for int4_nl; for int6 its factor
-/// products (read_codes, read_block_factors) · (code − 32).
+/// int4; scale · int4_nl_levels[code] for int4_nl; for int6 (int4_g16) its
+/// factor products (read_codes, read_block_factors) · (code − 32 (8)).
 void decode_stored_code_rows(const stored_code_source& source, std::int64_t first, std::int64_t count,
                              std::int64_t cols, float* out);
 

@@ -99,10 +99,12 @@ std::map<ggml_type, int> gguf_layer_types(const gguf_file& file) {
 
 // The format whose groups most of a GGUF file's layer matrices are (Q4_0:
 // int4, Q4_1 and Q4_K: int4_asym, Q5_0 / Q5_1 / Q5_K: int5_asym, IQ4_NL /
-// IQ4_XS: int4_nl, Q6_K: int6; gguf_stored_code_format), none when they are
-// all of other types. A tie goes to the fewer bits, then to the earlier
-// format (a Q4_K_M file's few Q6_K matrices keep their codes too, as int6
-// projections beside the model's int4_asym: llama_model's projection_format).
+// IQ4_XS: int4_nl, Q6_K: int6, Q3_K: int4_g16; gguf_stored_code_format),
+// none when they are all of other types. A tie goes to the fewer bits, then
+// to the earlier format (a Q4_K_M file's few Q6_K matrices keep their codes
+// too, as int6 projections beside the model's int4_asym, and a Q3_K_M
+// file's Q4_K and Q5_K ones beside its int4_g16: llama_model's
+// projection_format).
 weight_quantization gguf_layers_stored_code_format(const gguf_file& file) {
   std::map<weight_quantization, int> formats;
   for (const auto& [type, count] : gguf_layer_types(file)) {
@@ -127,15 +129,20 @@ std::vector<std::int64_t> hf_matrix_shape(const gguf_tensor& tensor) {
 
 // True when most of a GGUF file's layer matrices are stored in codes that
 // need 5 to 8 bits on a linear grid (Q5_0, Q5_1, Q5_K, Q6_K, Q8_0, IQ4_NL and
-// IQ4_XS, whose levels are not evenly spaced, and Q2_K / Q3_K, whose scales
-// per 16 weights put a group of 32 on no 4-bit grid). `auto` runs such a
-// file as int8 only where no layer matrix keeps its codes (Q8_0, Q2_K /
-// Q3_K); kept ones, Q6_K's as int6, run in their own format.
+// IQ4_XS, whose levels are not evenly spaced, and Q2_K, whose minimums per
+// 16 weights put a group of 32 on no small grid). A Q3_K matrix counts as
+// the 4 bits it is kept in (int4_g16, whose scales per 16 inputs are
+// Q3_K's own), not as the 8 that a grid with a scale per 32 inputs or per
+// row needs for it (ggml_code_bits). `auto` runs such a file as int8 only
+// where no layer matrix keeps its codes (Q8_0, Q2_K); kept ones, Q6_K's as
+// int6 and Q3_K's as int4_g16, run in their own format.
 bool gguf_layers_mostly_5_to_8_bits(const gguf_file& file) {
   int finer = 0, all = 0;
   for (const auto& [type, count] : gguf_layer_types(file)) {
+    const std::optional<weight_quantization> kept = gguf_stored_code_format(type);
+    const bool own_grid = kept && quantization_half_group_scales(*kept);
     all += count;
-    finer += ggml_code_bits(type) >= 5 ? count : 0;
+    finer += (own_grid ? quantization_code_bits(*kept) : ggml_code_bits(type)) >= 5 ? count : 0;
   }
   return 2 * finer > all;
 }
@@ -321,9 +328,9 @@ std::uint64_t checkpoint::weight_bytes() const {
     const weight_quantization format = tensor.stored_codes->format();
     const std::uint64_t kinds = quantization_group_offsets(format) ? 2 : 1;  // scales, and offsets
     const std::uint64_t codes = weights * static_cast<std::uint64_t>(quantization_code_bits(format)) / 8;
-    const std::uint64_t group = format == weight_quantization::int6 ? int6_scale_group : stored_code_group;
-    // Block factors (GGUF Q4_K / Q5_K / IQ4_XS, and Q6_K's groups of 16): a
-    // byte a group and an f16 per 256 weights of each kind.
+    const std::uint64_t group = quantization_half_group_scales(format) ? half_scale_group : stored_code_group;
+    // Block factors (GGUF Q4_K / Q5_K / IQ4_XS, and Q6_K's and Q3_K's
+    // groups of 16): a byte a group and an f16 per 256 weights of each kind.
     if (tensor.stored_codes->has_block_factors())
       return codes + kinds * (weights / group + weights / stored_code_factor_block * 2);
     return codes + kinds * weights / stored_code_group * 2;
@@ -357,10 +364,11 @@ quantized_checkpoint open_for_quantization(const std::filesystem::path& path, st
   options.expand_on_demand = quantized_kernels && (automatic || requested != weight_quantization::none);
   quantized_checkpoint out{checkpoint::open(path, options), requested};
   const weight_quantization stored = out.weights.stored_quantization();
-  // Q8_0, Q2_K / Q3_K and 8-bit GPTQ have no exact home; per-row int8
-  // decodes twice as fast as bf16 at about the same logits
-  // (docs/operations.md), so they run as int8. (A file of kept codes, Q6_K
-  // included, runs in their format, below.)
+  // Q8_0, Q2_K and 8-bit GPTQ have no exact home; per-row int8 decodes
+  // twice as fast as bf16 at about the same logits (docs/operations.md), so
+  // they run as int8. (A file of kept codes, Q6_K's as int6 and Q3_K's as
+  // int4_g16 included, runs in their format, below: a Q2_K file's Q3_K
+  // matrices make it int4_g16, its Q2_K ones int8 beside them.)
   if (automatic && quantized_kernels && out.weights.stored_5_to_8_bits()) out.quantization = weight_quantization::int8;
   if (stored == weight_quantization::none) return out;
   if (automatic) {

@@ -64,15 +64,15 @@ struct checkpoint_options {
   bool show_progress = true;  ///< draw progress on stderr (only ever when stderr is a terminal)
   bool prefetch = false;      ///< ask the kernel to read every shard into the page cache in the background
   /// Linear layers the checkpoint stores as 4- to 6-bit groups (GGUF Q4_0 /
-  /// Q4_1 / Q4_K / Q5_0 / Q5_1 / Q5_K / IQ4_NL / IQ4_XS / Q6_K, AWQ, GPTQ) stay in that
-  /// form (host_tensor::stored_codes, read by the backend at load) instead of
-  /// being expanded to bf16 here: for backends with kernels for those
+  /// Q4_1 / Q4_K / Q5_0 / Q5_1 / Q5_K / IQ4_NL / IQ4_XS / Q6_K / Q3_K, AWQ,
+  /// GPTQ) stay in that form (host_tensor::stored_codes, read by the backend
+  /// at load) instead of being expanded to bf16 here: for backends with kernels for those
   /// formats (cpu, cuda), which then must prepare each in its own format
   /// (stored_code_source::format(); mostly stored_quantization()).
   bool keep_stored_codes = false;
-  /// GGUF layer matrices in other block formats (Q8_0, Q2_K / Q3_K, a
-  /// 4- to 6-bit format not kept) are expanded row block by row block as
-  /// the backend prepares them (host_tensor::rows) instead of whole at open:
+  /// GGUF layer matrices in other block formats (Q8_0, Q2_K, or one troupe
+  /// keeps where keep_stored_codes is off) are expanded row block by row
+  /// block as the backend prepares them (host_tensor::rows) instead of whole at open:
   /// for a backend that quantises them at load (cpu), so a load never holds
   /// the model expanded to bf16 beside its quantised form.
   bool expand_on_demand = false;
@@ -108,15 +108,18 @@ class checkpoint {
   std::uint64_t weight_bytes() const;
   /// The format most of the linear layers kept in their stored codes are in
   /// (int4, int4_asym or, for GGUF Q5 files, int5_asym, for IQ4 files
-  /// int4_nl, for Q6_K files int6): the model's format; none when checkpoint_options::keep_stored_codes
-  /// was off or nothing was stored that way. A GGUF file's matrices in
-  /// another format troupe keeps (an IQ4_XS file's Q5_K attn_v as
-  /// int5_asym, a Q4_K_M file's Q6_K ones as int6) are kept too, in theirs; layers stored otherwise hold bf16
-  /// data or expand on demand.
+  /// int4_nl, for Q6_K files int6, for Q3_K_M files and Q2_K ones, whose
+  /// Q3_K matrices are the only ones kept, int4_g16): the model's format;
+  /// none when checkpoint_options::keep_stored_codes was off or nothing was
+  /// stored that way. A GGUF file's matrices in another format troupe keeps
+  /// (an IQ4_XS file's Q5_K attn_v as int5_asym, a Q4_K_M file's Q6_K ones
+  /// as int6, a Q3_K_M file's Q4_K and Q5_K ones) are kept too, in theirs;
+  /// layers stored otherwise hold bf16 data or expand on demand.
   weight_quantization stored_quantization() const { return stored_quantization_; }
   /// True when the linear layers were stored in codes that need 5 to 8 bits
   /// on a linear grid (mostly GGUF Q5_0 / Q5_1 / Q5_K / Q6_K / Q8_0 /
-  /// IQ4_NL / IQ4_XS, or GPTQ with bits 8: ggml_code_bits). Those not kept
+  /// IQ4_NL / IQ4_XS / Q2_K, or GPTQ with bits 8: ggml_code_bits; Q3_K
+  /// counts as the 4 bits of int4_g16, which keeps it). Those not kept
   /// in their codes (stored_quantization()) are held expanded (bf16 / f16)
   /// or expanded on demand.
   bool stored_5_to_8_bits() const { return stored_5_to_8_bits_; }
@@ -152,9 +155,9 @@ struct quantized_checkpoint {
 /// on a backend that `quantized_kernels` says has int8/int4 kernels and
 /// reads stored_code_source weights (cpu and cuda). "auto": a checkpoint whose linear
 /// layers are stored in 4- to 6-bit groups (GGUF Q4_0 / Q4_1 / Q4_K / Q5_* /
-/// IQ4_NL / IQ4_XS / Q6_K, AWQ, GPTQ) runs them in that format
+/// IQ4_NL / IQ4_XS / Q6_K / Q3_K, AWQ, GPTQ) runs them in that format
 /// (gguf_stored_code_format), one stored mostly in 5 to 8 bits otherwise
-/// (Q8_0, Q2_K / Q3_K GGUF, 8-bit GPTQ) as int8 (requantised per
+/// (Q8_0, Q2_K GGUF, 8-bit GPTQ) as int8 (requantised per
 /// row), anything else as stored (none); without such kernels everything
 /// runs as stored. A named format keeps the stored codes when they are that
 /// format and otherwise quantises the expanded weights to it ("none":

@@ -34,7 +34,8 @@ constexpr type_info supported_types[] = {
     {ggml_type::q5_1, "Q5_1", 32, 24, 5},
     // Q3_K's values are d·k·q, k·q in -128..124: 8 bits on a linear grid. Q2_K's
     // d·s·q - dmin·m (s·q in 0..45) shift by a minimum per 16: no small grid
-    // holds a group of 32 of either, and int8 per row comes closest.
+    // holds a group of 32 of either, and int8 per row comes closest. (A kept
+    // Q3_K matrix needs no such grid: int4_g16 has its scales per 16.)
     {ggml_type::q2_k, "Q2_K", 256, 84, 8},
     {ggml_type::q3_k, "Q3_K", 256, 110, 8},
     {ggml_type::q4_k, "Q4_K", 256, 144, 4},

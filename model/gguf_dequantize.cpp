@@ -107,10 +107,8 @@ void q2_k_block(const std::byte* block, float* out) {
 
 // Q3_K: 256 elements as 16 sub-blocks of 16; 32 bytes of high bits (bit k
 // of byte l is element 32k + l's), 64 bytes of 2-bit codes as Q2_K's, 12
-// bytes of 6-bit scales, f16 d. Scale i's low nibble is byte i's (i < 8) or
-// byte i - 8's high nibble; its top two bits are bits 2(i / 4) of byte
-// 8 + i % 4. q = code - 4 where the high bit is clear, code where it is
-// set; x = d * (scale - 32) * q.
+// bytes of 6-bit scales (gguf_q3_k_scale), f16 d. q = code - 4 where the
+// high bit is clear, code where it is set; x = d * (scale - 32) * q.
 void q3_k_block(const std::byte* block, float* out) {
   std::uint8_t high[32], codes[64], packed[12];
   std::memcpy(high, block, 32);
@@ -118,11 +116,7 @@ void q3_k_block(const std::byte* block, float* out) {
   std::memcpy(packed, block + 96, 12);
   const float d = load_f16(block + 108);
   float scales[16];
-  for (int i = 0; i < 16; ++i) {
-    const int low = (packed[i % 8] >> (4 * (i / 8))) & 0x0f;
-    const int top = (packed[8 + i % 4] >> (2 * (i / 4))) & 3;
-    scales[i] = d * static_cast<float>((low | (top << 4)) - 32);
-  }
+  for (int i = 0; i < 16; ++i) scales[i] = d * static_cast<float>(gguf_q3_k_scale(packed, i));
   for (int e = 0; e < 256; ++e) {
     const int set = (high[e % 32] >> (e / 32)) & 1;
     out[e] = scales[e / 16] * static_cast<float>(two_bit_code(codes, e) - (set ? 0 : 4));
@@ -246,6 +240,14 @@ constexpr block_expander block_expanders[] = {
 int gguf_iq4_xs_scale(const std::byte* block, int j) {
   const int low = (byte_at(block + 4, static_cast<std::size_t>(j / 2)) >> (4 * (j % 2))) & 0x0f;
   return (low | (((load_u16(block + 2) >> (2 * j)) & 3) << 4)) - 32;
+}
+
+// Scale i's low nibble is byte i's (i < 8) or byte i - 8's high nibble; its
+// top two bits are bits 2(i / 4) of byte 8 + i % 4.
+int gguf_q3_k_scale(const std::uint8_t* packed, int i) {
+  const int low = (packed[i % 8] >> (4 * (i / 8))) & 0x0f;
+  const int top = (packed[8 + i % 4] >> (2 * (i / 4))) & 3;
+  return (low | (top << 4)) - 32;
 }
 
 void gguf_q4_k_scale_min(int j, const std::uint8_t* packed, std::uint8_t& scale, std::uint8_t& min) {

@@ -24,4 +24,9 @@ void gguf_q4_k_scale_min(int j, const std::uint8_t* packed, std::uint8_t& scale,
 /// their low nibbles): its weights are d · (s_j − 32) · level.
 int gguf_iq4_xs_scale(const std::byte* block, int j);
 
+/// Sub-block i's (0..15) scale multiplier s_i − 32 (−32..31) of a Q3_K
+/// block, unpacked from its 12 bytes of 6-bit scales (`packed`): its
+/// weights are d · (s_i − 32) · q.
+int gguf_q3_k_scale(const std::uint8_t* packed, int i);
+
 }  // namespace troupe

@@ -245,23 +245,89 @@ class gguf_k_source final : public stored_code_source {
   ggml_type type_;
 };
 
-// Q6_K as int6: each 16-weight sub-block is a group of scale d · s.
-class gguf_q6_k_source final : public stored_code_source {
- public:
-  gguf_q6_k_source(const gguf_tensor& tensor, std::int64_t rope_heads) : rows_(tensor, rope_heads) {}
+// The 256 codes of one Q6_K block in input order. Each half of 128
+// weights reads 64 bytes of nibbles and 32 of bit pairs: quarter j
+// (weights 32 j + l) takes nibble j / 2 of byte 32 (j % 2) + l and bit pair
+// j of byte l (gguf_dequantize's Q6_K).
+void q6_k_codes(const std::byte* block, std::uint8_t* codes) {
+  std::uint8_t low[64], high[32];
+  for (int half = 0; half < 2; ++half, codes += 128) {
+    std::memcpy(low, block + 64 * half, 64);
+    std::memcpy(high, block + 128 + 32 * half, 32);
+    for (int j = 0; j < 4; ++j) {
+      for (int l = 0; l < 32; ++l) {
+        const int nibble = (low[32 * (j % 2) + l] >> (4 * (j / 2))) & 0x0f;
+        codes[32 * j + l] = static_cast<std::uint8_t>(nibble | ((high[l] >> (2 * j)) & 3) << 4);
+      }
+    }
+  }
+}
 
-  weight_quantization format() const override { return weight_quantization::int6; }
+// A Q6_K block's sixteen int8 sub-block scales, as they are.
+void q6_k_scale_codes(const std::byte* block, std::uint8_t* scale_codes) { std::memcpy(scale_codes, block + 192, 16); }
+
+// The 256 codes of one Q3_K block in input order. Weight 32 j + l (j 0..7,
+// l 0..31) takes bit pair j % 4 of byte 32 (j / 4) + l of the 2-bit codes
+// and bit j of byte l of the high bits (gguf_dequantize's Q3_K): q is the
+// pair less 4 where that bit is clear, the pair where it is set, so the
+// code q + 8 is the pair plus 4, or plus 8.
+void q3_k_codes(const std::byte* block, std::uint8_t* codes) {
+  std::uint8_t high[32], pairs[64];
+  std::memcpy(high, block, 32);
+  std::memcpy(pairs, block + 32, 64);
+  for (int j = 0; j < 8; ++j, codes += 32) {
+    for (int l = 0; l < 32; ++l) {
+      const int pair = (pairs[32 * (j / 4) + l] >> (2 * (j % 4))) & 3;
+      codes[l] = static_cast<std::uint8_t>(pair + 4 + 4 * ((high[l] >> j) & 1));
+    }
+  }
+}
+
+// A Q3_K block's sixteen 6-bit sub-block scales less 32 (−32..31) as signed bytes.
+void q3_k_scale_codes(const std::byte* block, std::uint8_t* scale_codes) {
+  std::uint8_t packed[12];
+  std::memcpy(packed, block + 96, 12);
+  for (int j = 0; j < 16; ++j)
+    scale_codes[j] = static_cast<std::uint8_t>(static_cast<std::int8_t>(gguf_q3_k_scale(packed, j)));
+}
+
+// Where a 256-weight block of a type with a scale per 16 weights keeps its
+// codes and factors.
+struct half_group_block {
+  weight_quantization format;
+  const char* type_name;
+  std::uint64_t block_bytes;
+  std::uint64_t factor_at;                                         ///< byte offset of the block's f16 d
+  void (*codes)(const std::byte* block, std::uint8_t* out);        ///< 256 codes in input order
+  void (*scale_codes)(const std::byte* block, std::uint8_t* out);  ///< 16 signed bytes
+};
+
+// Q6_K (128 bytes of low nibbles, 64 of high bit pairs, 16 int8 scales, f16
+// d): int6, each sub-block a half group of scale d · s. Q3_K (32 bytes of
+// high bits, 64 of 2-bit codes, 12 of 6-bit scales, f16 d): int4_g16, each
+// sub-block a half group of scale d · (s − 32), a weight's 3-bit value q
+// (−4..3) its code q + 8 (4..11), so w = d · (s − 32) · (code − 8) is the
+// file's weight exactly.
+constexpr half_group_block q6_k_block{weight_quantization::int6, "Q6_K", 210, 208, q6_k_codes, q6_k_scale_codes};
+constexpr half_group_block q3_k_block{weight_quantization::int4_g16, "Q3_K", 110, 108, q3_k_codes, q3_k_scale_codes};
+
+// A matrix of blocks with a scale per 16 weights, read as their factors and codes.
+class gguf_half_group_source final : public stored_code_source {
+ public:
+  gguf_half_group_source(const gguf_tensor& tensor, std::int64_t rope_heads, const half_group_block& block)
+      : rows_(tensor, rope_heads), block_(block) {}
+
+  weight_quantization format() const override { return block_.format; }
 
   bool has_block_factors() const override { return true; }
 
-  // d with the sixteen int8 sub-block scales as they are.
   void read_block_factors(std::int64_t first, std::int64_t count, std::uint16_t* block_scales, std::uint16_t*,
                           std::uint8_t* scale_codes, std::uint8_t*) const override {
     for (std::int64_t i = 0; i < count; ++i) {
       const std::byte* block = rows_.row(static_cast<std::uint64_t>(first + i));
-      for (std::uint64_t b = 0; b < rows_.row_length / 256; ++b, block += block_bytes, scale_codes += 16) {
-        std::memcpy(block_scales++, block + 208, 2);
-        std::memcpy(scale_codes, block + 192, 16);
+      for (std::uint64_t b = 0; b < rows_.row_length / 256; ++b, block += block_.block_bytes, scale_codes += 16) {
+        std::memcpy(block_scales++, block + block_.factor_at, 2);
+        block_.scale_codes(block, scale_codes);
       }
     }
   }
@@ -269,40 +335,20 @@ class gguf_q6_k_source final : public stored_code_source {
   void read_codes(std::int64_t first, std::int64_t count, std::uint8_t* codes) const override {
     for (std::int64_t i = 0; i < count; ++i) {
       const std::byte* block = rows_.row(static_cast<std::uint64_t>(first + i));
-      for (std::uint64_t b = 0; b < rows_.row_length / 256; ++b, block += block_bytes, codes += 256)
-        unpack_codes(block, codes);
+      for (std::uint64_t b = 0; b < rows_.row_length / 256; ++b, block += block_.block_bytes, codes += 256)
+        block_.codes(block, codes);
     }
   }
 
   void read_rows(std::int64_t, std::int64_t, std::uint8_t*, std::uint16_t*, std::uint16_t*) const override {
-    throw std::logic_error(
-        "read_rows: a Q6_K matrix has a scale per 16 inputs, which f16 scales per 32 cannot hold; "
-        "read it with read_codes and read_block_factors");
+    throw std::logic_error(std::string("read_rows: a ") + block_.type_name +
+                           " matrix has a scale per 16 inputs, which f16 scales per 32 cannot hold; read it with "
+                           "read_codes and read_block_factors");
   }
 
  private:
-  // A block: 128 bytes of low nibbles, 64 bytes of high bit pairs, 16 int8 scales, f16 d.
-  static constexpr std::uint64_t block_bytes = 210;
-
-  // The 256 codes of one block in input order. Each half of 128 weights
-  // reads 64 bytes of nibbles and 32 of bit pairs: quarter j (weights
-  // 32 j + l) takes nibble j / 2 of byte 32 (j % 2) + l and bit pair j of
-  // byte l (gguf_dequantize's Q6_K).
-  static void unpack_codes(const std::byte* block, std::uint8_t* codes) {
-    std::uint8_t low[64], high[32];
-    for (int half = 0; half < 2; ++half, codes += 128) {
-      std::memcpy(low, block + 64 * half, 64);
-      std::memcpy(high, block + 128 + 32 * half, 32);
-      for (int j = 0; j < 4; ++j) {
-        for (int l = 0; l < 32; ++l) {
-          const int nibble = (low[32 * (j % 2) + l] >> (4 * (j / 2))) & 0x0f;
-          codes[32 * j + l] = static_cast<std::uint8_t>(nibble | ((high[l] >> (2 * j)) & 3) << 4);
-        }
-      }
-    }
-  }
-
   gguf_rows rows_;
+  const half_group_block& block_;
 };
 
 }  // namespace
@@ -314,6 +360,7 @@ std::optional<weight_quantization> gguf_stored_code_format(ggml_type type) {
   if (type == ggml_type::q5_0 || type == ggml_type::q5_1 || type == ggml_type::q5_k)
     return weight_quantization::int5_asym;
   if (type == ggml_type::q6_k) return weight_quantization::int6;
+  if (type == ggml_type::q3_k) return weight_quantization::int4_g16;
   return std::nullopt;
 }
 
@@ -321,12 +368,13 @@ std::shared_ptr<const stored_code_source> gguf_stored_code_source(const gguf_ten
   if (!gguf_stored_code_format(tensor.type) || tensor.dims.size() != 2)
     throw std::runtime_error("tensor '" + tensor.name + "': a " + std::string(ggml_type_name(tensor.type)) +
                              " tensor of " + std::to_string(tensor.dims.size()) +
-                             " dimensions is not a Q4_0 / Q4_1 / Q4_K / Q5_0 / Q5_1 / Q5_K / IQ4_NL / IQ4_XS / Q6_K "
-                             "matrix");
+                             " dimensions is not a Q4_0 / Q4_1 / Q4_K / Q5_0 / Q5_1 / Q5_K / IQ4_NL / IQ4_XS / Q6_K / "
+                             "Q3_K matrix");
   if (tensor.type == ggml_type::q4_k || tensor.type == ggml_type::q5_k)
     return std::make_shared<gguf_k_source>(tensor, rope_heads);
   if (tensor.type == ggml_type::iq4_xs) return std::make_shared<gguf_iq4_xs_source>(tensor, rope_heads);
-  if (tensor.type == ggml_type::q6_k) return std::make_shared<gguf_q6_k_source>(tensor, rope_heads);
+  if (tensor.type == ggml_type::q6_k) return std::make_shared<gguf_half_group_source>(tensor, rope_heads, q6_k_block);
+  if (tensor.type == ggml_type::q3_k) return std::make_shared<gguf_half_group_source>(tensor, rope_heads, q3_k_block);
   return std::make_shared<gguf_block_source>(tensor, rope_heads);
 }
 

@@ -67,9 +67,10 @@ class llama_model {
   /// The formats decoder layer `layer` (an index into the checkpoint's
   /// layers) holds its q, k, v, o, gate, up and down projections in: the
   /// model's quantization, a projection kept in codes of another format in
-  /// theirs (a GGUF Q4_K_M's Q6_K ones as int6 beside its Q4_K layers), or
-  /// int8 for one stored in codes troupe does not keep (Q8_0, Q2_K, Q3_K)
-  /// beside layers kept as stored; a stack of q/k/v or gate/up then runs as
+  /// theirs (a GGUF Q4_K_M's Q6_K ones as int6 beside its Q4_K layers, a
+  /// Q3_K_M's Q4_K ones as int4_asym beside its Q3_K layers as int4_g16), or
+  /// int8 for one stored in codes troupe does not keep (Q8_0, Q2_K) beside
+  /// layers kept as stored; a stack of q/k/v or gate/up then runs as
   /// one linear per format.
   std::array<weight_quantization, 7> projection_formats(int layer) const;
   /// Bytes of the linear weights one step reads: the projections of the

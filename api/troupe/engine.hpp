@@ -82,9 +82,9 @@ struct engine_config {
   bool batch_invariant;              ///< bitwise batch-independent numerics (slower prefill; see docs/operations.md)
   std::string tool_call_parser;      ///< tool-call format: auto (from the chat template), none or a family
   std::string quantization;  ///< weight-only quantisation at load: auto | none | int8 | int4 | int4_asym | int5_asym |
-                             ///< int4_nl | int6
+                             ///< int4_nl | int6 | int4_g16
   std::string lm_head_quantization;  ///< the LM head's format at load: auto | none | int8 | int4 | int4_asym |
-                                     ///< int5_asym | int4_nl | int6
+                                     ///< int5_asym | int4_nl | int6 | int4_g16
   std::string speculative;           ///< speculative decoding proposer: off | ngram | draft | layerskip
   std::string draft_model;           ///< draft: HF directory (empty: the demo draft with the demo model)
   std::string draft_quantization;    ///< draft: its weights' format at load: auto (quantization's) | none | int8 | ...

@@ -17,7 +17,7 @@ inline bool nibble_codes(weight_quantization format) { return format != weight_q
 std::int64_t superblock_bytes(weight_quantization format);
 
 /// The 32 codes of inputs [first_k, first_k + 32) (first_k a multiple of
-/// 32; one code a byte: int8 q + 128, int4 0..15, int5_asym 0..31, int6 0..63) into
+/// 32; one code a byte: int8 q + 128, int4 0..15, int5_asym 0..31, int6 0..63, int4_g16 0..15) into
 /// `row`, the row's codes in `layout`.
 void store_group(const std::uint8_t* codes, const quantized_layout& layout, std::int64_t first_k, std::uint8_t* row);
 

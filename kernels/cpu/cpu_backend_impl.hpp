@@ -168,7 +168,7 @@ class cpu_backend final : public backend {
   /// can start on a cache line (each kernel load is one 64-byte line).
   std::vector<std::int8_t> activation_codes_;
   std::vector<float> activation_scales_, activation_sums_;
-  std::vector<std::int32_t> activation_code_sums_, activation_int6_starts_;
+  std::vector<std::int32_t> activation_code_sums_, activation_half_starts_;
   std::vector<float> permuted_x_;  ///< [M][K] activations gathered for a permuted weight
   /// Per pool thread: 4- to 6-bit codes the quantised GEMM tiles expand (qgemv_args::code_scratch).
   std::vector<std::vector<std::uint8_t>> code_scratch_;

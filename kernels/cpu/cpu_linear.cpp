@@ -159,20 +159,20 @@ void cpu_backend::linear_quantized(tensor_view x, const cpu_linear_weight& w, te
   activation_scales_.resize(static_cast<std::size_t>(x.rows * groups));
   activation_sums_.resize(static_cast<std::size_t>(x.rows * groups));
   activation_code_sums_.resize(static_cast<std::size_t>(x.rows * groups));
-  activation_int6_starts_.resize(static_cast<std::size_t>(x.rows * 2 * groups));
+  activation_half_starts_.resize(static_cast<std::size_t>(x.rows * 2 * groups));
   std::int8_t* codes = activation_codes_.data() + (-reinterpret_cast<std::uintptr_t>(activation_codes_.data()) & 63);
   const std::int64_t per_task = rows_per_task(x.rows, x.cols, pool_.size());
   pool_.parallel_for(ceil_div(x.rows, per_task), [&](std::int64_t task, int) {
     for (std::int64_t r = task * per_task; r < std::min(x.rows, (task + 1) * per_task); ++r)
       kernels_.quantize_row(x.as<const float>() + r * x.row_stride, x.cols, padded, codes + r * padded,
                             activation_scales_.data() + r * groups, activation_sums_.data() + r * groups,
-                            activation_code_sums_.data() + r * groups, activation_int6_starts_.data() + r * 2 * groups);
+                            activation_code_sums_.data() + r * groups, activation_half_starts_.data() + r * 2 * groups);
   });
   const quantized_rows rows{codes,
                             activation_scales_.data(),
                             activation_sums_.data(),
                             activation_code_sums_.data(),
-                            activation_int6_starts_.data(),
+                            activation_half_starts_.data(),
                             padded};
   qgemv_args args;
   args.weights = &w.packed;

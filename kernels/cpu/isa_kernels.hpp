@@ -76,7 +76,15 @@ struct panel_gemm_args {
 };
 
 /// Weight-only quantised formats (values of troupe::weight_quantization, kernels/quantized.hpp).
-enum class qformat : std::uint8_t { int8 = 1, int4 = 2, int4_asym = 3, int5_asym = 4, int4_nl = 5, int6 = 6 };
+enum class qformat : std::uint8_t {
+  int8 = 1,
+  int4 = 2,
+  int4_asym = 3,
+  int5_asym = 4,
+  int4_nl = 5,
+  int6 = 6,
+  int4_g16 = 7
+};
 
 /// int4_nl's levels (troupe::int4_nl_levels) + 128: the byte an int4_nl code
 /// becomes in int8's layout (q + 128), so that once looked up its vectors
@@ -107,7 +115,8 @@ struct quantized_matrix {
   std::int64_t padded_cols = 0;  ///< cols rounded up to quant_superblock
   /// int8: [rows][padded_cols] bytes q + 128 in interleaved order. int4:
   /// [rows][padded_cols / 2]; byte b of a superblock's 256 holds interleaved
-  /// position b in its low nibble and position b + 256 in its high one.
+  /// position b in its low nibble and position b + 256 in its high one
+  /// (int4_nl and int4_g16 alike).
   /// int5_asym: [rows][padded_cols / 512 · 320]; each superblock's 256
   /// nibble bytes as int4 (the codes' low four bits), then 64 bytes whose
   /// bit p % 8 of byte p / 8 is the fifth bit (16) of interleaved position p.
@@ -130,10 +139,11 @@ struct quantized_matrix {
   /// Q4_K / Q5_K kept exactly), s8 (two's complement) for int4 and int4_nl
   /// (symmetric scales of either sign: int4 quantised at load, GGUF IQ4_XS),
   /// which hold no offsets (block_offsets and offset_codes null).
-  /// int6 (always block-factored, w = scale · (code − 32)) has a scale per
-  /// half group: s8 codes [rows][padded_cols / 16], per superblock the 16
-  /// groups' first halves (inputs 32 j .. 32 j + 15: vectors 0-3 of the
-  /// layout) then their second halves (vectors 4-7) (int6_scale_code_index).
+  /// int6 and int4_g16 (always block-factored, w = scale · (code − 32), or
+  /// − 8) have a scale per half group: s8 codes [rows][padded_cols / 16], per
+  /// superblock the 16 groups' first halves (inputs 32 j .. 32 j + 15:
+  /// vectors 0-3 of the layout) then their second halves (vectors 4-7)
+  /// (half_scale_code_index).
   const std::uint16_t* block_scales = nullptr;
   const std::uint16_t* block_offsets = nullptr;
   const std::uint8_t* scale_codes = nullptr;
@@ -146,16 +156,17 @@ constexpr std::int64_t groups_per_factor_block = 8;
 /// True where a block-factored matrix's scale codes are signed bytes
 /// (quantized_matrix::scale_codes): the formats without group offsets.
 constexpr bool signed_scale_codes(qformat format) {
-  return format == qformat::int4 || format == qformat::int4_nl || format == qformat::int6;
+  return format == qformat::int4 || format == qformat::int4_nl || format == qformat::int6 ||
+         format == qformat::int4_g16;
 }
 
-/// True for the formats with a scale per half group of 16 inputs (int6):
-/// a group's integer dot product is two, over vectors 0-3 and 4-7.
-constexpr bool half_group_scales(qformat format) { return format == qformat::int6; }
+/// True for the formats with a scale per half group of 16 inputs (int6,
+/// int4_g16): a group's integer dot product is two, over vectors 0-3 and 4-7.
+constexpr bool half_group_scales(qformat format) { return format == qformat::int6 || format == qformat::int4_g16; }
 
-/// Index in an int6 matrix's scale_codes of half `half` (0: inputs 0-15)
-/// of group g (counted over the matrix).
-constexpr std::int64_t int6_scale_code_index(std::int64_t g, int half) { return 2 * g - g % 16 + 16 * half; }
+/// Index in an int6 or int4_g16 matrix's scale_codes of half `half` (0:
+/// inputs 0-15) of group g (counted over the matrix).
+constexpr std::int64_t half_scale_code_index(std::int64_t g, int half) { return 2 * g - g % 16 + 16 * half; }
 
 /// Activation rows quantised to int8 per group of 32 (symmetric), in the
 /// same interleaved order as the weights: x ≈ scale[g] * code.
@@ -170,7 +181,9 @@ struct quantized_rows {
   /// [m][2][groups]: where int6's two integer sums of group g start, −32 ·
   /// Σ codes of its first 16 inputs (at g) and of its last 16 (at groups +
   /// g), so that its code offset 32 comes out of each half's dot product.
-  const std::int32_t* int6_starts = nullptr;
+  /// int4_g16's sums start at a quarter of these (its code offset 8; an
+  /// arithmetic shift, exact).
+  const std::int32_t* half_starts = nullptr;
   std::int64_t padded_cols = 0;
 };
 
@@ -299,9 +312,9 @@ struct isa_kernels {
   void (*qgemv)(const qgemv_args& args);
   /// Quantises one activation row x[0..cols), zero-padded to padded_cols:
   /// codes [padded_cols] in interleaved order, scales, sums and code_sums
-  /// [padded_cols / 32], int6_starts [2][padded_cols / 32] (quantized_rows).
+  /// [padded_cols / 32], half_starts [2][padded_cols / 32] (quantized_rows).
   void (*quantize_row)(const float* x, std::int64_t cols, std::int64_t padded_cols, std::int8_t* codes, float* scales,
-                       float* sums, std::int32_t* code_sums, std::int32_t* int6_starts);
+                       float* sums, std::int32_t* code_sums, std::int32_t* half_starts);
   /// Weight rows [row_begin, row_end) of `w` as bf16 in natural order:
   /// [row_end - row_begin][w.cols] at `out` (the prefill GEMM's panels).
   void (*dequantize_rows)(const quantized_matrix& w, std::int64_t row_begin, std::int64_t row_end, std::uint16_t* out);

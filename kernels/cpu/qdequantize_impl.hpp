@@ -19,14 +19,14 @@ inline vf load_codes_as_float(const std::uint8_t* p) {
 
 /// One weight row dequantised to bf16 in natural order (k < cols): scale ·
 /// code + offset, with int8's and int4_nl's bytes biased by 128 (offset
-/// −128 · scale), int4's codes by 8 and int6's by 32.
+/// −128 · scale), int4's and int4_g16's codes by 8 and int6's by 32.
 template <qformat F>
 inline void dequantize_row(const quantized_matrix& w, std::int64_t n, std::uint16_t* out) {
   const std::int64_t groups = w.padded_cols / quant_group;
   const std::uint8_t* codes = w.codes + n * (w.padded_cols / quant_superblock) * superblock_code_bytes(F);
   for (std::int64_t sb = 0; sb * quant_superblock < w.cols; ++sb) {
     // Scale and offset of each of a 64-byte vector's positions (lane = group);
-    // int6's for vectors 0-3 and 4-7 (its half groups).
+    // int6's and int4_g16's for vectors 0-3 and 4-7 (their half groups).
     constexpr int halves_with_scales = half_group_scales(F) ? 2 : 1;
     float scale[halves_with_scales][64], offset[halves_with_scales][64];
     for (int half = 0; half < halves_with_scales; ++half) {
@@ -37,7 +37,7 @@ inline void dequantize_row(const quantized_matrix& w, std::int64_t n, std::uint1
           offset[half][q] = -128.0f * w.row_scales[n];
         } else if constexpr (half_group_scales(F)) {
           scale[half][q] = scalar_half_group_scale(w, g, half);
-          offset[half][q] = -32.0f * scale[half][q];
+          offset[half][q] = (F == qformat::int6 ? -32.0f : -8.0f) * scale[half][q];
         } else {
           scale[half][q] = scalar_group_scale(w, g);
           const float zero_code = F == qformat::int4_nl ? 128.0f : 8.0f;

@@ -36,11 +36,11 @@ constexpr int tile_activation_rows = 4;
 
 /// Weight rows the tiles read expanded, the tile's (or pass's) first row
 /// first: `codes` one byte a code [rows][padded_cols] (int8: the matrix's
-/// own rows); for 4-, 5- and 6-bit formats `scales` (int6: of the groups'
-/// first halves) and, with group offsets, `offsets` (int6: the second
-/// halves' scales) in f32 [rows][groups], so that a tile loads each
-/// superblock's (a block-factored matrix's products made once per block of
-/// rows, not again for every tile of activation rows).
+/// own rows); for 4-, 5- and 6-bit formats `scales` (int6, int4_g16: of
+/// the groups' first halves) and, with group offsets, `offsets` (int6,
+/// int4_g16: the second halves' scales) in f32 [rows][groups], so that a
+/// tile loads each superblock's (a block-factored matrix's products made
+/// once per block of rows, not again for every tile of activation rows).
 struct expanded_rows {
   const std::uint8_t* codes = nullptr;
   const float* scales = nullptr;
@@ -50,8 +50,8 @@ struct expanded_rows {
 /// Weight rows [n0, n0 + count) of a 4-, 5- or 6-bit matrix as one byte a
 /// code (0..63, or int4_nl's biased levels) in int8's layout: `codes`
 /// [count][padded_cols], byte p of a superblock the code of interleaved
-/// position p; their group scales (and offsets; int6: the second halves'
-/// scales) in f32 into `scales` (`offsets`) [count][groups].
+/// position p; their group scales (and offsets; int6, int4_g16: the
+/// second halves' scales) in f32 into `scales` (`offsets`) [count][groups].
 template <qformat F>
 void expand_rows(const quantized_matrix& w, std::int64_t n0, std::int64_t count, std::uint8_t* codes, float* scales,
                  float* offsets) {
@@ -95,11 +95,15 @@ template <qformat F, bool Expanded>
     for (int h = 0; h < halves; ++h) {
       const std::int64_t g0 = sb * groups_per_superblock + h * lanes;
       vi dot[R][C];
-      // int6: the first halves' sums start at their int6_starts (int6_half_dots).
+      // int6, int4_g16: the first halves' sums start at their half_group_start (half_group_dots).
 #pragma GCC unroll 4
       for (int j = 0; j < C; ++j) {
-        const vi initial = half_group_scales(F) ? load_codes(x.int6_starts + (m0 + j) * 2 * groups + g0)
-                                                : initial_dot<F>(x.code_sums + (m0 + j) * groups + g0);
+        vi initial;
+        if constexpr (half_group_scales(F)) {
+          initial = half_group_start<F>(x.half_starts + (m0 + j) * 2 * groups + g0);
+        } else {
+          initial = initial_dot<F>(x.code_sums + (m0 + j) * groups + g0);
+        }
 #pragma GCC unroll 4
         for (int i = 0; i < R; ++i) dot[i][j] = initial;
       }
@@ -148,7 +152,7 @@ template <qformat F, bool Expanded>
           }
         }
       } else {
-        static_assert(Expanded, "int8 and int6 tiles read expanded rows");
+        static_assert(Expanded, "int8, int6 and int4_g16 tiles read expanded rows");
 #pragma GCC unroll 8
         for (int r = 0; r < 8; ++r) {
           if constexpr (half_group_scales(F)) {
@@ -160,7 +164,7 @@ template <qformat F, bool Expanded>
               fold(low_scales);
 #pragma GCC unroll 4
               for (int j = 0; j < C; ++j) {
-                const vi initial = load_codes(x.int6_starts + (m0 + j) * 2 * groups + groups + g0);
+                const vi initial = half_group_start<F>(x.half_starts + (m0 + j) * 2 * groups + groups + g0);
 #pragma GCC unroll 4
                 for (int i = 0; i < R; ++i) dot[i][j] = initial;
               }
@@ -239,7 +243,7 @@ void qgemm_pass(const qgemv_args& args, std::int64_t m0, std::int64_t n_begin, s
   const std::int64_t groups = args.weights->padded_cols / quant_group;
   float result[R][C];
   std::int64_t n = n_begin;
-  // int6 tiles read expanded rows only; without them its rows take the GEMV (the same bits).
+  // int6 and int4_g16 tiles read expanded rows only; without them their rows take the GEMV (the same bits).
   const bool tiles = expanded.codes != nullptr || !half_group_scales(F);
   for (; tiles && n + R <= n_end; n += R) {
     if (expanded.codes != nullptr) {

@@ -2,8 +2,9 @@
 // Quantised GEMV (up to 8 activation rows; more run the tiles of
 // qgemm_impl.hpp): int8 activations (per group of 32, quantised on the fly
 // by quantize_row_impl.hpp) times int8 (per output row), int4, int5 or
-// int4_nl (per group of 32) or int6 (per half group of 16) weights, integer
-// dot products per group (int6: per half), f32 accumulation across groups.
+// int4_nl (per group of 32) or int6 / int4_g16 (per half group of 16)
+// weights, integer dot products per group (int6, int4_g16: per half), f32
+// accumulation across groups.
 // Included only by the ISA units. Layouts: isa_kernels.hpp.
 //
 // Each 64-byte vector of a superblock carries 16 groups in its 32-bit lanes
@@ -58,6 +59,8 @@ template <class Fn>
       return fn.template operator()<qformat::int4_nl>();
     case qformat::int6:
       return fn.template operator()<qformat::int6>();
+    case qformat::int4_g16:
+      return fn.template operator()<qformat::int4_g16>();
   }
 }
 
@@ -79,10 +82,10 @@ inline int byte_code(const std::uint8_t* superblock, qformat format, std::int64_
   return format == qformat::int4_nl ? int4_nl_biased_levels[code] : code;
 }
 
-/// The scale of half `half` of int6 group g: quantized_reference.cpp's
+/// The scale of half `half` of int6 or int4_g16 group g: quantized_reference.cpp's
 /// half_group_scale, in this ISA's namespace.
 inline float scalar_half_group_scale(const quantized_matrix& w, std::int64_t g, int half) {
-  const auto code = static_cast<std::int8_t>(w.scale_codes[int6_scale_code_index(g, half)]);
+  const auto code = static_cast<std::int8_t>(w.scale_codes[half_scale_code_index(g, half)]);
   return half_to_float(w.block_scales[g / groups_per_factor_block]) * static_cast<float>(code);
 }
 
@@ -107,12 +110,12 @@ constexpr int max_rows_per_pass = 8;
 
 /// The scales of groups [g, g + lanes) of `w` (a matrix of format F; g
 /// counted over the matrix, a multiple of lanes), block-factored or f16 as
-/// `w` holds them; for int6 the scales of their halves `Half`.
+/// `w` holds them; for int6 and int4_g16 the scales of their halves `Half`.
 template <qformat F, int Half = 0>
 [[gnu::always_inline]] inline qf group_scales_at(const quantized_matrix& w, std::int64_t g) {
   if constexpr (half_group_scales(F))
     return block_factored<true>(w.block_scales + g / groups_per_factor_block,
-                                w.scale_codes + int6_scale_code_index(g, Half));
+                                w.scale_codes + half_scale_code_index(g, Half));
   if (w.block_scales != nullptr)
     return block_factored<signed_scale_codes(F)>(w.block_scales + g / groups_per_factor_block, w.scale_codes + g);
   return load_halfs(w.group_scales + g);
@@ -199,15 +202,26 @@ template <qformat F>
   }
 }
 
-/// int6's integer dot products of one activation row with the unpacked
-/// vectors `wv` of a superblock (half): vectors 0-3 (each group's first 16
-/// inputs) into `low`, 4-7 into `high`, each started at its half's
-/// int6_starts (`starts`, the first halves'; the second halves' `groups`
-/// on) so that it comes out as Σ (code − 32) · x code; two chains.
-[[gnu::always_inline]] inline void int6_half_dots(const vi* wv, const std::int8_t* xc, const std::int32_t* starts,
-                                                  std::int64_t groups, vi& low, vi& high) {
-  low = load_codes(starts);
-  high = load_codes(starts + groups);
+/// Where the integer sums of half groups [g, g + lanes) of a half-group
+/// format start, from the activation row's half_starts at `starts`: −32 ·
+/// Σ x codes for int6, a quarter of it for int4_g16 (code offset 8).
+template <qformat F>
+[[gnu::always_inline]] inline vi half_group_start(const std::int32_t* starts) {
+  if constexpr (F == qformat::int6) return load_codes(starts);
+  return quartered(load_codes(starts));
+}
+
+/// The integer dot products of one activation row with the unpacked
+/// vectors `wv` of a superblock (half) of an int6 or int4_g16 row: vectors
+/// 0-3 (each group's first 16 inputs) into `low`, 4-7 into `high`, each
+/// started at its half's half_group_start (`starts`, the first halves'; the
+/// second halves' `groups` on) so that it comes out as Σ (code − offset) ·
+/// x code; two chains.
+template <qformat F>
+[[gnu::always_inline]] inline void half_group_dots(const vi* wv, const std::int8_t* xc, const std::int32_t* starts,
+                                                   std::int64_t groups, vi& low, vi& high) {
+  low = half_group_start<F>(starts);
+  high = half_group_start<F>(starts + groups);
 #pragma GCC unroll 4
   for (int r = 0; r < 4; ++r) {
     low = dot_nibbles(low, wv[r], load_codes(xc + 64 * r));
@@ -244,8 +258,8 @@ template <qformat F, int MR>
 #pragma GCC unroll 8
         for (int i = 0; i < mr; ++i) {
           vi low, high;
-          int6_half_dots(wv, x.codes + (m0 + i) * x.padded_cols + sb * quant_superblock + h * vector_bytes,
-                         x.int6_starts + (m0 + i) * 2 * groups + g0, groups, low, high);
+          half_group_dots<F>(wv, x.codes + (m0 + i) * x.padded_cols + sb * quant_superblock + h * vector_bytes,
+                             x.half_starts + (m0 + i) * 2 * groups + g0, groups, low, high);
           const qf x_scale = qload(x.scales + (m0 + i) * groups + g0);
           acc[i] = qfma(to_float(low), qmul(x_scale, low_scale), acc[i]);
           acc[i] = qfma(to_float(high), qmul(x_scale, high_scale), acc[i]);
@@ -303,8 +317,10 @@ inline void qgemv_row(const quantized_matrix& w, const quantized_rows& x, std::i
       const std::int64_t base = g / groups_per_superblock * quant_superblock + 4 * (g % groups_per_superblock);
       const float x_scale = x.scales[(m0 + i) * groups + g];
       if constexpr (half_group_scales(F)) {
-        // Vectors 0-3 hold the group's first 16 inputs; codes stand for code − 32.
-        int halves[2] = {x.int6_starts[(m0 + i) * 2 * groups + g], x.int6_starts[(m0 + i) * 2 * groups + groups + g]};
+        // Vectors 0-3 hold the group's first 16 inputs; codes stand for code − 32 (int4_g16: − 8).
+        const int divisor = F == qformat::int6 ? 1 : 4;
+        int halves[2] = {x.half_starts[(m0 + i) * 2 * groups + g] / divisor,
+                         x.half_starts[(m0 + i) * 2 * groups + groups + g] / divisor};
         for (int r = 0; r < 8; ++r) {
           for (int t = 0; t < 4; ++t) halves[r / 4] += weight_code(w, n, base + 64 * r + t) * xc[base + 64 * r + t];
         }

@@ -25,7 +25,7 @@ inline std::int64_t interleaved_position(std::int64_t k) {
 /// Quantises group g of the row (inputs at or past `cols` are zeros): the
 /// reference the vector paths match bit for bit.
 inline void quantize_group(const float* x, std::int64_t cols, std::int64_t g, std::int64_t groups, std::int8_t* codes,
-                           float* scales, float* sums, std::int32_t* code_sums, std::int32_t* int6_starts) {
+                           float* scales, float* sums, std::int32_t* code_sums, std::int32_t* half_starts) {
   float values[quant_group];
   float amax = 0.0f;
   for (std::int64_t t = 0; t < quant_group; ++t) {
@@ -49,8 +49,8 @@ inline void quantize_group(const float* x, std::int64_t cols, std::int64_t g, st
   scales[g] = amax / 127.0f;
   sums[g] = scales[g] * static_cast<float>(sum);
   code_sums[g] = sum;
-  int6_starts[g] = -32 * low_sum;
-  int6_starts[groups + g] = -32 * (sum - low_sum);
+  half_starts[g] = -32 * low_sum;
+  half_starts[groups + g] = -32 * (sum - low_sum);
 }
 
 #if defined(__AVX512F__) || defined(__AVX2__)
@@ -188,7 +188,7 @@ inline vf load_inputs(const float* x, std::int64_t k, std::int64_t cols) {
 /// lane a group, as quantize_group does each.
 inline void quantize_groups(const float* x, std::int64_t cols, std::int64_t first, std::int64_t groups,
                             std::int8_t* codes, float* scales, float* sums, std::int32_t* code_sums,
-                            std::int32_t* int6_starts) {
+                            std::int32_t* half_starts) {
   constexpr int parts = quant_group / W;  // vectors a group
   const std::int64_t start = first * quant_group;
   vf maxima[W];
@@ -221,8 +221,8 @@ inline void quantize_groups(const float* x, std::int64_t cols, std::int64_t firs
   store(scales + first, scale);
   store(sums + first, mul(scale, to_float(sum)));
   store_ints(code_sums + first, sum);
-  store_ints(int6_starts + first, times_minus_32(low_sum));
-  store_ints(int6_starts + groups + first, times_minus_32(high_sum));
+  store_ints(half_starts + first, times_minus_32(low_sum));
+  store_ints(half_starts + groups + first, times_minus_32(high_sum));
 }
 
 }  // namespace row_quantization
@@ -232,16 +232,16 @@ inline void quantize_groups(const float* x, std::int64_t cols, std::int64_t firs
 /// Quantises one activation row of `cols` inputs, zero-padded to
 /// `padded_cols` (a multiple of quant_superblock): codes in interleaved
 /// order, and per group its scale, scale · Σ codes, Σ codes and −32 · Σ
-/// codes of each half (int6_starts: the first halves', then the second's).
+/// codes of each half (half_starts: the first halves', then the second's).
 inline void quantize_row(const float* x, std::int64_t cols, std::int64_t padded_cols, std::int8_t* codes, float* scales,
-                         float* sums, std::int32_t* code_sums, std::int32_t* int6_starts) {
+                         float* sums, std::int32_t* code_sums, std::int32_t* half_starts) {
   const std::int64_t groups = padded_cols / quant_group;
 #if defined(__AVX512F__) || defined(__AVX2__)
   for (std::int64_t g = 0; g < groups; g += W)
-    row_quantization::quantize_groups(x, cols, g, groups, codes, scales, sums, code_sums, int6_starts);
+    row_quantization::quantize_groups(x, cols, g, groups, codes, scales, sums, code_sums, half_starts);
 #else
   for (std::int64_t g = 0; g < groups; ++g)
-    quantize_group(x, cols, g, groups, codes, scales, sums, code_sums, int6_starts);
+    quantize_group(x, cols, g, groups, codes, scales, sums, code_sums, half_starts);
 #endif
 }
 

@@ -14,7 +14,7 @@ namespace troupe::cpu {
 
 float group_scale(const quantized_matrix& w, std::int64_t g) {
   if (half_group_scales(w.format))
-    throw std::logic_error("group_scale: an int6 group has two scales (half_group_scale)");
+    throw std::logic_error("group_scale: an int6 or int4_g16 group has two scales (half_group_scale)");
   if (w.block_scales == nullptr) return f16_to_float(w.group_scales[g]);
   const int code =
       signed_scale_codes(w.format) ? static_cast<std::int8_t>(w.scale_codes[g]) : static_cast<int>(w.scale_codes[g]);
@@ -22,7 +22,7 @@ float group_scale(const quantized_matrix& w, std::int64_t g) {
 }
 
 float half_group_scale(const quantized_matrix& w, std::int64_t g, int half) {
-  const auto code = static_cast<std::int8_t>(w.scale_codes[int6_scale_code_index(g, half)]);
+  const auto code = static_cast<std::int8_t>(w.scale_codes[half_scale_code_index(g, half)]);
   return f16_to_float(w.block_scales[g / groups_per_factor_block]) * static_cast<float>(code);
 }
 
@@ -51,7 +51,7 @@ reference_rows quantize_rows_reference(const float* x, std::int64_t m, std::int6
   out.scales.assign(static_cast<std::size_t>(m * groups), 0.0f);
   out.sums.assign(static_cast<std::size_t>(m * groups), 0.0f);
   out.code_sums.assign(static_cast<std::size_t>(m * groups), 0);
-  out.int6_starts.assign(static_cast<std::size_t>(m * 2 * groups), 0);
+  out.half_starts.assign(static_cast<std::size_t>(m * 2 * groups), 0);
   for (std::int64_t r = 0; r < m; ++r) {
     for (std::int64_t g = 0; g < groups; ++g) {
       float amax = 0.0f;
@@ -72,8 +72,8 @@ reference_rows quantize_rows_reference(const float* x, std::int64_t m, std::int6
       out.scales[static_cast<std::size_t>(r * groups + g)] = amax / 127.0f;
       out.sums[static_cast<std::size_t>(r * groups + g)] = amax / 127.0f * static_cast<float>(sum);
       out.code_sums[static_cast<std::size_t>(r * groups + g)] = sum;
-      out.int6_starts[static_cast<std::size_t>(r * 2 * groups + g)] = -32 * low_sum;
-      out.int6_starts[static_cast<std::size_t>(r * 2 * groups + groups + g)] = -32 * (sum - low_sum);
+      out.half_starts[static_cast<std::size_t>(r * 2 * groups + g)] = -32 * low_sum;
+      out.half_starts[static_cast<std::size_t>(r * 2 * groups + groups + g)] = -32 * (sum - low_sum);
     }
   }
   return out;

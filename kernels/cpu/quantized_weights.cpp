@@ -125,12 +125,13 @@ quantized_layout padded_layout_for(weight_quantization format, std::int64_t rows
 
 quantized_layout layout_for(weight_quantization format, std::int64_t rows, std::int64_t cols, bool block_factors) {
   quantized_layout layout = padded_layout_for(format, rows, cols, quant_superblock, 64);
-  if (!block_factors && format != weight_quantization::int6) return layout;  // int6 has no other
+  const bool half_groups = quantization_half_group_scales(format);
+  if (!block_factors && !half_groups) return layout;  // int6 and int4_g16 have no other
   if (!nibble_codes(format)) throw std::invalid_argument("layout_for: int8 holds no block factors");
   constexpr std::size_t alignment = 64;
   const auto blocks = static_cast<std::size_t>(rows * layout.groups / groups_per_factor_block);
-  // A scale code a group; int6's a half group.
-  const auto groups = static_cast<std::size_t>(rows * layout.groups * (format == weight_quantization::int6 ? 2 : 1));
+  // A scale code a group; int6's and int4_g16's a half group.
+  const auto groups = static_cast<std::size_t>(rows * layout.groups * (half_groups ? 2 : 1));
   const bool offsets = quantization_group_offsets(format);
   layout.block_factors = true;
   layout.block_scales_at = layout.scales_at;  // the first free byte after the codes
@@ -178,8 +179,7 @@ quantized_matrix view_of(const quantized_layout& layout, const void* buffer) {
 void pack_stored_code_rows(const std::uint8_t* codes, const std::uint16_t* scales, const std::uint16_t* offsets,
                            std::int64_t count, const quantized_layout& layout, void* buffer, std::int64_t first_row) {
   if (!nibble_codes(layout.format) || layout.cols % quant_group != 0)
-    throw std::invalid_argument(
-        "pack_stored_code_rows: needs an int4, int5 or int6 layout with whole groups of 32 inputs");
+    throw std::invalid_argument("pack_stored_code_rows: needs a 4-, 5- or 6-bit layout with whole groups of 32 inputs");
   auto* bytes = static_cast<std::uint8_t*>(buffer);
   const std::int64_t groups = layout.cols / quant_group;
   for (std::int64_t i = 0; i < count; ++i) {
@@ -207,7 +207,7 @@ void pack_block_factor_rows(const std::uint16_t* block_scales, const std::uint16
   auto* bytes = static_cast<std::uint8_t*>(buffer);
   const std::int64_t blocks = layout.cols / block, groups = layout.cols / quant_group;
   const std::int64_t row_blocks = layout.groups / groups_per_factor_block;
-  const bool half_groups = layout.format == weight_quantization::int6;
+  const bool half_groups = quantization_half_group_scales(layout.format);
   for (std::int64_t i = 0; i < count; ++i) {
     const std::int64_t n = first_row + i;
     std::copy_n(block_scales + i * blocks, blocks,
@@ -216,7 +216,7 @@ void pack_block_factor_rows(const std::uint16_t* block_scales, const std::uint16
       // Input order (half group h: inputs 16 h ..) to each superblock's first halves, then second halves.
       std::uint8_t* row = bytes + layout.scale_codes_at + 2 * n * layout.groups;
       for (std::int64_t h = 0; h < 2 * groups; ++h)
-        row[int6_scale_code_index(h / 2, static_cast<int>(h % 2))] = scale_codes[i * 2 * groups + h];
+        row[half_scale_code_index(h / 2, static_cast<int>(h % 2))] = scale_codes[i * 2 * groups + h];
       continue;
     }
     std::copy_n(scale_codes + i * groups, groups, bytes + layout.scale_codes_at + n * layout.groups);
@@ -241,7 +241,7 @@ void pack_source_rows(const stored_code_source& source, std::int64_t begin, std:
   pack_stored_code_rows(codes.data(), nullptr, nullptr, count, layout, buffer, to_row);
   const std::int64_t blocks = layout.cols / stored_code_factor_block;
   std::vector<std::uint16_t> block_scales(static_cast<std::size_t>(count * blocks)), block_offsets(block_scales.size());
-  const std::int64_t scales = layout.format == weight_quantization::int6 ? layout.cols / int6_scale_group : groups;
+  const std::int64_t scales = quantization_half_group_scales(layout.format) ? layout.cols / half_scale_group : groups;
   std::vector<std::uint8_t> scale_codes(static_cast<std::size_t>(count * scales)), offset_codes(scale_codes.size());
   source.read_block_factors(begin, count, block_scales.data(), block_offsets.data(), scale_codes.data(),
                             offset_codes.data());

@@ -42,8 +42,8 @@ quantized_layout padded_layout_for(weight_quantization format, std::int64_t rows
 /// `block_factors` (4- and 5-bit formats) its group scales (and offsets)
 /// are held as block factors (quantized_matrix::block_scales): 40 bytes a
 /// row per 512 inputs where int4_asym's f16 scales and offsets take 64, 20
-/// where int4's f16 scales take 32. int6 is always block-factored (36
-/// bytes a row per 512 inputs: a scale code per 16).
+/// where int4's f16 scales take 32. int6 and int4_g16 are always
+/// block-factored (36 bytes a row per 512 inputs: a scale code per 16).
 quantized_layout layout_for(weight_quantization format, std::int64_t rows, std::int64_t cols,
                             bool block_factors = false);
 
@@ -52,14 +52,14 @@ quantized_matrix view_of(const quantized_layout& layout, const void* buffer);
 
 /// Quantises `count` rows of a [*, layout.cols] matrix of `type` at `source`
 /// (round to nearest) into rows [first_row, first_row + count) of `buffer`.
-/// Of the block-factored layouts only int4's and int6's are quantised here
+/// Of the block-factored layouts only int4's, int6's and int4_g16's are quantised here
 /// (signed byte scale codes under an f16 factor per 256 inputs); the others
 /// hold codes a checkpoint stores, and throw std::invalid_argument.
 void quantize_rows(const void* source, dtype type, std::int64_t count, const quantized_layout& layout, void* buffer,
                    std::int64_t first_row);
 
 /// Packs rows [first_row, first_row + count) of `buffer` (an int4, int4_asym,
-/// int5_asym, int4_nl or int6 `layout` whose cols are a multiple of quant_group)
+/// int5_asym, int4_nl, int6 or int4_g16 `layout` whose cols are a multiple of quant_group)
 /// from codes a checkpoint already holds (stored_code_source::read_rows): `codes`
 /// [count][cols] 0..15 (0..31 for int5_asym, 0..63 for int6) in input order, `scales` and
 /// (int4_asym, int5_asym) `offsets` [count][cols / 32] f16, unread for a
@@ -71,8 +71,9 @@ void pack_stored_code_rows(const std::uint8_t* codes, const std::uint16_t* scale
 
 /// Writes the block factors (stored_code_source::read_block_factors: f16
 /// [count][cols / 256] block scales and offsets, [count][cols / 32] scale
-/// and offset codes, int6's scale codes [count][cols / 16] in input order;
-/// the offsets unread for int4, int4_nl and int6) of rows
+/// and offset codes, int6's and int4_g16's scale codes [count][cols / 16]
+/// in input order; the offsets unread for int4, int4_nl, int6 and
+/// int4_g16) of rows
 /// [first_row, first_row + count) of a block-factored `layout` whose cols
 /// are a multiple of 256; the codes go through pack_stored_code_rows.
 void pack_block_factor_rows(const std::uint16_t* block_scales, const std::uint16_t* block_offsets,
@@ -89,18 +90,18 @@ void pack_source_rows(const stored_code_source& source, std::int64_t begin, std:
 
 /// Group g's scale (g counted over the whole matrix, n · groups + group in
 /// the row; f32): block-factored or f16 as the matrix holds it. Throws
-/// std::logic_error for int6, whose groups have two (half_group_scale).
+/// std::logic_error for int6 and int4_g16, whose groups have two (half_group_scale).
 float group_scale(const quantized_matrix& w, std::int64_t g);
 
 /// The scale of half `half` (0: its first 16 inputs) of group g of an int6
-/// matrix (f32, exact).
+/// or int4_g16 matrix (f32, exact).
 float half_group_scale(const quantized_matrix& w, std::int64_t g, int half);
 
 /// Group g's offset (int4_asym, int5_asym; 0 for the formats without one).
 float group_offset(const quantized_matrix& w, std::int64_t g);
 
 /// The code stored for weight (n, k), k < padded_cols: int8 q + 128 (0..255),
-/// int4 0..15, int5_asym 0..31, int4_nl its level's index 0..15, int6 0..63.
+/// int4 and int4_g16 0..15, int5_asym 0..31, int4_nl its level's index 0..15, int6 0..63.
 int stored_code(const quantized_matrix& w, std::int64_t n, std::int64_t k);
 
 /// The value weight (n, k) stands for (k < cols), decoded one element at a time.
@@ -113,11 +114,11 @@ std::int64_t interleaved_position(std::int64_t k);
 struct reference_rows {
   std::vector<std::int8_t> codes;
   std::vector<float> scales, sums;
-  std::vector<std::int32_t> code_sums, int6_starts;
+  std::vector<std::int32_t> code_sums, half_starts;
   std::int64_t padded_cols = 0;
   /// The view the kernels take.
   quantized_rows view() const {
-    return {codes.data(), scales.data(), sums.data(), code_sums.data(), int6_starts.data(), padded_cols};
+    return {codes.data(), scales.data(), sums.data(), code_sums.data(), half_starts.data(), padded_cols};
   }
 };
 

@@ -32,6 +32,8 @@ inline vi high_nibbles(vi v) { return _mm512_and_si512(_mm512_srli_epi16(v, 4), 
 inline vi int_zero() { return _mm512_setzero_si512(); }
 inline vi int_add(vi a, vi b) { return _mm512_add_epi32(a, b); }
 inline vi int_sub(vi a, vi b) { return _mm512_sub_epi32(a, b); }
+/// v / 4 per 32-bit lane, for multiples of 4 (an arithmetic shift: exact for either sign).
+inline vi quartered(vi v) { return _mm512_srai_epi32(v, 2); }
 inline vi bytes_or(vi a, vi b) { return _mm512_or_si512(a, b); }
 /// Bits 2 Pair and 2 Pair + 1 of each byte of `plane` moved to bits 4 and 5
 /// (int6's fifth and sixth code bits; the 16-bit shifts carry bits across
@@ -129,6 +131,7 @@ inline vi high_nibbles(vi v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), 
 inline vi int_zero() { return _mm256_setzero_si256(); }
 inline vi int_add(vi a, vi b) { return _mm256_add_epi32(a, b); }
 inline vi int_sub(vi a, vi b) { return _mm256_sub_epi32(a, b); }
+inline vi quartered(vi v) { return _mm256_srai_epi32(v, 2); }
 inline vi bytes_or(vi a, vi b) { return _mm256_or_si256(a, b); }
 template <int Pair>
 inline vi high_code_bits(vi plane) {

@@ -8,15 +8,15 @@
 
 // Round-to-nearest quantisation of checkpoint rows into the CPU layouts
 // (quantized_weights.hpp's quantize_rows): int8 per row, int4 / int4_asym /
-// int5_asym / int4_nl per group of 32 with f16 scales, and int4 and int6
-// (per 16) with block factors (signed byte scale codes under an f16 factor
-// per 256 inputs).
+// int5_asym / int4_nl per group of 32 with f16 scales, and int4, int6 and
+// int4_g16 (the last two per 16) with block factors (signed byte scale
+// codes under an f16 factor per 256 inputs).
 
 namespace troupe::cpu {
 
 namespace {
 
-constexpr int int6_half_group = static_cast<int>(int6_scale_group);
+constexpr int half_group_inputs = static_cast<int>(half_scale_group);
 
 // The largest |w[k]|, k < count. A maximum is exact and does not depend on
 // the order (NaNs are skipped in any order), so sixteen lanes of partial
@@ -199,40 +199,44 @@ void quantize_int4_block(const float* row, std::int64_t cols, std::int64_t first
   }
 }
 
-// int6 codes of a half group's 16 `values` for the scale `scale` (w =
-// scale · (code − 32)) into `codes`; returns their squared error.
-float int6_codes(const float* values, float scale, std::uint8_t* codes) {
+// Codes of a half group's 16 `values` for the scale `scale` (w = scale ·
+// (code − offset), codes 0..2 offset − 1: int6's offset 32, int4_g16's 8)
+// into `codes`; returns their squared error.
+float half_group_codes(const float* values, float scale, int offset, std::uint8_t* codes) {
   const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
   float error = 0.0f;
-  for (int t = 0; t < int6_half_group; ++t) {
-    const int code = std::clamp(round_half_even(values[t] * inverse) + 32, 0, 63);
+  for (int t = 0; t < half_group_inputs; ++t) {
+    const int code = std::clamp(round_half_even(values[t] * inverse) + offset, 0, 2 * offset - 1);
     codes[t] = static_cast<std::uint8_t>(code);
-    const float miss = values[t] - scale * static_cast<float>(code - 32);
+    const float miss = values[t] - scale * static_cast<float>(code - offset);
     error += miss * miss;
   }
   return error;
 }
 
-// One block of 16 int6 half groups (the 256 inputs from `first_k` of a row
-// of `cols`), as quantize_int4_block does 8 int4 groups: each half group's
-// own scale puts its first weight of largest magnitude on code 0, the f16
-// factor d is the largest of those over 127 (a subnormal one rounded up),
-// and each half group takes the signed byte nearest its own scale / d or
-// the next one toward zero, whichever leaves its codes less squared error.
-// `scale_codes` is the row's (int6_scale_code_index order).
-void quantize_int6_block(const float* row, std::int64_t cols, std::int64_t first_k, const quantized_layout& layout,
-                         std::uint8_t* codes, std::uint16_t* block_scale, std::uint8_t* scale_codes) {
-  constexpr int halves = stored_code_factor_block / int6_half_group;
-  float values[halves][int6_half_group] = {}, own_scales[halves], largest = 0.0f;
+// One block of 16 half groups of int6 or int4_g16 (the 256 inputs from
+// `first_k` of a row of `cols`), as quantize_int4_block does 8 int4 groups:
+// each half group's own scale puts its first weight of largest magnitude on
+// code 0, the f16 factor d is the largest of those over 127 (a subnormal
+// one rounded up), and each half group takes the signed byte nearest its
+// own scale / d or the next one toward zero, whichever leaves its codes
+// less squared error.
+// `scale_codes` is the row's (half_scale_code_index order).
+void quantize_half_group_block(const float* row, std::int64_t cols, std::int64_t first_k,
+                               const quantized_layout& layout, std::uint8_t* codes, std::uint16_t* block_scale,
+                               std::uint8_t* scale_codes) {
+  constexpr int halves = stored_code_factor_block / half_group_inputs;
+  const int offset = half_group_code_offset(layout.format);
+  float values[halves][half_group_inputs] = {}, own_scales[halves], largest = 0.0f;
   for (int h = 0; h < halves; ++h) {
-    const std::int64_t first = first_k + h * int6_half_group;
-    const std::int64_t valid = std::clamp<std::int64_t>(cols - first, 0, int6_half_group);
+    const std::int64_t first = first_k + h * half_group_inputs;
+    const std::int64_t valid = std::clamp<std::int64_t>(cols - first, 0, half_group_inputs);
     float extreme = 0.0f;
     for (std::int64_t t = 0; t < valid; ++t) {
       values[h][t] = row[first + t];
       extreme = std::fabs(values[h][t]) > std::fabs(extreme) ? values[h][t] : extreme;
     }
-    own_scales[h] = extreme / -32.0f;
+    own_scales[h] = extreme / static_cast<float>(-offset);
     largest = std::max(largest, std::fabs(own_scales[h]));
   }
   *block_scale = float_to_f16(largest / 127.0f);
@@ -242,14 +246,14 @@ void quantize_int6_block(const float* row, std::int64_t cols, std::int64_t first
   for (int h = 0; h < halves; ++h) {
     const int nearest = d > 0.0f ? std::clamp(round_half_even(own_scales[h] / d), -127, 127) : 0;
     const int other = nearest > 0 ? nearest - 1 : nearest < 0 ? nearest + 1 : own_scales[h] > 0.0f ? 1 : -1;
-    std::uint8_t nearest_codes[int6_half_group], other_codes[int6_half_group];
-    const float nearest_error = int6_codes(values[h], d * static_cast<float>(nearest), nearest_codes);
-    const float other_error = int6_codes(values[h], d * static_cast<float>(other), other_codes);
+    std::uint8_t nearest_codes[half_group_inputs], other_codes[half_group_inputs];
+    const float nearest_error = half_group_codes(values[h], d * static_cast<float>(nearest), offset, nearest_codes);
+    const float other_error = half_group_codes(values[h], d * static_cast<float>(other), offset, other_codes);
     const bool take_other = other_error < nearest_error;
     const std::int64_t g = first_k / quant_group + h / 2;
-    scale_codes[int6_scale_code_index(g, h % 2)] =
+    scale_codes[half_scale_code_index(g, h % 2)] =
         static_cast<std::uint8_t>(static_cast<std::int8_t>(take_other ? other : nearest));
-    std::copy_n(take_other ? other_codes : nearest_codes, int6_half_group, group + h % 2 * int6_half_group);
+    std::copy_n(take_other ? other_codes : nearest_codes, half_group_inputs, group + h % 2 * half_group_inputs);
     if (h % 2 == 1) store_group(group, layout, g * quant_group, codes);
   }
 }
@@ -336,9 +340,11 @@ void quantize_nl_group(const float* w, std::int64_t count, const quantized_layou
 
 void quantize_rows(const void* source, dtype type, std::int64_t count, const quantized_layout& layout, void* buffer,
                    std::int64_t first_row) {
-  if (layout.block_factors && layout.format != weight_quantization::int4 && layout.format != weight_quantization::int6)
+  if (layout.block_factors && layout.format != weight_quantization::int4 &&
+      !quantization_half_group_scales(layout.format))
     throw std::invalid_argument(
-        "quantize_rows: a block-factored layout other than int4's and int6's holds only codes a checkpoint stores");
+        "quantize_rows: a block-factored layout other than int4's, int6's and int4_g16's holds only codes a "
+        "checkpoint stores");
   auto* bytes = static_cast<std::uint8_t*>(buffer);
   std::vector<float> row(static_cast<std::size_t>(layout.cols));
   for (std::int64_t i = 0; i < count; ++i) {
@@ -353,11 +359,11 @@ void quantize_rows(const void* source, dtype type, std::int64_t count, const qua
     if (layout.block_factors) {
       auto* block_scales = reinterpret_cast<std::uint16_t*>(bytes + layout.block_scales_at) +
                            n * (layout.groups / groups_per_factor_block);
-      if (layout.format == weight_quantization::int6) {
+      if (quantization_half_group_scales(layout.format)) {
         std::uint8_t* scale_codes = bytes + layout.scale_codes_at + 2 * n * layout.groups;
         for (std::int64_t g = 0; g < layout.groups; g += groups_per_factor_block)
-          quantize_int6_block(row.data(), layout.cols, g * quant_group, layout, codes,
-                              block_scales + g / groups_per_factor_block, scale_codes);
+          quantize_half_group_block(row.data(), layout.cols, g * quant_group, layout, codes,
+                                    block_scales + g / groups_per_factor_block, scale_codes);
         continue;
       }
       std::uint8_t* scale_codes = bytes + layout.scale_codes_at + n * layout.groups;

@@ -83,8 +83,9 @@ std::unique_ptr<linear_weight> cuda_backend::prepare_quantized_linear(std::span<
                                                                       std::span<const host_tensor> biases,
                                                                       weight_quantization format) {
   if (format == weight_quantization::none) return prepare_linear(parts, biases);
-  // No int6 kernels: GGUF Q6_K codes are decoded (pack_part_rows' matrix_rows_in_order) and held as int8.
-  if (format == weight_quantization::int6) format = weight_quantization::int8;
+  // No kernels for scales per 16 inputs: GGUF Q6_K and Q3_K codes (int6,
+  // int4_g16) are decoded (pack_part_rows' matrix_rows_in_order) and held as int8.
+  if (quantization_half_group_scales(format)) format = weight_quantization::int8;
   const std::int64_t out_features = stacked_rows(parts, biases, "prepare_quantized_linear");
   auto weight =
       std::make_unique<cuda_quantized_weight>(device_layout_for(format, out_features, parts.front().matrix_cols()));

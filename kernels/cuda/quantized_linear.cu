@@ -243,6 +243,7 @@ void launch_quantized_gemv(const quantized_gemv_params& params, cudaStream_t str
     case weight_quantization::int5_asym:
       return launch_gemv_rows<weight_quantization::int5_asym>(params, stream);
     case weight_quantization::int6:  // held as int8 (prepare_quantized_linear)
+    case weight_quantization::int4_g16:
     case weight_quantization::none:
       break;
   }
@@ -263,6 +264,7 @@ void launch_dequantize(const dequantize_params& params, cudaStream_t stream) {
     case weight_quantization::int5_asym:
       return launch_dequantize_rows<weight_quantization::int5_asym>(params, stream);
     case weight_quantization::int6:  // held as int8 (prepare_quantized_linear)
+    case weight_quantization::int4_g16:
     case weight_quantization::none:
       break;
   }

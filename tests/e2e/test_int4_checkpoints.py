@@ -1,12 +1,13 @@
 """Checkpoints stored in 4 or 5 bits served as they are: a GGUF Q4_0 file, a
-GGUF in llama.cpp's Q4_K_M mix (its layers with a Q6_K matrix as int8), an
+GGUF in llama.cpp's Q4_K_M mix (its Q6_K matrices as int6), an
 AWQ directory, a GGUF Q5_0 file and one in llama.cpp's Q5_K_M mix
 (tests/fixtures/) run in troupe's int4 / int5 formats by default
 (`--quantization auto`), answer completions, and `--quantization none`
 expands them to bf16 instead. A GPTQ act-order directory (its activations
-permuted per layer), an 8-bit GPTQ one and a GGUF in Q2_K (both run as
-int8), one in IQ4_NL (as int4_nl) and one in Q3_K_M (its Q4_K layers as
-stored, the rest int8) answer chat.
+permuted per layer), an 8-bit GPTQ one (run as int8), a GGUF in Q2_K (its
+Q3_K matrices as int4_g16, its Q2_K ones as int8), one in IQ4_NL (as
+int4_nl) and one in Q3_K_M (every matrix as stored: Q3_K as int4_g16)
+answer chat.
 """
 
 import os
@@ -67,8 +68,8 @@ def test_stored_4_and_5_bit_checkpoints_run_as_stored_by_default(model, expected
 
 
 @pytest.mark.parametrize("model,expected", [(ACT_ORDER, "int4_asym"), (GPTQ_8_BIT, "int8"),
-                                            (Q2_K, "int8"),
-                                            (Q3_K_M, "int4_asym (8 of 14 projections int8) "
+                                            (Q2_K, "int4_g16 (8 of 14 projections int8)"),
+                                            (Q3_K_M, "int4_g16 (4 of 14 projections int4_asym) "
                                                      "(2 of 14 projections int5_asym)")])
 def test_gptq_act_order_and_8_bit_checkpoints_answer_chat(model, expected):
     server = LiveServer(["--model", str(model), "--threads", "1"])

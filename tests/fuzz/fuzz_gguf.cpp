@@ -4,7 +4,7 @@
 // the model and generation configs, every tensor the forward pass reads
 // converted (dequantised, RoPE rows put back) and, as a quantised model's
 // load reads its matrices, the first and last rows of each through its
-// stored-code source (the 4- and 5-bit types, IQ4_*, Q6_K) and its
+// stored-code source (the 4- and 5-bit types, IQ4_*, Q6_K, Q3_K) and its
 // on-demand row source, the embedded tokenizer built and run on a short
 // text, and the chat templates collected. Each stage may refuse the file
 // with std::runtime_error (naming the file and the key or tensor); nothing
@@ -68,11 +68,15 @@ void read_end_rows(const troupe::gguf_tensor& tensor, std::int64_t rope_heads) {
   std::vector<std::uint8_t> codes(static_cast<std::size_t>(cols));
   std::vector<std::uint16_t> scales(static_cast<std::size_t>(cols / troupe::stored_code_group)), offsets(scales.size());
   const auto stored = troupe::gguf_stored_code_source(tensor, rope_heads);
-  // int6 (Q6_K) has a scale per 16 inputs, and read_rows refuses it as a caller's mistake.
-  const bool int6 = stored->format() == troupe::weight_quantization::int6;
+  // int6 (Q6_K) and int4_g16 (Q3_K) have a scale per 16 inputs, and
+  // read_rows refuses them as a caller's mistake. (Compared here rather than
+  // through quantization_half_group_scales, which this target does not link.)
+  const troupe::weight_quantization format = stored->format();
+  const bool half_groups =
+      format == troupe::weight_quantization::int6 || format == troupe::weight_quantization::int4_g16;
   if (stored->has_block_factors()) {  // before read_rows, which refuses blocks whose f16 products overflow
     const std::int64_t blocks = cols / troupe::stored_code_factor_block;
-    const std::int64_t groups = cols / (int6 ? troupe::int6_scale_group : troupe::stored_code_group);
+    const std::int64_t groups = cols / (half_groups ? troupe::half_scale_group : troupe::stored_code_group);
     std::vector<std::uint16_t> block_scales(static_cast<std::size_t>(blocks)), block_offsets(block_scales.size());
     std::vector<std::uint8_t> scale_codes(static_cast<std::size_t>(groups)), offset_codes(scale_codes.size());
     for (const std::int64_t row : {std::int64_t{0}, rows - 1}) {
@@ -81,7 +85,7 @@ void read_end_rows(const troupe::gguf_tensor& tensor, std::int64_t rope_heads) {
       stored->read_codes(row, 1, codes.data());
     }
   }
-  if (int6) return;
+  if (half_groups) return;
   stored->read_rows(0, 1, codes.data(), scales.data(), offsets.data());
   stored->read_rows(rows - 1, 1, codes.data(), scales.data(), offsets.data());
 }

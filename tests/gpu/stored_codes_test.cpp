@@ -40,6 +40,8 @@ const std::pair<const char*, weight_quantization> stored_files[] = {
     {"llama_k256_q4_k_m.gguf", weight_quantization::int4_asym},
     {"llama_k256_q5_k_m.gguf", weight_quantization::int5_asym},
     {"llama_k256_iq4_xs.gguf", weight_quantization::int4_nl},
+    {"llama_k256_q3_k_m.gguf", weight_quantization::int4_g16},
+    {"llama_k256_q2_k.gguf", weight_quantization::int4_g16},
     {"qwen2_tiny_q4_0_q8_0_v.gguf", weight_quantization::int4}};
 
 // Every matrix kept as codes, packed from them into the device layout in
@@ -48,13 +50,16 @@ const std::pair<const char*, weight_quantization> stored_files[] = {
 TEST(CudaStoredCodes, DeviceLayoutHoldsTheCodesAsStored) {
   for (const auto& [file, format] : stored_files) {
     const checkpoint kept = checkpoint::open(gguf_fixtures / file, {.show_progress = false, .keep_stored_codes = true});
-    int matrices = 0;
+    int matrices = 0, held_as_int8 = 0;
     for (const gguf_tensor& tensor : kept.gguf()->tensors()) {
       const auto name = gguf_hf_tensor_name(tensor.name);
       const host_tensor* loaded = name ? kept.find_tensor(*name) : nullptr;
       if (loaded == nullptr || loaded->stored_codes == nullptr) continue;
-      // CUDA holds int6 (GGUF Q6_K) as int8: decoded, not kept as stored.
-      if (loaded->stored_codes->format() == weight_quantization::int6) continue;
+      // CUDA holds int6 and int4_g16 (GGUF Q6_K, Q3_K) as int8: decoded, not kept as stored.
+      if (quantization_half_group_scales(loaded->stored_codes->format())) {
+        ++held_as_int8;
+        continue;
+      }
       SCOPED_TRACE(std::string(file) + " " + *name);
       const stored_code_source& source = *loaded->stored_codes;
       const std::int64_t rows = loaded->matrix_rows(), cols = loaded->matrix_cols(), groups = cols / 32;
@@ -76,7 +81,7 @@ TEST(CudaStoredCodes, DeviceLayoutHoldsTheCodesAsStored) {
       EXPECT_EQ(differences, 0);
       ++matrices;
     }
-    EXPECT_GT(matrices, 0) << file;
+    EXPECT_GT(matrices + held_as_int8, 0) << file;  // the Q2_K file keeps only Q3_K ones
   }
   const cuda::quantized_device_layout int8 = cuda::device_layout_for(weight_quantization::int8, 2, 64);
   std::vector<unsigned char> image(int8.total_bytes);
@@ -87,7 +92,9 @@ TEST(CudaStoredCodes, DeviceLayoutHoldsTheCodesAsStored) {
 /// stored codes: 0.011-0.026 over these files in the emulator on 2026-12-07
 /// (bf16 activations on CUDA, int8 ones on the CPU; the K-quant files' Q6_K
 /// parts int6 on the CPU, int8 on CUDA: 0.0256 and 0.0233 for Q4_K_M and
-/// Q5_K_M, 0.021 at most when both ran them as int8), so about 1.4× the largest.
+/// Q5_K_M, 0.021 at most when both ran them as int8; the Q3_K_M and Q2_K
+/// files' Q3_K parts int4_g16 on the CPU, int8 on CUDA: 0.0236 and 0.0224),
+/// so about 1.4× the largest.
 constexpr double stored_codes_bound = 0.036;
 /// The same for bf16 weights on both backends: 0.0052 for the Q8_0 file
 /// expanded on demand in the emulator on 2026-12-06, about 1.5× that.
@@ -117,7 +124,8 @@ double cuda_error_against_cpu(const quantized_checkpoint& opened,
 }
 
 // `auto` keeps each file's codes on CUDA as on the CPU (the K-quant files'
-// Q6_K parts run as int6 on the CPU and int8 on CUDA, the Qwen2 file's
+// Q6_K and Q3_K parts run as int6 and int4_g16 on the CPU and int8 on
+// CUDA, the Q2_K file's Q2_K ones as int8 on both, the Qwen2 file's
 // Q8_0 v as int8 on both, their q/k/v split by format; the Qwen2 one's
 // pieces add their own biases).
 TEST(CudaStoredCodes, GgufFilesRunAsStoredLikeTheCpu) {

@@ -1,9 +1,8 @@
 // Block-factored weights: int4_asym / int5_asym (GGUF Q4_K / Q5_K kept
-// exactly, u8 scale codes), int4_nl (IQ4_XS, s8 codes), int6 (Q6_K, s8
-// codes per 16 inputs) and int4 (s8 codes, quantised at load): the layout's size, the weights it holds, the int4
-// quantiser, the quantised GEMV, its tiles and the dequantised panels at
-// every dispatch level, and the CPU backend choosing the layout only where
-// every part of a linear has factors or is quantised by it.
+// exactly, u8 scale codes), int4_nl (IQ4_XS, s8 codes), int6 and int4_g16
+// (Q6_K, Q3_K: s8 codes per 16 inputs) and int4 (s8 codes, quantised at load): the layout's size, the weights it holds,
+// the int4 quantiser, the quantised GEMV, its tiles and the dequantised panels at every dispatch level, and the CPU
+// backend choosing the layout only where every part of a linear has factors or is quantised by it.
 
 #include <gtest/gtest.h>
 
@@ -31,8 +30,8 @@ using test::random_source;
 using test::run_qgemv;
 
 constexpr weight_quantization block_formats[] = {weight_quantization::int4_asym, weight_quantization::int5_asym,
-                                                 weight_quantization::int4_nl, weight_quantization::int4,
-                                                 weight_quantization::int6};
+                                                 weight_quantization::int4_nl,   weight_quantization::int4,
+                                                 weight_quantization::int6,      weight_quantization::int4_g16};
 
 // Per row and 512 inputs: 16 scale codes and two f16 factors (20 bytes)
 // where f16 group scales take 32, and as many again for offsets where the
@@ -41,7 +40,7 @@ constexpr weight_quantization block_formats[] = {weight_quantization::int4_asym,
 TEST(QuantizedBlockFactors, LayoutTakesTwentyBytesARowPer512InputsForEachFactorKind) {
   const std::int64_t rows = 64, cols = 4096, superblocks = cols / 512;
   for (auto format : block_formats) {
-    if (format == weight_quantization::int6) continue;  // its own test below
+    if (quantization_half_group_scales(format)) continue;  // their own test below
     const cpu::quantized_layout plain = cpu::layout_for(format, rows, cols);
     const cpu::quantized_layout factored = cpu::layout_for(format, rows, cols, true);
     const auto codes = static_cast<std::size_t>(rows) * plain.row_code_bytes;
@@ -66,106 +65,114 @@ TEST(QuantizedBlockFactors, LayoutTakesTwentyBytesARowPer512InputsForEachFactorK
       << "288 inputs are not whole blocks of 256";
 }
 
-// int6 is always block-factored: per row and 512 inputs 384 bytes of codes
-// (6 bits each), 32 scale codes and two f16 factors (6.5625 bits a weight,
-// as GGUF Q6_K), and it is quantised to nearest too.
-TEST(QuantizedBlockFactors, Int6TakesThirtySixBytesARowPer512InputsBesideItsCodes) {
+// int6 and int4_g16 are always block-factored: per row and 512 inputs 384
+// (256) bytes of codes, 32 scale codes and two f16 factors (6.5625 bits a
+// weight as GGUF Q6_K; 4.5625), and they are quantised to nearest too.
+TEST(QuantizedBlockFactors, HalfGroupFormatsTakeThirtySixBytesARowPer512InputsBesideTheirCodes) {
   const std::int64_t rows = 64, cols = 4096, superblocks = cols / 512;
-  for (bool asked : {false, true}) {
-    const cpu::quantized_layout layout = cpu::layout_for(weight_quantization::int6, rows, cols, asked);
-    EXPECT_TRUE(layout.block_factors);
-    EXPECT_EQ(layout.row_code_bytes, static_cast<std::size_t>(superblocks * 384));
-    EXPECT_EQ(layout.total_bytes, static_cast<std::size_t>(rows * superblocks * (384 + 36)));
-    std::vector<float> w(static_cast<std::size_t>(rows * cols), 0.5f);
-    std::vector<std::uint8_t> buffer(layout.total_bytes);
-    EXPECT_NO_THROW(cpu::quantize_rows(w.data(), dtype::f32, rows, layout, buffer.data(), 0));
-  }
+  for (const auto& [format, code_bytes] :
+       {std::pair{weight_quantization::int6, 384}, {weight_quantization::int4_g16, 256}})
+    for (bool asked : {false, true}) {
+      const cpu::quantized_layout layout = cpu::layout_for(format, rows, cols, asked);
+      EXPECT_TRUE(layout.block_factors);
+      EXPECT_EQ(layout.row_code_bytes, static_cast<std::size_t>(superblocks * code_bytes));
+      EXPECT_EQ(layout.total_bytes, static_cast<std::size_t>(rows * superblocks * (code_bytes + 36)));
+      std::vector<float> w(static_cast<std::size_t>(rows * cols), 0.5f);
+      std::vector<std::uint8_t> buffer(layout.total_bytes);
+      EXPECT_NO_THROW(cpu::quantize_rows(w.data(), dtype::f32, rows, layout, buffer.data(), 0));
+    }
 }
 
-// int6 quantised to nearest: each half group of 16 takes the byte nearest
-// its own scale (its first weight of largest magnitude on code 0) over the
+// int6 and int4_g16 quantised to nearest: each half group of 16 takes the
+// byte nearest its own scale (its first weight of largest magnitude on code
+// 0, that is −32 or −8 steps) over the
 // block's f16 factor (the largest own scale / 127, rounded up where that is
 // an f16 subnormal), or the next byte toward zero where that leaves its
 // codes less squared error, and each weight its nearest code under the
 // chosen scale. Recomputed here for every half group; a zero row stays zero
 // and a row whose factor is subnormal keeps its weights.
-TEST(QuantizedBlockFactors, Int6QuantisedToNearestTakesTheLesserErrorOfTwoBytes) {
-  random_source rng;
-  SCOPED_TRACE(rng.trace());
-  const std::int64_t rows = 8, cols = 600;  // a partial factor block and superblock at the end
-  std::normal_distribution<float> normal(0.0f, 0.02f);
-  std::vector<float> w(static_cast<std::size_t>(rows * cols));
-  for (float& v : w) v = normal(rng.engine());
-  for (std::int64_t i = 0; i < rows * cols; i += 89) w[static_cast<std::size_t>(i)] *= 8.0f;  // outliers
-  for (std::int64_t k = 0; k < cols; ++k) {
-    w[static_cast<std::size_t>(k)] = 0.0f;                             // row 0: zero
-    w[static_cast<std::size_t>(cols + k)] = 1e-6f * ((k % 7) - 3.0f);  // row 1: a subnormal factor
-  }
-  test::quantized_buffer q;
-  q.layout = cpu::layout_for(weight_quantization::int6, rows, cols);
-  q.bytes.assign(q.layout.total_bytes, 0);
-  cpu::quantize_rows(w.data(), dtype::f32, rows, q.layout, q.bytes.data(), 0);
-  const cpu::quantized_matrix view = q.view();
-  const std::int64_t groups = view.padded_cols / cpu::quant_group, blocks = view.padded_cols / 256;
-  // The squared error of a half group's values under scale d · byte, and the weights it gives.
-  const auto coded = [](const float* values, float scale, float* out) {
-    double error = 0.0;
-    for (int t = 0; t < 16; ++t) {
-      const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
-      const int code = std::clamp(static_cast<int>(std::nearbyint(values[t] * inverse)) + 32, 0, 63);
-      out[t] = scale * static_cast<float>(code - 32);
-      error += std::pow(static_cast<double>(values[t]) - out[t], 2.0);
+TEST(QuantizedBlockFactors, HalfGroupsQuantisedToNearestTakeTheLesserErrorOfTwoBytes) {
+  for (weight_quantization format : {weight_quantization::int6, weight_quantization::int4_g16}) {
+    SCOPED_TRACE(quantization_name(format));
+    const int offset = half_group_code_offset(format);
+    random_source rng;
+    SCOPED_TRACE(rng.trace());
+    const std::int64_t rows = 8, cols = 600;  // a partial factor block and superblock at the end
+    std::normal_distribution<float> normal(0.0f, 0.02f);
+    std::vector<float> w(static_cast<std::size_t>(rows * cols));
+    for (float& v : w) v = normal(rng.engine());
+    for (std::int64_t i = 0; i < rows * cols; i += 89) w[static_cast<std::size_t>(i)] *= 8.0f;  // outliers
+    for (std::int64_t k = 0; k < cols; ++k) {
+      w[static_cast<std::size_t>(k)] = 0.0f;                             // row 0: zero
+      w[static_cast<std::size_t>(cols + k)] = 1e-6f * ((k % 7) - 3.0f);  // row 1: a subnormal factor
     }
-    return error;
-  };
-  double tiny_error = 0.0, tiny_size = 0.0;
-  bool took_other = false, negative = false;
-  for (std::int64_t n = 0; n < rows; ++n) {
-    for (std::int64_t block = 0; block < blocks; ++block) {
-      float values[16][16] = {}, own[16], largest = 0.0f;
-      for (int h = 0; h < 16; ++h) {
-        float extreme = 0.0f;
-        for (int t = 0; t < 16; ++t) {
-          const std::int64_t k = block * 256 + h * 16 + t;
-          values[h][t] = k < cols ? w[static_cast<std::size_t>(n * cols + k)] : 0.0f;
-          extreme = std::fabs(values[h][t]) > std::fabs(extreme) ? values[h][t] : extreme;
-        }
-        own[h] = extreme / -32.0f;
-        largest = std::max(largest, std::fabs(own[h]));
+    test::quantized_buffer q;
+    q.layout = cpu::layout_for(format, rows, cols);
+    q.bytes.assign(q.layout.total_bytes, 0);
+    cpu::quantize_rows(w.data(), dtype::f32, rows, q.layout, q.bytes.data(), 0);
+    const cpu::quantized_matrix view = q.view();
+    const std::int64_t groups = view.padded_cols / cpu::quant_group, blocks = view.padded_cols / 256;
+    // The squared error of a half group's values under scale d · byte, and the weights it gives.
+    const auto coded = [offset](const float* values, float scale, float* out) {
+      double error = 0.0;
+      for (int t = 0; t < 16; ++t) {
+        const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
+        const int code = std::clamp(static_cast<int>(std::nearbyint(values[t] * inverse)) + offset, 0, 2 * offset - 1);
+        out[t] = scale * static_cast<float>(code - offset);
+        error += std::pow(static_cast<double>(values[t]) - out[t], 2.0);
       }
-      std::uint16_t factor = float_to_f16(largest / 127.0f);
-      if (factor < 0x0400 && f16_to_float(factor) * 127.0f < largest) ++factor;
-      ASSERT_EQ(view.block_scales[n * blocks + block], factor) << "row " << n << " block " << block;
-      const float d = f16_to_float(factor);
-      for (int h = 0; h < 16; ++h) {
-        const std::int64_t g = n * groups + block * 8 + h / 2;
-        const int got = static_cast<std::int8_t>(view.scale_codes[cpu::int6_scale_code_index(g, h % 2)]);
-        const int nearest = d > 0.0f ? std::clamp(static_cast<int>(std::nearbyint(own[h] / d)), -127, 127) : 0;
-        const int other = nearest > 0 ? nearest - 1 : nearest < 0 ? nearest + 1 : own[h] > 0.0f ? 1 : -1;
-        float nearest_weights[16], other_weights[16];
-        const double nearest_error = coded(values[h], d * static_cast<float>(nearest), nearest_weights);
-        const double other_error = coded(values[h], d * static_cast<float>(other), other_weights);
-        const bool take_other = other_error < nearest_error;
-        ASSERT_EQ(got, take_other ? other : nearest) << "row " << n << " half group " << block * 16 + h;
-        took_other |= take_other && n > 1;
-        negative |= got < 0;
-        for (int t = 0; t < 16; ++t) {
-          const std::int64_t k = block * 256 + h * 16 + t;
-          if (k >= cols) continue;
-          const float want = (take_other ? other_weights : nearest_weights)[t];
-          ASSERT_EQ(cpu::dequantized_weight(view, n, k), want) << "row " << n << " col " << k;
-          if (n == 0) ASSERT_EQ(want, 0.0f);
-          if (n == 1) {
-            tiny_error += std::pow(static_cast<double>(want) - values[h][t], 2.0);
-            tiny_size += std::pow(static_cast<double>(values[h][t]), 2.0);
+      return error;
+    };
+    double tiny_error = 0.0, tiny_size = 0.0;
+    bool took_other = false, negative = false;
+    for (std::int64_t n = 0; n < rows; ++n) {
+      for (std::int64_t block = 0; block < blocks; ++block) {
+        float values[16][16] = {}, own[16], largest = 0.0f;
+        for (int h = 0; h < 16; ++h) {
+          float extreme = 0.0f;
+          for (int t = 0; t < 16; ++t) {
+            const std::int64_t k = block * 256 + h * 16 + t;
+            values[h][t] = k < cols ? w[static_cast<std::size_t>(n * cols + k)] : 0.0f;
+            extreme = std::fabs(values[h][t]) > std::fabs(extreme) ? values[h][t] : extreme;
+          }
+          own[h] = extreme / static_cast<float>(-offset);
+          largest = std::max(largest, std::fabs(own[h]));
+        }
+        std::uint16_t factor = float_to_f16(largest / 127.0f);
+        if (factor < 0x0400 && f16_to_float(factor) * 127.0f < largest) ++factor;
+        ASSERT_EQ(view.block_scales[n * blocks + block], factor) << "row " << n << " block " << block;
+        const float d = f16_to_float(factor);
+        for (int h = 0; h < 16; ++h) {
+          const std::int64_t g = n * groups + block * 8 + h / 2;
+          const int got = static_cast<std::int8_t>(view.scale_codes[cpu::half_scale_code_index(g, h % 2)]);
+          const int nearest = d > 0.0f ? std::clamp(static_cast<int>(std::nearbyint(own[h] / d)), -127, 127) : 0;
+          const int other = nearest > 0 ? nearest - 1 : nearest < 0 ? nearest + 1 : own[h] > 0.0f ? 1 : -1;
+          float nearest_weights[16], other_weights[16];
+          const double nearest_error = coded(values[h], d * static_cast<float>(nearest), nearest_weights);
+          const double other_error = coded(values[h], d * static_cast<float>(other), other_weights);
+          const bool take_other = other_error < nearest_error;
+          ASSERT_EQ(got, take_other ? other : nearest) << "row " << n << " half group " << block * 16 + h;
+          took_other |= take_other && n > 1;
+          negative |= got < 0;
+          for (int t = 0; t < 16; ++t) {
+            const std::int64_t k = block * 256 + h * 16 + t;
+            if (k >= cols) continue;
+            const float want = (take_other ? other_weights : nearest_weights)[t];
+            ASSERT_EQ(cpu::dequantized_weight(view, n, k), want) << "row " << n << " col " << k;
+            if (n == 0) ASSERT_EQ(want, 0.0f);
+            if (n == 1) {
+              tiny_error += std::pow(static_cast<double>(want) - values[h][t], 2.0);
+              tiny_size += std::pow(static_cast<double>(values[h][t]), 2.0);
+            }
           }
         }
       }
     }
+    EXPECT_TRUE(took_other) << "some half group errs less with the byte toward zero";
+    EXPECT_TRUE(negative) << "scales of both signs";
+    // 6-bit codes: about 4e-4 of the weights' size; 4-bit ones 16 times that.
+    EXPECT_LT(tiny_error, (format == weight_quantization::int6 ? 0.001 : 0.016) * tiny_size);
   }
-  EXPECT_TRUE(took_other) << "some half group errs less with the byte toward zero";
-  EXPECT_TRUE(negative) << "scales of both signs";
-  EXPECT_LT(tiny_error, 0.001 * tiny_size);
 }
 
 // int4 quantised to nearest with block factors: each group's scale a

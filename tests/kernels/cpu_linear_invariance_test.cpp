@@ -141,7 +141,8 @@ TEST_P(InvariantLinearAtLevel, QuantisedRowsAreBitwiseEqualForEveryRowCountAndPo
   auto b = invariant_backend(GetParam(), 2);
   constexpr std::size_t probes = 3;
   const stacked_weight parts(rng, dtype::f32, 1056, {100, 30});
-  for (weight_quantization format : {weight_quantization::int8, weight_quantization::int4, weight_quantization::int6}) {
+  for (weight_quantization format : {weight_quantization::int8, weight_quantization::int4, weight_quantization::int6,
+                                     weight_quantization::int4_g16}) {
     SCOPED_TRACE(std::string(quantization_name(format)));
     auto w = b->prepare_quantized_linear(parts.tensors, parts.bias_tensors, format);
     std::vector<std::vector<float>> probe_rows, alone;

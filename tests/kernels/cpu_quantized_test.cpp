@@ -27,7 +27,8 @@ using test::run_qgemv;
 
 constexpr weight_quantization all_formats[] = {weight_quantization::int8,      weight_quantization::int4,
                                                weight_quantization::int4_asym, weight_quantization::int5_asym,
-                                               weight_quantization::int4_nl,   weight_quantization::int6};
+                                               weight_quantization::int4_nl,   weight_quantization::int6,
+                                               weight_quantization::int4_g16};
 
 TEST(QuantizedFormat, NamesRoundTrip) {
   const std::vector<std::string> choices = quantization_choices();
@@ -38,10 +39,11 @@ TEST(QuantizedFormat, NamesRoundTrip) {
     EXPECT_EQ(parse_quantization(quantization_name(format)), format);
     EXPECT_NE(std::find(choices.begin(), choices.end(), quantization_name(format)), choices.end());
   }
-  EXPECT_EQ(quantization_choices_text(), "auto, none, int8, int4, int4_asym, int5_asym, int4_nl, int6");
+  EXPECT_EQ(quantization_choices_text(), "auto, none, int8, int4, int4_asym, int5_asym, int4_nl, int6, int4_g16");
   EXPECT_EQ(quantization_code_bits(weight_quantization::int5_asym), 5);
   EXPECT_EQ(quantization_code_bits(weight_quantization::int6), 6);
   EXPECT_EQ(quantization_code_bits(weight_quantization::int4_nl), 4);
+  EXPECT_EQ(quantization_code_bits(weight_quantization::int4_g16), 4);
   EXPECT_FALSE(parse_quantization("int3").has_value());
 }
 
@@ -50,7 +52,7 @@ TEST(QuantizedFormat, LmHeadIsInt4BesideFourBitLayersOnlyWhenRefinedElseInt8Unle
     EXPECT_EQ(lm_head_quantization(weight_quantization::none, "auto", refined), weight_quantization::none);
     EXPECT_EQ(lm_head_quantization(weight_quantization::int8, "auto", refined), weight_quantization::int8);
     for (auto layers : {weight_quantization::int4, weight_quantization::int4_asym, weight_quantization::int5_asym,
-                        weight_quantization::int4_nl, weight_quantization::int6})
+                        weight_quantization::int4_nl, weight_quantization::int6, weight_quantization::int4_g16})
       EXPECT_EQ(lm_head_quantization(layers, "auto", refined),
                 refined ? weight_quantization::int4 : weight_quantization::int8);
     EXPECT_EQ(lm_head_quantization(weight_quantization::int4, "int4", refined), weight_quantization::int4);
@@ -97,16 +99,17 @@ TEST(QuantizedFormat, RoundTripWithinHalfAStep) {
                 << "int4_nl row " << n << " col " << k << " of " << cols;
             continue;
           }
-          if (format == weight_quantization::int6) {
+          if (quantization_half_group_scales(format)) {
             // Its half group's scale (block-factored: of either sign); the
             // extreme on code 0 may be clipped where the scale byte was
-            // taken toward zero, by the weight's excess over 31 steps.
+            // taken toward zero, by the weight's excess over the steps on
+            // the other side (31 for int6, 7 for int4_g16).
             step = std::fabs(cpu::half_group_scale(view, n * q.layout.groups + k / quant_group,
                                                    static_cast<int>(k % quant_group / 16)));
-            const float clipped = std::fabs(value) - 31.0f * step;
+            const float clipped = std::fabs(value) - static_cast<float>(half_group_code_offset(format) - 1) * step;
             ASSERT_LE(std::fabs(cpu::dequantized_weight(view, n, k) - value),
                       std::max(0.5f * step, clipped) * 1.001f + 1e-7f)
-                << "int6 row " << n << " col " << k << " of " << cols;
+                << quantization_name(format) << " row " << n << " col " << k << " of " << cols;
             continue;
           }
           if (format == weight_quantization::int8) {
@@ -127,11 +130,11 @@ TEST(QuantizedFormat, RoundTripWithinHalfAStep) {
       }
       // int4_nl's fitted scale trades the outlier's exactness for the
       // group's squared error (cpu_quantized_pack_test.cpp holds it to that);
-      // int6's scale byte may be the next toward zero (126 where the
+      // int6's and int4_g16's scale byte may be the next toward zero (126 where the
       // outlier's own scale is the block's largest, 127), which clips it by
       // up to 1/127.
       if (format != weight_quantization::int4_nl) {
-        const float slack = format == weight_quantization::int6 ? 1.0f / 120.0f : 2e-3f;
+        const float slack = quantization_half_group_scales(format) ? 1.0f / 120.0f : 2e-3f;
         EXPECT_NEAR(cpu::dequantized_weight(view, 0, 7), 3.0f, 3.0f * slack) << quantization_name(format);
       }
     }
@@ -147,10 +150,10 @@ cpu::reference_rows quantize_row_at(cpu::isa_level level, const std::vector<floa
   out.scales.assign(static_cast<std::size_t>(padded / quant_group), 0.0f);
   out.sums.assign(out.scales.size(), 0.0f);
   out.code_sums.assign(out.scales.size(), 99);
-  out.int6_starts.assign(2 * out.scales.size(), 99);
+  out.half_starts.assign(2 * out.scales.size(), 99);
   cpu::kernels_for(level).quantize_row(x.data(), static_cast<std::int64_t>(x.size()), padded, out.codes.data(),
                                        out.scales.data(), out.sums.data(), out.code_sums.data(),
-                                       out.int6_starts.data());
+                                       out.half_starts.data());
   return out;
 }
 
@@ -165,7 +168,7 @@ void expect_activation_row_matches_reference(const std::vector<float>& x, std::i
     EXPECT_EQ(got.scales, want.scales) << cpu::isa_name(level) << " cols " << cols;
     EXPECT_EQ(got.sums, want.sums) << cpu::isa_name(level) << " cols " << cols;
     EXPECT_EQ(got.code_sums, want.code_sums) << cpu::isa_name(level) << " cols " << cols;
-    EXPECT_EQ(got.int6_starts, want.int6_starts) << cpu::isa_name(level) << " cols " << cols;
+    EXPECT_EQ(got.half_starts, want.half_starts) << cpu::isa_name(level) << " cols " << cols;
   }
 }
 
@@ -231,7 +234,7 @@ TEST(QuantizedFormat, NonFiniteActivationsCodeAsZeroAtEveryLevel) {
     const cpu::reference_rows got = quantize_row_at(level, x, padded);
     EXPECT_EQ(got.codes, want.codes) << cpu::isa_name(level);
     EXPECT_EQ(got.code_sums, want.code_sums) << cpu::isa_name(level);
-    EXPECT_EQ(got.int6_starts, want.int6_starts) << cpu::isa_name(level);
+    EXPECT_EQ(got.half_starts, want.half_starts) << cpu::isa_name(level);
   }
 }
 
@@ -314,7 +317,7 @@ TEST(QuantizedGemm, TilesGiveTheGemvBitsAtEveryLevel) {
 }
 
 // int8 codes are stored as q + 128 (int4_nl's levels meet the activations
-// that way too), int4's as q + 8 and int6's as q + 32; the kernels take the
+// that way too), int4's and int4_g16's as q + 8 and int6's as q + 32; the kernels take the
 // offset out of each group's integer sum, before any rounding. A row whose
 // weights are all tiny beside one outlier has codes near the offset, so
 // removing it in floating point afterwards (128 · Σ x) would cancel large
@@ -327,7 +330,7 @@ TEST(QuantizedGemv, CodeOffsetsLeaveNoCancellationError) {
   for (std::int64_t n = 0; n < rows; ++n) w[static_cast<std::size_t>(n * cols + 3 * n)] = 100.0f;
   const std::vector<float> x = rng.floats(static_cast<std::size_t>(m * cols), 1.0f, 2.0f);
   for (auto format : {weight_quantization::int8, weight_quantization::int4, weight_quantization::int4_nl,
-                      weight_quantization::int6}) {
+                      weight_quantization::int6, weight_quantization::int4_g16}) {
     const quantized_buffer q = quantize(w, format, rows, cols);
     const cpu::quantized_matrix view = q.view();
     const cpu::reference_rows xq = cpu::quantize_rows_reference(x.data(), m, cols, cols, view.padded_cols);

@@ -36,13 +36,14 @@ inline quantized_buffer quantize(const std::vector<float>& w, weight_quantizatio
 }
 
 /// Random 4-, 5- or 6-bit codes with block factors, as a GGUF file holds
-/// them (int4_asym / int5_asym: Q4_K / Q5_K; int4_nl: IQ4_XS; int6: Q6_K,
-/// a scale code per 16 inputs; int4: as the backend quantises at load):
+/// them (int4_asym / int5_asym: Q4_K / Q5_K; int4_nl: IQ4_XS; int6: Q6_K
+/// and int4_g16: Q3_K (every 4-bit code, where Q3_K uses 4..11), a scale
+/// code per 16 inputs; int4: as the backend quantises at load):
 /// every code value, block factors of both signs in f16, and scale codes
 /// over the whole byte: u8 0..255 beside offsets, s8 −128..127 without (so
 /// a kernel that widened one kind as the other would read 200 as −56).
 /// read_rows gives the products rounded to f16, as the GGUF sources do
-/// (int6: refused, as its contract says).
+/// (int6, int4_g16: refused, as its contract says).
 class block_factored_codes final : public stored_code_source {
  public:
   block_factored_codes(std::mt19937_64& engine, weight_quantization format, std::int64_t rows, std::int64_t cols)
@@ -67,7 +68,8 @@ class block_factored_codes final : public stored_code_source {
 
   void read_rows(std::int64_t first, std::int64_t count, std::uint8_t* codes, std::uint16_t* scales,
                  std::uint16_t* offsets) const override {
-    if (format_ == weight_quantization::int6) throw std::logic_error("read_rows: int6 has a scale per 16 inputs");
+    if (quantization_half_group_scales(format_))
+      throw std::logic_error("read_rows: int6 and int4_g16 have a scale per 16 inputs");
     const std::int64_t groups = cols_ / stored_code_group;
     std::copy_n(codes_.begin() + first * cols_, count * cols_, codes);
     for (std::int64_t g = first * groups; g < (first + count) * groups; ++g) {
@@ -100,16 +102,17 @@ class block_factored_codes final : public stored_code_source {
     const std::int64_t g = (n * cols_ + k) / scale_inputs();
     const auto rounded = [&](float v) { return f16_products ? f16_to_float(float_to_f16(v)) : v; };
     const int code = codes_[static_cast<std::size_t>(n * cols_ + k)];
-    if (format_ == weight_quantization::int6) return static_cast<double>(scale(g)) * (code - 32);
+    if (quantization_half_group_scales(format_))
+      return static_cast<double>(scale(g)) * (code - half_group_code_offset(format_));
     if (format_ == weight_quantization::int4) return static_cast<double>(rounded(scale(g))) * (code - 8);
     if (format_ == weight_quantization::int4_nl) return static_cast<double>(rounded(scale(g))) * int4_nl_levels[code];
     return static_cast<double>(rounded(scale(g))) * code + rounded(offset(g));
   }
 
  private:
-  // Inputs per scale code: 16 for int6, a group of 32 for the others.
+  // Inputs per scale code: 16 for int6 and int4_g16, a group of 32 for the others.
   std::int64_t scale_inputs() const {
-    return format_ == weight_quantization::int6 ? int6_scale_group : stored_code_group;
+    return quantization_half_group_scales(format_) ? half_scale_group : stored_code_group;
   }
   // Scale g's products in f32 (exact: an f16 times a byte).
   float scale(std::int64_t g) const {
@@ -145,7 +148,7 @@ inline cpu::quantized_rows activation_row(const cpu::quantized_rows& all, std::i
   one.scales += i * groups;
   one.sums += i * groups;
   one.code_sums += i * groups;
-  one.int6_starts += i * 2 * groups;
+  one.half_starts += i * 2 * groups;
   return one;
 }
 

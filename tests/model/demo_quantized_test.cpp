@@ -95,7 +95,8 @@ TEST(DemoQuantized, PerplexityAndTopOneAgreementWithinTheFormatsBounds) {
                                     format_bound{weight_quantization::int5_asym, weight_quantization::int8, 0.97, 0.02},
                                     format_bound{weight_quantization::int4_nl, std::nullopt, 0.95, 0.05},
                                     format_bound{weight_quantization::int4, weight_quantization::int8, 0.95, 0.05},
-                                    format_bound{weight_quantization::int6, weight_quantization::int8, 0.98, 0.01}}) {
+                                    format_bound{weight_quantization::int6, weight_quantization::int8, 0.98, 0.01},
+                                    format_bound{weight_quantization::int4_g16, std::nullopt, 0.95, 0.05}}) {
     const scored got = score(weights, bound.format, bound.lm_head, windows);
     const double agree = agreement(got.greedy, reference.greedy);
     const double gap = got.perplexity / reference.perplexity - 1.0;

@@ -8,8 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <bit>
-#include <boost/json.hpp>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -23,6 +21,7 @@
 #include "model/gguf_stored_codes.hpp"
 #include "tests/model/gguf_test_util.hpp"
 #include "tests/model/model_test_util.hpp"
+#include "tests/model/quant_block_reference.hpp"
 
 namespace troupe {
 namespace {
@@ -30,55 +29,20 @@ namespace {
 const std::filesystem::path fixtures = std::filesystem::path(TROUPE_FIXTURES_DIR) / "gguf";
 constexpr std::size_t q6_k_block_bytes = 210;
 
-// quant_blocks.json's Q6_K entry: its blocks' bytes and the floats gguf.quants.dequantize gives them.
-struct reference_blocks {
-  std::vector<std::byte> bytes;
-  std::vector<float> values;
-};
-
-reference_blocks q6_k_reference() {
-  const auto blocks = boost::json::parse(testing::read_file(fixtures / "quant_blocks.json")).as_object();
-  const auto& entry = blocks.at("Q6_K").as_object();
-  const std::string hex(entry.at("hex").as_string());
-  reference_blocks out;
-  for (std::size_t i = 0; i < hex.size(); i += 2)
-    out.bytes.push_back(static_cast<std::byte>(std::stoi(hex.substr(i, 2), nullptr, 16)));
-  for (const boost::json::value& value : entry.at("values").as_array())
-    out.values.push_back(static_cast<float>(value.to_number<double>()));
-  return out;
-}
-
-// `blocks` as a [rows][256] Q6_K matrix, one block a row.
-gguf_tensor one_block_rows(const std::vector<std::byte>& blocks) {
-  const std::uint64_t rows = blocks.size() / q6_k_block_bytes;
-  return {"blk.0.attn_v.weight", ggml_type::q6_k, {256, rows}, 0, blocks.size(), blocks.data()};
-}
-
 // Each weight from the source's code and factors, d·s in f32 times q − 32
 // (as gguf's dequantiser computes it), is the package's float exactly: a
 // code, bit pair or scale read from the wrong place is off by a step.
 TEST(Q6_KSource, CodesAndFactorsAreTheGgufPackagesFloatsExactly) {
   ASSERT_EQ(gguf_stored_code_format(ggml_type::q6_k), weight_quantization::int6);
-  const reference_blocks reference = q6_k_reference();
-  const gguf_tensor tensor = one_block_rows(reference.bytes);
+  const testing::reference_blocks reference = testing::quant_block_reference("Q6_K");
+  const gguf_tensor tensor = testing::one_block_rows(ggml_type::q6_k, q6_k_block_bytes, reference.bytes);
   const std::int64_t rows = static_cast<std::int64_t>(tensor.dims[1]);
   ASSERT_EQ(rows, 3);
   ASSERT_EQ(reference.values.size(), static_cast<std::size_t>(rows * 256));
   const auto source = gguf_stored_code_source(tensor, 0);
-  EXPECT_EQ(source->format(), weight_quantization::int6);
-  EXPECT_TRUE(source->has_block_factors());
-  EXPECT_TRUE(source->input_permutation().empty());
-  std::vector<std::uint8_t> codes(static_cast<std::size_t>(rows * 256)),
-      scale_codes(static_cast<std::size_t>(rows * 16));
-  std::vector<std::uint16_t> block_scales(static_cast<std::size_t>(rows));
-  // Offsets are no part of int6: left as they were.
-  std::vector<std::uint16_t> block_offsets(block_scales.size(), 0xabcd);
-  std::vector<std::uint8_t> offset_codes(scale_codes.size(), 0x5a);
-  source->read_codes(0, rows, codes.data());
-  source->read_block_factors(0, rows, block_scales.data(), block_offsets.data(), scale_codes.data(),
-                             offset_codes.data());
-  EXPECT_EQ(block_offsets, std::vector<std::uint16_t>(block_scales.size(), 0xabcd));
-  EXPECT_EQ(offset_codes, std::vector<std::uint8_t>(scale_codes.size(), 0x5a));
+  const testing::half_group_rows read = testing::read_one_block_rows(*source, weight_quantization::int6, rows);
+  const std::vector<std::uint8_t>&codes = read.codes, &scale_codes = read.scale_codes;
+  const std::vector<std::uint16_t>& block_scales = read.block_scales;
   int nonzero = 0;
   for (std::int64_t r = 0; r < rows; ++r) {
     for (std::int64_t k = 0; k < 256; ++k) {
@@ -101,24 +65,12 @@ TEST(Q6_KSource, CodesAndFactorsAreTheGgufPackagesFloatsExactly) {
 
 // Per-16 scales do not fit read_rows' f16 scales per 32: a caller's mistake, not the file's.
 TEST(Q6_KSource, ReadRowsIsRefusedAsALogicError) {
-  const reference_blocks reference = q6_k_reference();
-  const auto source = gguf_stored_code_source(one_block_rows(reference.bytes), 0);
+  const testing::reference_blocks reference = testing::quant_block_reference("Q6_K");
+  const auto source =
+      gguf_stored_code_source(testing::one_block_rows(ggml_type::q6_k, q6_k_block_bytes, reference.bytes), 0);
   std::vector<std::uint8_t> codes(256);
   std::vector<std::uint16_t> scales(8), offsets(8);
   EXPECT_THROW(source->read_rows(0, 1, codes.data(), scales.data(), offsets.data()), std::logic_error);
-}
-
-// Rows [0, rows) of `source` decoded bit for bit as gguf_row_source expands `tensor`.
-void expect_decoded_like_the_expansion(const stored_code_source& source, const gguf_tensor& tensor,
-                                       std::int64_t rope_heads) {
-  const auto cols = static_cast<std::int64_t>(tensor.dims[0]), rows = static_cast<std::int64_t>(tensor.dims[1]);
-  std::vector<float> decoded(static_cast<std::size_t>(rows * cols)), expanded(decoded.size());
-  decode_stored_code_rows(source, 0, rows, cols, decoded.data());
-  gguf_row_source(tensor, rope_heads)->read_rows(0, rows, expanded.data());
-  for (std::size_t i = 0; i < decoded.size(); ++i)
-    ASSERT_EQ(std::bit_cast<std::uint32_t>(decoded[i]), std::bit_cast<std::uint32_t>(expanded[i]))
-        << tensor.name << " [" << i / static_cast<std::size_t>(cols) << ", " << i % static_cast<std::size_t>(cols)
-        << "]: " << decoded[i] << " against " << expanded[i];
 }
 
 // The Q4_K_M fixture keeps its Q6_K attn_v and ffn_down as int6, and
@@ -135,7 +87,7 @@ TEST(Q6_KSource, AQ4_KMFilesQ6_KMatricesDecodeToTheFilesExpansion) {
     ASSERT_NE(loaded->stored_codes, nullptr) << *name;
     EXPECT_EQ(loaded->data, nullptr) << *name;
     EXPECT_EQ(loaded->stored_codes->format(), weight_quantization::int6) << *name;
-    expect_decoded_like_the_expansion(*loaded->stored_codes, tensor, 0);
+    testing::expect_decoded_like_the_expansion(*loaded->stored_codes, tensor, 0);
     ++q6_k;
   }
   EXPECT_EQ(q6_k, 4);  // v and down of both layers
@@ -169,7 +121,7 @@ TEST(Q6_KSource, CheckpointWeightBytesCountQ6_KAsInt6) {
 // A one-layer Llama of hidden size 256 (one head) whose seven layer
 // matrices are Q6_K, the reference blocks in turn with each row's d its
 // own (so rows differ), the rest F32.
-std::string mostly_q6_k_file(const reference_blocks& reference) {
+std::string mostly_q6_k_file(const testing::reference_blocks& reference) {
   const std::vector<testing::gguf_kv> kvs = {testing::kv_string("general.architecture", "llama"),
                                              testing::kv_u32("llama.block_count", 1),
                                              testing::kv_u32("llama.embedding_length", 256),
@@ -207,7 +159,7 @@ std::string mostly_q6_k_file(const reference_blocks& reference) {
 // asked for streams the rows to be requantised instead.
 TEST(Q6_KSource, AMostlyQ6_KFileRunsAsInt6) {
   const testing::temp_dir dir;
-  testing::write_file(dir / "q6_k.gguf", mostly_q6_k_file(q6_k_reference()));
+  testing::write_file(dir / "q6_k.gguf", mostly_q6_k_file(testing::quant_block_reference("Q6_K")));
   const quantized_checkpoint opened = open_for_quantization(dir / "q6_k.gguf", "auto", true, {.show_progress = false});
   EXPECT_EQ(opened.quantization, weight_quantization::int6);
   EXPECT_EQ(opened.weights.stored_quantization(), weight_quantization::int6);
@@ -219,7 +171,7 @@ TEST(Q6_KSource, AMostlyQ6_KFileRunsAsInt6) {
   }
   // One head of 256 rows: HF row (s, i) is file row 2 i + s.
   const gguf_tensor& q = *opened.weights.gguf()->find_tensor("blk.0.attn_q.weight");
-  expect_decoded_like_the_expansion(*layer.q_proj->stored_codes, q, 1);
+  testing::expect_decoded_like_the_expansion(*layer.q_proj->stored_codes, q, 1);
   std::vector<float> hf_row_1(256), file_row_2(256);
   decode_stored_code_rows(*layer.q_proj->stored_codes, 1, 1, 256, hf_row_1.data());
   gguf_row_source(q, 0)->read_rows(2, 1, file_row_2.data());

@@ -17,15 +17,16 @@ void add_model_flags(CLI::App& command, model_flags& flags) {
   command.add_option("--threads", flags.threads, "CPU backend threads (0: all cores)")->check(CLI::NonNegativeNumber);
   command
       .add_option("--quantization", flags.quantization,
-                  "weight-only quantisation at load: auto (a 4- to 6-bit GGUF / AWQ / GPTQ checkpoint as stored), "
-                  "none, int8, int4, int4_asym, int5_asym, int4_nl or int6 (cpu; cuda holds it as int8)")
+                  "weight-only quantisation at load: auto (a 3- to 6-bit GGUF / AWQ / GPTQ checkpoint as stored), "
+                  "none, int8, int4, int4_asym, int5_asym, int4_nl, int6 or int4_g16 (the last two cpu; cuda holds "
+                  "them as int8)")
       ->check(CLI::IsMember(quantization_choices()));
   command
       .add_option("--lm-head-quantization", flags.lm_head_quantization,
                   "the LM head's format: auto (int4 beside 4- to 6-bit layers when tied to the embeddings on the "
                   "cpu, its best logits rescored exactly; else int8 when the layers are quantised), none, int8, int4, "
                   "int4_asym, "
-                  "int5_asym, int4_nl or int6")
+                  "int5_asym, int4_nl, int6 or int4_g16")
       ->check(CLI::IsMember(quantization_choices()));
 }
 

@@ -233,10 +233,10 @@ void bench_quantized(const bench_arguments& args) {
   for (std::int64_t m : {1, 8, 32, 64, 128, 512}) {
     for (auto format : {weight_quantization::none, weight_quantization::int8, weight_quantization::int4,
                         weight_quantization::int4_asym, weight_quantization::int5_asym, weight_quantization::int4_nl,
-                        weight_quantization::int6}) {
+                        weight_quantization::int6, weight_quantization::int4_g16}) {
       // Codes plus an f16 scale (and for int4_asym / int5_asym an f16 offset)
-      // per 32 inputs; int4 and int6, quantised here, as block factors: a
-      // byte per 32 (int6: per 16) inputs and an f16 per 256.
+      // per 32 inputs; int4, int6 and int4_g16, quantised here, as block
+      // factors: a byte per 32 (int6, int4_g16: per 16) inputs and an f16 per 256.
       const bool offsets = quantization_group_offsets(format);
       const int bits = quantization_code_bits(format);
       double bytes_per_weight = bits / 8.0 + (offsets ? 4.0 : 2.0) / 32.0;
@@ -244,6 +244,7 @@ void bench_quantized(const bench_arguments& args) {
       if (format == weight_quantization::int8) bytes_per_weight = 1.0;
       if (format == weight_quantization::int4) bytes_per_weight = 0.5 + 1.0 / 32.0 + 2.0 / 256.0;
       if (format == weight_quantization::int6) bytes_per_weight = 0.75 + 1.0 / 16.0 + 2.0 / 256.0;
+      if (format == weight_quantization::int4_g16) bytes_per_weight = 0.5 + 1.0 / 16.0 + 2.0 / 256.0;
       const double bytes = bytes_per_weight * static_cast<double>(n * k);
       const std::vector<host_tensor> copies(static_cast<std::size_t>(m > 32 ? 1 : copies_for(bytes)), tensor);
       const bool both = m >= 64 && format != weight_quantization::none;

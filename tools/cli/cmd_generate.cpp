@@ -138,7 +138,7 @@ void setup(CLI::App& root) {
                   "drafts per sequence and step at most (default 4 here)");
   cmd->add_option("--draft-model", flags->speculation.draft_model, "draft: HF directory (default: the demo draft)");
   cmd->add_option("--draft-quantization", flags->speculation.draft_quantization,
-                  "draft: auto (as --quantization), none, int8, int4, int4_asym, int5_asym, int4_nl or int6");
+                  "draft: auto (as --quantization), none, int8, int4, int4_asym, int5_asym, int4_nl, int6 or int4_g16");
   cmd->add_option("--draft-vocab-size", flags->speculation.draft_vocab_size,
                   "draft: its LM head scores only the ids below this (default 0: every id)")
       ->check(CLI::NonNegativeNumber);

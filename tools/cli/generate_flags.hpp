@@ -18,8 +18,8 @@ struct speculation_flags {
   std::string speculative = "off";          ///< off | ngram | draft | layerskip
   int num_speculative_tokens = 4;           ///< drafts per sequence and step at most
   std::string draft_model;                  ///< draft: HF directory (empty: the demo draft)
-  std::string draft_quantization =
-      "auto";  ///< draft: auto (as --quantization) | none | int8 | int4 | int4_asym | int5_asym | int4_nl | int6
+  std::string draft_quantization = "auto";  ///< draft: auto (as --quantization) | none | int8 | int4 | int4_asym |
+                                            ///< int5_asym | int4_nl | int6 | int4_g16
   std::int64_t draft_vocab_size = 0;        ///< draft: its LM head scores ids [0, this) only (0: every id)
   std::string speculative_skip_layers;
   int speculative_tree_width = 1;  ///< draft tree branches (1: chains)
