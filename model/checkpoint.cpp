@@ -129,20 +129,16 @@ std::vector<std::int64_t> hf_matrix_shape(const gguf_tensor& tensor) {
 
 // True when most of a GGUF file's layer matrices are stored in codes that
 // need 5 to 8 bits on a linear grid (Q5_0, Q5_1, Q5_K, Q6_K, Q8_0, IQ4_NL and
-// IQ4_XS, whose levels are not evenly spaced, and Q2_K, whose minimums per
-// 16 weights put a group of 32 on no small grid). A Q3_K matrix counts as
-// the 4 bits it is kept in (int4_g16, whose scales per 16 inputs are
-// Q3_K's own), not as the 8 that a grid with a scale per 32 inputs or per
-// row needs for it (ggml_code_bits). `auto` runs such a file as int8 only
-// where no layer matrix keeps its codes (Q8_0, Q2_K); kept ones, Q6_K's as
-// int6 and Q3_K's as int4_g16, run in their own format.
+// IQ4_XS, whose levels are not evenly spaced, and Q2_K / Q3_K, whose scales
+// per 16 weights put a group of 32 on no 4-bit grid). `auto` runs such a
+// file as int8 only where no layer matrix keeps its codes (Q8_0, Q2_K);
+// kept ones, Q6_K's as int6 and Q3_K's as int4_g16, run in their own
+// format (open_for_quantization).
 bool gguf_layers_mostly_5_to_8_bits(const gguf_file& file) {
   int finer = 0, all = 0;
   for (const auto& [type, count] : gguf_layer_types(file)) {
-    const std::optional<weight_quantization> kept = gguf_stored_code_format(type);
-    const bool own_grid = kept && quantization_half_group_scales(*kept);
     all += count;
-    finer += (own_grid ? quantization_code_bits(*kept) : ggml_code_bits(type)) >= 5 ? count : 0;
+    finer += ggml_code_bits(type) >= 5 ? count : 0;
   }
   return 2 * finer > all;
 }

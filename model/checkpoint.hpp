@@ -108,8 +108,9 @@ class checkpoint {
   std::uint64_t weight_bytes() const;
   /// The format most of the linear layers kept in their stored codes are in
   /// (int4, int4_asym or, for GGUF Q5 files, int5_asym, for IQ4 files
-  /// int4_nl, for Q6_K files int6, for Q3_K_M files and Q2_K ones, whose
-  /// Q3_K matrices are the only ones kept, int4_g16): the model's format;
+  /// int4_nl, for Q6_K files int6, for Q3_K_M files and llama.cpp's Q2_K
+  /// ones, whose Q3_K matrices are the most common kept, int4_g16): the
+  /// model's format;
   /// none when checkpoint_options::keep_stored_codes was off or nothing was
   /// stored that way. A GGUF file's matrices in another format troupe keeps
   /// (an IQ4_XS file's Q5_K attn_v as int5_asym, a Q4_K_M file's Q6_K ones
@@ -118,8 +119,8 @@ class checkpoint {
   weight_quantization stored_quantization() const { return stored_quantization_; }
   /// True when the linear layers were stored in codes that need 5 to 8 bits
   /// on a linear grid (mostly GGUF Q5_0 / Q5_1 / Q5_K / Q6_K / Q8_0 /
-  /// IQ4_NL / IQ4_XS / Q2_K, or GPTQ with bits 8: ggml_code_bits; Q3_K
-  /// counts as the 4 bits of int4_g16, which keeps it). Those not kept
+  /// IQ4_NL / IQ4_XS / Q2_K / Q3_K, or GPTQ with bits 8: ggml_code_bits).
+  /// Those not kept
   /// in their codes (stored_quantization()) are held expanded (bf16 / f16)
   /// or expanded on demand.
   bool stored_5_to_8_bits() const { return stored_5_to_8_bits_; }

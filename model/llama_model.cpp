@@ -75,7 +75,8 @@ bool keeps_4_bit_layers(const model_weights& weights) {
 // The format of one projection. One kept in its checkpoint's codes runs
 // in their format (most in the model's; an IQ4_XS file's Q5_K attn_v as
 // int5_asym, a Q4_K_M file's Q6_K attn_v and ffn_down as int6, a Q2_K
-// file's Q3_K attn_v, attn_output and ffn_down as int4_g16). A
+// file's Q3_K attn_output and ffn_down as int4_g16, and its attn_v, Q3_K
+// or Q4_K by the model's grouping, as int4_g16 or int4_asym). A
 // checkpoint that keeps 4- to 6-bit layers and stores others in codes
 // troupe does not keep (Q8_0, Q2_K), expanded at load, keeps what
 // those codes hold: such a projection runs as int8 instead of being
