@@ -164,6 +164,10 @@ constexpr bool signed_scale_codes(qformat format) {
 /// int4_g16): a group's integer dot product is two, over vectors 0-3 and 4-7.
 constexpr bool half_group_scales(qformat format) { return format == qformat::int6 || format == qformat::int4_g16; }
 
+/// The code of a zero weight in a half-group format (w = scale · (code −
+/// this)): 32 for int6, 8 for int4_g16 (troupe::half_group_code_offset).
+constexpr int half_group_zero_code(qformat format) { return format == qformat::int6 ? 32 : 8; }
+
 /// Index in an int6 or int4_g16 matrix's scale_codes of half `half` (0:
 /// inputs 0-15) of group g (counted over the matrix).
 constexpr std::int64_t half_scale_code_index(std::int64_t g, int half) { return 2 * g - g % 16 + 16 * half; }

@@ -37,7 +37,7 @@ inline void dequantize_row(const quantized_matrix& w, std::int64_t n, std::uint1
           offset[half][q] = -128.0f * w.row_scales[n];
         } else if constexpr (half_group_scales(F)) {
           scale[half][q] = scalar_half_group_scale(w, g, half);
-          offset[half][q] = (F == qformat::int6 ? -32.0f : -8.0f) * scale[half][q];
+          offset[half][q] = -static_cast<float>(half_group_zero_code(F)) * scale[half][q];
         } else {
           scale[half][q] = scalar_group_scale(w, g);
           const float zero_code = F == qformat::int4_nl ? 128.0f : 8.0f;

@@ -207,8 +207,12 @@ template <qformat F>
 /// Σ x codes for int6, a quarter of it for int4_g16 (code offset 8).
 template <qformat F>
 [[gnu::always_inline]] inline vi half_group_start(const std::int32_t* starts) {
-  if constexpr (F == qformat::int6) return load_codes(starts);
-  return quartered(load_codes(starts));
+  if constexpr (half_group_zero_code(F) == 32) {
+    return load_codes(starts);
+  } else {
+    static_assert(half_group_zero_code(F) == 8, "half_starts hold −32 · Σ codes: a quarter of them for 8");
+    return quartered(load_codes(starts));
+  }
 }
 
 /// The integer dot products of one activation row with the unpacked
@@ -318,7 +322,7 @@ inline void qgemv_row(const quantized_matrix& w, const quantized_rows& x, std::i
       const float x_scale = x.scales[(m0 + i) * groups + g];
       if constexpr (half_group_scales(F)) {
         // Vectors 0-3 hold the group's first 16 inputs; codes stand for code − 32 (int4_g16: − 8).
-        const int divisor = F == qformat::int6 ? 1 : 4;
+        constexpr int divisor = 32 / half_group_zero_code(F);  // half_starts hold −32 · Σ codes
         int halves[2] = {x.half_starts[(m0 + i) * 2 * groups + g] / divisor,
                          x.half_starts[(m0 + i) * 2 * groups + groups + g] / divisor};
         for (int r = 0; r < 8; ++r) {
